@@ -1,0 +1,59 @@
+#pragma once
+// The environment contract between a hyrun parent and the rank processes it starts.
+// This header is the one definition of every variable name; docs/environment.md
+// describes them for users.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hyrun {
+namespace env {
+inline constexpr const char* kRank = "HYRUN_RANK";                    ///< global rank, 0..world-1
+inline constexpr const char* kWorldSize = "HYRUN_WORLD_SIZE";         ///< number of ranks in the job
+inline constexpr const char* kLocalRank = "HYRUN_LOCAL_RANK";         ///< rank among this parent's ranks
+inline constexpr const char* kLocalWorldSize = "HYRUN_LOCAL_WORLD_SIZE";  ///< ranks this parent starts
+inline constexpr const char* kNodeRank = "HYRUN_NODE_RANK";           ///< index of this parent (0..nodes-1)
+inline constexpr const char* kNumNodes = "HYRUN_NUM_NODES";           ///< number of hyrun parents
+inline constexpr const char* kRootAddress = "HYRUN_ROOT_ADDRESS";     ///< rank 0's UCX worker address, hex
+inline constexpr const char* kJobToken = "HYRUN_JOB_TOKEN";           ///< random per-job secret
+inline constexpr const char* kPublishFd = "HYRUN_PUBLISH_FD";         ///< rank 0 only: fd to publish on
+inline constexpr const char* kBootstrapTimeoutMs = "HYRUN_BOOTSTRAP_TIMEOUT_MS";  ///< time limit of joins
+inline constexpr const char* kLogLevel = "HYRUN_LOG_LEVEL";           ///< spdlog level for hyrun and workers
+// The names other frameworks read (torchrun, NCCL-style programs).
+inline constexpr const char* kCommonRank = "RANK";
+inline constexpr const char* kCommonWorldSize = "WORLD_SIZE";
+inline constexpr const char* kCommonLocalRank = "LOCAL_RANK";
+inline constexpr const char* kCommonLocalWorldSize = "LOCAL_WORLD_SIZE";
+}  // namespace env
+
+/// What a rank learns from its parent. Parents build it, format it with
+/// to_variables(); ranks read it back with from_environment().
+struct RankEnvironment {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+  int num_nodes = 1;
+  std::string job_token;
+  std::optional<std::string> root_address_hex;  ///< absent for rank 0 and for --bootstrap=none
+  std::optional<int> publish_fd;                ///< present for rank 0 only
+  int bootstrap_timeout_ms = 60000;
+
+  /// NAME=value pairs for every variable of the contract, the common aliases included.
+  std::vector<std::pair<std::string, std::string>> to_variables() const;
+
+  /// Reads the contract from this process's environment. Throws Error with
+  /// "not started by hyrun: HYRUN_RANK is not set" when the contract is absent,
+  /// and UsageError naming the variable when a value is malformed or inconsistent.
+  static RankEnvironment from_environment();
+};
+
+/// The line rank 0 writes on its publish fd: "hyrun-root v1 <hex address>\n".
+std::string format_publish_line(const std::string& address_hex);
+
+/// Parses one publish line (without its newline); std::nullopt if it is not one.
+std::optional<std::string> parse_publish_line(const std::string& line);
+
+}  // namespace hyrun

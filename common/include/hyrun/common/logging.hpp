@@ -1,0 +1,15 @@
+#pragma once
+// One logging set-up for hyrun and the worker library: spdlog on stderr, one line
+// per message, prefixed with the component ("hyrun" or "hyrun-worker[rank]").
+#include <string>
+
+namespace hyrun {
+
+/// Configures the default spdlog logger. `level` is an spdlog level name
+/// (trace, debug, info, warn, error, critical, off); throws UsageError otherwise.
+void init_logging(const std::string& component, const std::string& level);
+
+/// The level from HYRUN_LOG_LEVEL, or `fallback` when unset.
+std::string log_level_from_environment(const std::string& fallback);
+
+}  // namespace hyrun

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian package hyrun needs to build, test and benchmark. Idempotent and
+# quiet when everything is present; run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libpmix-dev libucx-dev ucx-utils libhwloc-dev hwloc
+  nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev
+  slurmctld slurmd slurm-client munge
+  openmpi-bin libopenmpi-dev
+  iproute2 util-linux procps gnuplot-nox
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: must run as root to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,99 @@
+#pragma once
+// The hyrun worker library: what a program started by hyrun calls to join its job.
+//
+//   hyrun::World world;            // reads the environment contract and connects
+//   world.barrier();
+//   auto all = world.allgather(my_bytes);
+//
+// Constructing a World reads the contract (docs/environment.md), creates the UCP
+// context and worker, and connects: rank 0 publishes its worker address on the fd
+// hyrun gave it and admits joins that present the job token; every other rank joins
+// rank 0 with the root address; rank 0 sends every rank the full address table; every
+// rank ends with an endpoint to every other rank. Every wait is bounded by the
+// bootstrap timeout (HYRUN_BOOTSTRAP_TIMEOUT_MS, or WorldOptions::timeout).
+// Errors are thrown as hyrun::Error (see hyrun/common/error.hpp).
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hyrun/common/error.hpp"
+
+namespace hyrun {
+
+struct WorldOptions {
+  /// UCP_ERR_HANDLING_MODE_PEER on every endpoint, so that a peer's death is reported
+  /// instead of fatal. Note: UCX 1.13 then uses no shared-memory transport (tcp only).
+  bool peer_error_handling = false;
+  /// Time limit of every wait during connection and collectives; default: the contract's
+  /// HYRUN_BOOTSTRAP_TIMEOUT_MS.
+  std::optional<std::chrono::milliseconds> timeout;
+  /// UCP features requested in addition to tag matching (e.g. UCP_FEATURE_RMA).
+  uint64_t extra_ucp_features = UCP_FEATURE_RMA;
+};
+
+/// The effective placement of this rank, read back from the system (not from hyrun's plan).
+struct RankBinding {
+  std::vector<int> cpus;          ///< OS indexes of the CPUs this process may run on
+  std::vector<int> memory_nodes;  ///< NUMA nodes of the memory policy; empty = no binding
+  std::string visible_gpus;       ///< CUDA_VISIBLE_DEVICES, or "" when unset
+  std::string ucx_net_devices;    ///< UCX_NET_DEVICES, or "" when unset (UCX chooses)
+  std::string ucx_tls;            ///< UCX_TLS, or "" when unset
+  /// "cpus=0-3 mem=0 gpus=1 ucx_net_devices=mlx5_1:1 ucx_tls=all"
+  std::string describe() const;
+};
+
+/// Compact list form of OS indexes: {0,1,2,3,8} -> "0-3,8".
+std::string format_index_list(const std::vector<int>& indexes);
+
+class World {
+ public:
+  /// Reads the contract and connects to every other rank. Throws
+  /// Error("not started by hyrun: HYRUN_RANK is not set") outside hyrun.
+  explicit World(const WorldOptions& options = {});
+  ~World();
+  World(World&&) noexcept;
+  World& operator=(World&&) noexcept;
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;
+  int local_size() const;
+  int node_rank() const;
+  int num_nodes() const;
+  std::chrono::milliseconds timeout() const;
+
+  /// Returns when every rank has entered it.
+  void barrier();
+  /// Every rank contributes `mine` (any size); returns every rank's contribution, by rank.
+  std::vector<std::vector<std::byte>> allgatherv(std::span<const std::byte> mine);
+  /// Equal-size contributions, concatenated by rank. Throws if sizes differ.
+  std::vector<std::byte> allgather(std::span<const std::byte> mine);
+  /// Point-to-point bytes; messages with the same (peer, tag) arrive in order.
+  void send(int peer, std::span<const std::byte> data, uint32_t tag = 0);
+  std::vector<std::byte> recv(int peer, uint32_t tag = 0);
+
+  RankBinding binding() const;
+
+  /// Low-level access for one-sided transports built on this world (valid while it lives).
+  ucp_context_h ucp_context() const;
+  ucp_worker_h ucp_worker() const;
+  ucp_ep_h endpoint(int peer) const;
+  /// Drives ucp_worker_progress until `request` (from a *_nbx call) completes or the
+  /// timeout passes; throws Error naming `what` on failure or TimeoutError.
+  void wait(void* request, const std::string& what);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hyrun
