@@ -1,1 +1,130 @@
-// placeholder: being written
+#include "launcher/child_process.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "launcher/unique_fd.hpp"
+
+namespace hyrun {
+namespace {
+
+// What the child reports through the status pipe when it cannot exec.
+struct ChildFailure {
+  int stage;  // 1: setting up, 2: pre-exec hook, 3: exec
+  int errnum;
+  char message[480];
+};
+
+[[noreturn]] void child_fail(int status_fd, int stage, int errnum, const char* message) {
+  ChildFailure failure{};
+  failure.stage = stage;
+  failure.errnum = errnum;
+  std::size_t i = 0;
+  for (; message && message[i] && i + 1 < sizeof failure.message; ++i) failure.message[i] = message[i];
+  failure.message[i] = '\0';
+  [[maybe_unused]] ssize_t ignored = ::write(status_fd, &failure, sizeof failure);
+  _exit(127);
+}
+
+// Moves an fd out of the range [low, high] used as targets, so dup2 cannot clobber it.
+int move_above(int fd, int floor) { return fcntl(fd, F_DUPFD_CLOEXEC, floor); }
+
+[[noreturn]] void run_child(const SpawnSpec& spec, char* const* argv, char* const* envp, int status_fd,
+                            pid_t parent) {
+  setpgid(0, 0);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(status_fd, 1, errno, "prctl(PR_SET_PDEATHSIG)");
+  if (getppid() != parent) _exit(128 + SIGKILL);  // the parent died before the line above took effect
+
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) sigaction(s, &dfl, nullptr);  // fails harmlessly for SIGKILL/SIGSTOP
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+
+  // Collect every source fd above the highest target first, then dup2 into place.
+  int highest_target = 2;
+  for (const auto& [from, to] : spec.inherited_fds) highest_target = std::max(highest_target, to);
+  const int floor = highest_target + 1;
+  int in = spec.stdin_fd >= 0 ? spec.stdin_fd : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (in < 0) child_fail(status_fd, 1, errno, "opening /dev/null for stdin");
+  in = move_above(in, floor);
+  const int out = move_above(spec.stdout_fd, floor);
+  const int err = move_above(spec.stderr_fd, floor);
+  if (in < 0 || out < 0 || err < 0) child_fail(status_fd, 1, errno, "duplicating stdio");
+  int moved[16];
+  const std::size_t count = std::min<std::size_t>(spec.inherited_fds.size(), 16);
+  for (std::size_t i = 0; i < count; ++i) {
+    moved[i] = move_above(spec.inherited_fds[i].first, floor);
+    if (moved[i] < 0) child_fail(status_fd, 1, errno, "duplicating an inherited fd");
+  }
+  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) child_fail(status_fd, 1, errno, "redirecting stdio");
+  for (std::size_t i = 0; i < count; ++i)
+    if (dup2(moved[i], spec.inherited_fds[i].second) < 0) child_fail(status_fd, 1, errno, "placing an inherited fd");
+
+  if (spec.pre_exec) {
+    char message[400] = {};
+    const int rc = spec.pre_exec(message, sizeof message);
+    if (rc != 0) child_fail(status_fd, 2, rc, message);
+  }
+  execvpe(argv[0], argv, envp);
+  child_fail(status_fd, 3, errno, nullptr);
+}
+
+}  // namespace
+
+pid_t spawn(const SpawnSpec& spec) {
+  if (spec.argv.empty()) throw Error("spawn: no program given");
+  // Everything the child touches is prepared here: it must not allocate after fork.
+  std::vector<char*> argv;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : spec.environment) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  if (spec.inherited_fds.size() > 16) throw Error("spawn: at most 16 inherited fds");
+
+  Pipe status = make_pipe();
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw SystemError("fork", errno);
+  if (pid == 0) {
+    status.read.reset();
+    run_child(spec, argv.data(), envp.data(), status.write.get(), parent);
+  }
+  setpgid(pid, pid);  // also in the parent, so signals to the group work at once
+  status.write.reset();
+
+  ChildFailure failure{};
+  ssize_t n;
+  do n = ::read(status.read.get(), &failure, sizeof failure);
+  while (n < 0 && errno == EINTR);
+  if (n == 0) return pid;  // EOF: exec succeeded and closed the pipe
+
+  // The child failed before exec and exits at once; reap it here so it never lingers.
+  int ignored;
+  while (waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+  }
+  const std::string program = spec.argv[0];
+  if (n != static_cast<ssize_t>(sizeof failure)) throw SpawnError(fmt::format("starting '{}' failed", program));
+  switch (failure.stage) {
+    case 3:
+      throw SpawnError(fmt::format("cannot execute '{}': {}", program, std::strerror(failure.errnum)),
+                       failure.errnum == ENOENT ? exit_code::kNotFound : exit_code::kNotExecutable);
+    case 2:
+      throw SpawnError(fmt::format("preparing '{}' failed: {}", program, failure.message), exit_code::kNotExecutable);
+    default:
+      throw SpawnError(fmt::format("preparing '{}' failed: {}: {}", program, failure.message, std::strerror(failure.errnum)),
+                       exit_code::kNotExecutable);
+  }
+}
+
+}  // namespace hyrun

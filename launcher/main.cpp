@@ -1,1 +1,34 @@
-int main() { return 0; }
+// hyrun: start the ranks of a job, locally or as one PMIx process per node.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+
+#include <cstdio>
+
+#include "hyrun/common/error.hpp"
+#include "hyrun/common/logging.hpp"
+#include "launcher/cli_options.hpp"
+#include "launcher/local_mode.hpp"
+#include "launcher/signal_events.hpp"
+
+int main(int argc, char** argv) {
+  hyrun::CommandLine command_line;
+  if (const auto code = command_line.parse(argc, argv)) return *code;
+  const auto& options = command_line.options();
+  try {
+    hyrun::init_logging("hyrun", options.log_level);
+    // A closed stdout must not kill hyrun while ranks still run; ranks get SIGPIPE back
+    // (their dispositions are reset before exec).
+    ::signal(SIGPIPE, SIG_IGN);
+    // Orphans of a rank's own children are re-parented to hyrun, which reaps them.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    hyrun::SignalEvents signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2});
+    return hyrun::run_local(options, signals);
+  } catch (const hyrun::Error& e) {
+    std::fprintf(stderr, "hyrun: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hyrun: internal error: %s\n", e.what());
+    return hyrun::exit_code::kLauncherError;
+  }
+}

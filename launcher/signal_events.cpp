@@ -1,1 +1,43 @@
-// placeholder: being written
+#include "launcher/signal_events.hpp"
+
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "hyrun/common/error.hpp"
+
+namespace hyrun {
+
+SignalEvents::SignalEvents(std::initializer_list<int> signals) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : signals) sigaddset(&set, s);
+  if (sigprocmask(SIG_BLOCK, &set, &previous_mask_) != 0) throw SystemError("blocking signals", errno);
+  const int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    sigprocmask(SIG_SETMASK, &previous_mask_, nullptr);
+    throw SystemError("creating a signalfd", err);
+  }
+  fd_.reset(fd);
+}
+
+SignalEvents::~SignalEvents() { sigprocmask(SIG_SETMASK, &previous_mask_, nullptr); }
+
+std::vector<int> SignalEvents::drain() {
+  std::vector<int> out;
+  signalfd_siginfo info;
+  for (;;) {
+    const ssize_t n = ::read(fd_.get(), &info, sizeof info);
+    if (n == static_cast<ssize_t>(sizeof info)) {
+      out.push_back(static_cast<int>(info.ssi_signo));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;  // EAGAIN: nothing more pending
+  }
+  return out;
+}
+
+}  // namespace hyrun

@@ -1,1 +1,114 @@
-// placeholder: being written
+#include "ucx_handles.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "hyrun/common/error.hpp"
+
+namespace hyrun::ucx {
+
+void check(ucs_status_t status, const std::string& what) {
+  if (status != UCS_OK) throw Error(fmt::format("{}: {}", what, ucs_status_string(status)));
+}
+
+Context make_context(uint64_t extra_features) {
+  ucp_config_t* config = nullptr;
+  check(ucp_config_read(nullptr, nullptr, &config), "reading the UCX configuration (UCX_* variables)");
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG | extra_features;
+  ucp_context_h context = nullptr;
+  const ucs_status_t status = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  check(status, "creating the UCP context");
+  return Context(context);
+}
+
+Worker make_worker(ucp_context_h context) {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  ucp_worker_h worker = nullptr;
+  check(ucp_worker_create(context, &params, &worker), "creating the UCP worker");
+  return Worker(worker);
+}
+
+WorkerAddress::WorkerAddress(ucp_worker_h worker) : worker_(worker) {
+  check(ucp_worker_get_address(worker, &address_, &length_), "reading the UCP worker address");
+}
+
+WorkerAddress::~WorkerAddress() {
+  if (address_) ucp_worker_release_address(worker_, address_);
+}
+
+Endpoint::Endpoint(ucp_worker_h worker, std::span<const std::byte> remote_address, bool peer_error_handling,
+                   PeerFailureHandler on_failure, void* failure_arg)
+    : worker_(worker) {
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  params.address = reinterpret_cast<const ucp_address_t*>(remote_address.data());
+  params.err_mode = peer_error_handling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  if (peer_error_handling && on_failure) {
+    params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.err_handler.cb = on_failure;
+    params.err_handler.arg = failure_arg;
+  }
+  check(ucp_ep_create(worker, &params, &ep_), "creating a UCP endpoint");
+}
+
+Endpoint& Endpoint::operator=(Endpoint&& other) noexcept {
+  if (this != &other) {
+    close(std::chrono::seconds(5));
+    worker_ = std::exchange(other.worker_, nullptr);
+    ep_ = std::exchange(other.ep_, nullptr);
+  }
+  return *this;
+}
+
+void Endpoint::close(std::chrono::milliseconds timeout) noexcept {
+  if (!ep_) return;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  ucp_request_param_t param{};
+  void* request = ucp_ep_close_nbx(ep_, &param);
+  if (wait_request(worker_, request, deadline) != UCS_OK) {
+    // Flushing failed or timed out (a dead peer): force the close so nothing lingers.
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* forced = ucp_ep_close_nbx(ep_, &param);
+    wait_request(worker_, forced, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  }
+  ep_ = nullptr;
+}
+
+void* Endpoint::start_close() noexcept {
+  if (!ep_) return nullptr;
+  ucp_request_param_t param{};
+  void* request = ucp_ep_close_nbx(std::exchange(ep_, nullptr), &param);
+  return request;
+}
+
+ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::steady_clock::time_point deadline) {
+  if (request == nullptr) return UCS_OK;
+  if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
+  ucs_status_t status;
+  unsigned spins = 0;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    ucp_worker_progress(worker);
+    // The clock is read every few hundred iterations: progress calls are cheap.
+    if (++spins % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
+      ucp_request_cancel(worker, request);
+      // Not every operation can be cancelled (sends cannot); give it a moment, then let
+      // UCX release it whenever it completes (ucp_request_free allows that).
+      const auto cancel_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < cancel_deadline)
+        ucp_worker_progress(worker);
+      ucp_request_free(request);
+      return UCS_ERR_TIMED_OUT;
+    }
+  }
+  ucp_request_free(request);
+  return status;
+}
+
+}  // namespace hyrun::ucx

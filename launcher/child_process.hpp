@@ -1,0 +1,44 @@
+#pragma once
+// Starting one rank process: fork + exec with everything a rank needs set up in the
+// child before exec, and exec failures reported back to the parent.
+//
+// In the child (between fork and exec, async-signal-safe work only): its own process
+// group; SIGKILL when the parent dies (PR_SET_PDEATHSIG); default dispositions and an
+// empty mask for every signal; stdio redirected; extra fds placed at fixed numbers; the
+// optional pre-exec hook (CPU/memory binding); then execvp. A failure there is written to
+// a close-on-exec pipe, so the parent learns "exec worked" from EOF or the errno otherwise.
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hyrun/common/error.hpp"
+
+namespace hyrun {
+
+struct SpawnSpec {
+  std::vector<std::string> argv;         ///< argv[0] is looked up in PATH (execvp)
+  std::vector<std::string> environment;  ///< complete, as NAME=value
+  int stdin_fd = -1;                     ///< -1: /dev/null
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+  /// (fd in the parent, fd number in the child) pairs, e.g. the publish pipe.
+  std::vector<std::pair<int, int>> inherited_fds;
+  /// Runs in the child just before exec; must be async-signal-safe. Returns 0, or an errno
+  /// value after writing a NUL-terminated message into the buffer.
+  std::function<int(char* message, std::size_t length)> pre_exec;
+};
+
+/// The program could not be started: exit code 127 (not found) or 126 (not executable,
+/// or the pre-exec step failed), with the path and the system's reason.
+class SpawnError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Starts the process; returns its pid (also its process group id). Throws SpawnError.
+pid_t spawn(const SpawnSpec& spec);
+
+}  // namespace hyrun

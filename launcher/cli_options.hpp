@@ -1,0 +1,47 @@
+#pragma once
+// hyrun's command line: `hyrun [options] -- program [args...]`. docs/cli.md is the reference.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hyrun {
+
+enum class BootstrapMode { kUcx, kNone };
+
+struct LaunchOptions {
+  int ranks = 0;  ///< -n: ranks this hyrun starts (per node in hybrid mode)
+  BootstrapMode bootstrap = BootstrapMode::kUcx;
+  std::chrono::milliseconds bootstrap_timeout{60000};
+  std::chrono::milliseconds grace_period{10000};
+  bool label = false;
+  std::vector<std::string> exported;  ///< -x VAR or VAR=value, as given
+  std::string log_level = "warn";
+  std::vector<std::string> command;   ///< the program and its arguments
+};
+
+/// Owns the CLI11 application so that other modules can register their options on it.
+class CommandLine {
+ public:
+  CommandLine();
+  CLI::App& app() { return app_; }
+  LaunchOptions& options() { return options_; }
+
+  /// Parses argv. Returns an exit code when hyrun should stop at once (--help, --version:
+  /// 0 after printing; a usage error: 2 after printing one line), std::nullopt otherwise.
+  std::optional<int> parse(int argc, char** argv);
+
+ private:
+  CLI::App app_;
+  LaunchOptions options_;
+  double bootstrap_timeout_s_ = 60;
+  double grace_period_s_ = 10;
+  std::string bootstrap_name_ = "ucx";
+};
+
+/// The environment entries that -x adds: "VAR=value" as given, or "VAR=<hyrun's value>".
+/// Throws UsageError for a malformed name or a VAR that hyrun's environment lacks.
+std::vector<std::string> resolve_exports(const std::vector<std::string>& exported);
+
+}  // namespace hyrun

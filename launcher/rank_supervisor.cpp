@@ -1,0 +1,266 @@
+#include "launcher/rank_supervisor.hpp"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "hyrun/common/env_contract.hpp"
+#include "launcher/job_events.hpp"
+
+namespace hyrun {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+constexpr auto kExitGrace = std::chrono::seconds(1);    // rank 0 closed its fd: wait this long for its status
+constexpr auto kDrainLimit = std::chrono::seconds(2);  // output of killed process groups
+}  // namespace
+
+RankSupervisor::RankSupervisor(const LaunchOptions& options, SignalEvents& signals)
+    : options_(options), signals_(signals), output_(options.label) {}
+
+RankSupervisor::~RankSupervisor() {
+  // Normally finish() has reaped everything; on an exception path this guarantees that
+  // no rank, no member of a rank's group and no zombie outlives hyrun.
+  kill_all_groups();
+  for (auto& rank : ranks_)
+    if (rank.running) {
+      int status;
+      while (waitpid(rank.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      rank.running = false;
+    }
+  reap_children();
+}
+
+int RankSupervisor::running_count() const {
+  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; }));
+}
+
+void RankSupervisor::start(RankLaunch launch) {
+  SpawnSpec spec;
+  spec.argv = options_.command;
+  spec.environment = std::move(launch.environment);
+  spec.pre_exec = std::move(launch.pre_exec);
+  // Like srun, only the first rank reads hyrun's stdin; the others get /dev/null.
+  spec.stdin_fd = launch.global_rank == 0 ? 0 : -1;
+  UniqueFd out = output_.add(launch.global_rank, 1);
+  UniqueFd err = output_.add(launch.global_rank, 2);
+  spec.stdout_fd = out.get();
+  spec.stderr_fd = err.get();
+  UniqueFd publish_write;
+  if (launch.publishes_address) {
+    Pipe pipe = make_pipe();
+    set_nonblocking(pipe.read.get());
+    publish_ = std::move(pipe.read);
+    publish_write = std::move(pipe.write);
+    spec.inherited_fds.emplace_back(publish_write.get(), kPublishFd);
+    spec.environment.push_back(fmt::format("{}={}", env::kPublishFd, kPublishFd));
+  }
+  pid_t pid;
+  try {
+    pid = spawn(spec);
+  } catch (const SpawnError& e) {
+    job_exit_code_ = job_exit_code_.value_or(e.exit_code());
+    if (running_count() > 0) stop(SIGTERM, e.exit_code());
+    throw;
+  }
+  spdlog::debug("started rank {} (local rank {}) as pid {}", launch.global_rank, launch.local_rank, pid);
+  ranks_.push_back(Rank{launch.global_rank, launch.local_rank, pid});
+}
+
+void RankSupervisor::poll_once(Clock::time_point deadline) {
+  std::vector<pollfd> fds;
+  fds.push_back({signals_.fd(), POLLIN, 0});
+  if (publish_) fds.push_back({publish_.get(), POLLIN, 0});
+  for (int fd : output_.open_fds()) fds.push_back({fd, POLLIN, 0});
+
+  auto until = deadline;
+  if (stopping_ && !killed_) until = std::min(until, kill_deadline_);
+  const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+  const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(wait_ms, 0, 1000)));
+  if (n < 0 && errno != EINTR) throw SystemError("poll", errno);
+  for (const auto& p : fds) {
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (p.fd == signals_.fd())
+      on_signals();
+    else if (publish_ && p.fd == publish_.get())
+      on_publish_readable();
+    else
+      output_.on_readable(p.fd);
+  }
+  if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
+    const int left = running_count();
+    if (left > 0)
+      job_event("{} rank(s) still running {} s after they were asked to stop; sending SIGKILL", left,
+                std::chrono::duration_cast<std::chrono::seconds>(options_.grace_period).count());
+    kill_all_groups();
+    killed_ = true;
+  }
+}
+
+void RankSupervisor::on_signals() {
+  for (int sig : signals_.drain()) {
+    switch (sig) {
+      case SIGCHLD:
+        reap_children();
+        break;
+      case SIGUSR1:
+      case SIGUSR2:
+        signal_running(sig);
+        break;
+      case SIGINT:
+        if (++interrupts_ >= 2 && !killed_) {
+          job_event("second SIGINT: killing {} rank(s) now", running_count());
+          kill_all_groups();
+          killed_ = true;
+          break;
+        }
+        [[fallthrough]];
+      default:  // SIGTERM, SIGHUP
+        if (!stopping_)
+          job_event("received {}; forwarding it to {} rank(s), SIGKILL follows in {} s", signal_name(sig),
+                    running_count(), std::chrono::duration_cast<std::chrono::seconds>(options_.grace_period).count());
+        if (!job_exit_code_) job_exit_code_ = 128 + sig;
+        signal_running(sig);
+        if (!stopping_) {
+          stopping_ = true;
+          kill_deadline_ = Clock::now() + options_.grace_period;
+        }
+    }
+  }
+}
+
+void RankSupervisor::reap_children() {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;  // 0: none ready; -1/ECHILD: no children at all
+    auto it = std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.pid == pid; });
+    if (it != ranks_.end() && it->running) on_rank_exit(*it, status);
+    // Other pids are ranks' orphaned descendants that hyrun adopted as subreaper.
+  }
+}
+
+void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
+  rank.running = false;
+  rank.end.wait_status = wait_status;
+  spdlog::debug("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
+  if (!rank.end.failed() || job_exit_code_) return;
+  job_exit_code_ = rank.end.exit_code();
+  const int others = running_count();
+  job_event("rank {} (pid {}) {}; stopping {} other rank{}", rank.global_rank, rank.pid, rank.end.describe(), others,
+            others == 1 ? "" : "s");
+  stop(SIGTERM, *job_exit_code_);
+}
+
+void RankSupervisor::stop(int signal, int exit_code) {
+  if (!job_exit_code_) job_exit_code_ = exit_code;
+  if (stopping_) return;
+  stopping_ = true;
+  signal_running(signal);
+  kill_deadline_ = Clock::now() + options_.grace_period;
+}
+
+void RankSupervisor::signal_running(int signal) {
+  for (const auto& rank : ranks_)
+    if (rank.running) ::kill(-rank.pid, signal);
+}
+
+void RankSupervisor::kill_all_groups() {
+  // Also groups whose leader exited: their members (a rank's own children) go too.
+  for (const auto& rank : ranks_) ::kill(-rank.pid, SIGKILL);
+}
+
+void RankSupervisor::on_publish_readable() {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(publish_.get(), buffer, sizeof buffer);
+    if (n > 0) {
+      publish_buffer_.append(buffer, static_cast<std::size_t>(n));
+      const auto newline = publish_buffer_.find('\n');
+      if (newline != std::string::npos) {
+        const auto address = parse_publish_line(publish_buffer_.substr(0, newline));
+        publish_.reset();
+        if (!address) {
+          fail_bootstrap(fmt::format("rank 0 wrote something other than its address on {} (fd {}): '{:.60}'",
+                                     env::kPublishFd, kPublishFd, publish_buffer_.substr(0, newline)),
+                         exit_code::kLauncherError);
+          return;
+        }
+        root_address_ = *address;
+        return;
+      }
+      if (publish_buffer_.size() > 65536) {
+        publish_.reset();
+        fail_bootstrap(fmt::format("rank 0 wrote over 64 KiB on {} without a newline", env::kPublishFd),
+                       exit_code::kLauncherError);
+        return;
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    publish_.reset();  // EOF: rank 0 closed the fd (or exited) without publishing
+    publish_closed_ = true;
+    return;
+  }
+}
+
+void RankSupervisor::fail_bootstrap(const std::string& message, int exit_code) {
+  stop(SIGTERM, exit_code);
+  throw Error(message, exit_code);
+}
+
+std::optional<std::string> RankSupervisor::await_root_address() {
+  const auto deadline = Clock::now() + options_.bootstrap_timeout;
+  std::optional<Clock::time_point> closed_at;
+  auto root = std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });
+  if (root == ranks_.end()) throw Error("await_root_address: rank 0 was not started on this node");
+  const pid_t root_pid = root->pid;
+  constexpr auto kHint =
+      "a program that does not use the hyrun worker library must be started with --bootstrap=none";
+
+  while (!root_address_) {
+    if (stopping_) return std::nullopt;
+    auto& rank0 = *std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });
+    if (publish_closed_ && !closed_at) closed_at = Clock::now();
+    if (!rank0.running || (closed_at && Clock::now() - *closed_at >= kExitGrace)) {
+      // Rank 0 ended (or closed the fd and did not end within a second) without publishing.
+      const std::string how = rank0.running ? fmt::format("closed {} and is still running", env::kPublishFd)
+                                             : rank0.end.describe();
+      const int code = !rank0.running && rank0.end.failed() ? rank0.end.exit_code() : exit_code::kLauncherError;
+      job_exit_code_ = code;  // the cause is reported by this error, not as a rank failure
+      fail_bootstrap(fmt::format("rank 0 (pid {}) {} before publishing its UCX address; {}", root_pid, how, kHint),
+                     code);
+    }
+    if (Clock::now() >= deadline) {
+      stop(SIGTERM, exit_code::kTimeout);
+      throw TimeoutError(fmt::format("rank 0 (pid {}) did not publish its UCX address within {} s "
+                                     "(--bootstrap-timeout); {}",
+                                     root_pid, std::chrono::duration<double>(options_.bootstrap_timeout).count(), kHint));
+    }
+    poll_once(closed_at ? std::min(deadline, *closed_at + kExitGrace) : deadline);
+  }
+  return root_address_;
+}
+
+int RankSupervisor::finish() {
+  while (running_count() > 0) poll_once(Clock::now() + std::chrono::seconds(1));
+  // Every rank has exited: whatever is left in their process groups goes now, like srun
+  // ending a step. Then the output they leave behind is drained, bounded in time.
+  kill_all_groups();
+  const auto drain_until = Clock::now() + kDrainLimit;
+  while (!output_.all_closed() && Clock::now() < drain_until) poll_once(drain_until);
+  output_.drain_all();
+  reap_children();
+  return job_exit_code_.value_or(0);
+}
+
+}  // namespace hyrun

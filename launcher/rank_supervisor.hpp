@@ -1,0 +1,96 @@
+#pragma once
+// Starts this node's rank processes and supervises them in one poll loop: forwards their
+// output, relays signals, takes rank 0's published address, stops everything on the
+// first failure, and reaps every process. Nothing outlives it: the destructor kills and
+// reaps whatever is left.
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/child_process.hpp"
+#include "launcher/cli_options.hpp"
+#include "launcher/output_forwarder.hpp"
+#include "launcher/signal_events.hpp"
+#include "launcher/wait_status.hpp"
+
+namespace hyrun {
+
+/// One rank to start.
+struct RankLaunch {
+  int global_rank = 0;
+  int local_rank = 0;
+  std::vector<std::string> environment;  ///< complete, as NAME=value
+  bool publishes_address = false;        ///< rank 0 under --bootstrap=ucx: gets the publish fd
+  std::function<int(char*, std::size_t)> pre_exec;  ///< binding, applied in the child
+};
+
+class RankSupervisor {
+ public:
+  /// The fd number rank 0 finds its publish pipe at (HYRUN_PUBLISH_FD).
+  static constexpr int kPublishFd = 3;
+
+  RankSupervisor(const LaunchOptions& options, SignalEvents& signals);
+  ~RankSupervisor();
+  RankSupervisor(const RankSupervisor&) = delete;
+  RankSupervisor& operator=(const RankSupervisor&) = delete;
+
+  /// Starts one rank. On SpawnError the job is marked failed with its exit code, the
+  /// others are stopped, and the error is rethrown for main to print.
+  void start(RankLaunch launch);
+
+  /// Runs the loop until the publishing rank has written its address (returned, hex), or
+  /// the job is stopping (std::nullopt: a signal or failure; finish() then ends it).
+  /// Throws Error/TimeoutError (after stopping the ranks) when rank 0 closes its publish
+  /// fd, exits without publishing, or stays silent past --bootstrap-timeout.
+  std::optional<std::string> await_root_address();
+
+  /// Runs the loop until every rank has exited; kills leftovers of their process groups;
+  /// returns the job's exit code.
+  int finish();
+
+  /// Stops the job from outside (e.g. a failure on another node): `signal` now, SIGKILL
+  /// after the grace period. `exit_code` becomes the job's if none is set yet.
+  void stop(int signal, int exit_code);
+
+  bool stopping() const { return stopping_; }
+  int running_count() const;
+
+ private:
+  struct Rank {
+    int global_rank;
+    int local_rank;
+    pid_t pid;
+    bool running = true;
+    ProcessEnd end{};
+  };
+
+  void poll_once(std::chrono::steady_clock::time_point deadline);
+  void on_signals();
+  void reap_children();
+  void on_rank_exit(Rank& rank, int wait_status);
+  void on_publish_readable();
+  void signal_running(int signal);
+  void kill_all_groups();
+  void fail_bootstrap(const std::string& message, int exit_code);
+
+  const LaunchOptions& options_;
+  SignalEvents& signals_;
+  OutputForwarder output_;
+  std::vector<Rank> ranks_;
+
+  UniqueFd publish_;
+  std::string publish_buffer_;
+  std::optional<std::string> root_address_;
+  bool publish_closed_ = false;
+
+  std::optional<int> job_exit_code_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  int interrupts_ = 0;
+  std::chrono::steady_clock::time_point kill_deadline_{};
+};
+
+}  // namespace hyrun

@@ -1,0 +1,30 @@
+#pragma once
+// Signals as events on a file descriptor (signalfd), so the launcher's one poll loop
+// handles child exits and user signals without async handlers. Construction blocks the
+// signals in this process; destruction restores the previous mask.
+#include <signal.h>
+
+#include <initializer_list>
+#include <vector>
+
+#include "launcher/unique_fd.hpp"
+
+namespace hyrun {
+
+class SignalEvents {
+ public:
+  explicit SignalEvents(std::initializer_list<int> signals);
+  ~SignalEvents();
+  SignalEvents(const SignalEvents&) = delete;
+  SignalEvents& operator=(const SignalEvents&) = delete;
+
+  int fd() const { return fd_.get(); }
+  /// Every signal that arrived since the last call (non-blocking).
+  std::vector<int> drain();
+
+ private:
+  sigset_t previous_mask_{};
+  UniqueFd fd_;
+};
+
+}  // namespace hyrun

@@ -1,0 +1,94 @@
+#include "bootstrap_messages.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "hyrun/common/error.hpp"
+
+namespace hyrun::bootstrap {
+namespace {
+
+class Writer {
+ public:
+  void u32(uint32_t v) { raw(&v, sizeof v); }
+  void blob(std::span<const std::byte> b) {
+    u32(static_cast<uint32_t>(b.size()));
+    raw(b.data(), b.size());
+  }
+  std::vector<std::byte> take() { return std::move(out_); }
+
+ private:
+  void raw(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    out_.insert(out_.end(), b, b + n);
+  }
+  std::vector<std::byte> out_;
+};
+
+class Reader {
+ public:
+  Reader(std::span<const std::byte> in, const char* what) : in_(in), what_(what) {}
+  uint32_t u32() {
+    uint32_t v;
+    std::memcpy(&v, take(sizeof v).data(), sizeof v);
+    return v;
+  }
+  std::vector<std::byte> blob() {
+    auto b = take(u32());
+    return {b.begin(), b.end()};
+  }
+  void expect_end() const {
+    if (pos_ != in_.size()) throw Error(std::string("malformed ") + what_ + " message: trailing bytes");
+  }
+
+ private:
+  std::span<const std::byte> take(std::size_t n) {
+    if (in_.size() - pos_ < n) throw Error(std::string("malformed ") + what_ + " message: truncated");
+    auto s = in_.subspan(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  std::span<const std::byte> in_;
+  const char* what_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::byte> encode(const JoinRequest& join) {
+  Writer w;
+  w.u32(static_cast<uint32_t>(join.rank));
+  w.blob(std::as_bytes(std::span(join.job_token)));
+  w.blob(join.address);
+  return w.take();
+}
+
+JoinRequest decode_join(std::span<const std::byte> bytes) {
+  Reader r(bytes, "join");
+  JoinRequest join;
+  join.rank = static_cast<int>(r.u32());
+  const auto token = r.blob();
+  join.job_token.assign(reinterpret_cast<const char*>(token.data()), token.size());
+  join.address = r.blob();
+  r.expect_end();
+  return join;
+}
+
+std::vector<std::byte> encode_table(const std::vector<std::vector<std::byte>>& addresses) {
+  Writer w;
+  w.u32(static_cast<uint32_t>(addresses.size()));
+  for (const auto& a : addresses) w.blob(a);
+  return w.take();
+}
+
+std::vector<std::vector<std::byte>> decode_table(std::span<const std::byte> bytes) {
+  Reader r(bytes, "address table");
+  const uint32_t count = r.u32();
+  if (count > bytes.size()) throw Error("malformed address table message: more entries than bytes");
+  std::vector<std::vector<std::byte>> table(count);
+  for (auto& a : table) a = r.blob();
+  r.expect_end();
+  return table;
+}
+
+}  // namespace hyrun::bootstrap

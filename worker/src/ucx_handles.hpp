@@ -1,0 +1,77 @@
+#pragma once
+// Thin RAII owners of UCP handles. Each one releases its handle exactly once and
+// is movable, so error paths during bootstrap leak nothing.
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace hyrun::ucx {
+
+/// Throws hyrun::Error "what: <UCX status string>" unless status is UCS_OK.
+void check(ucs_status_t status, const std::string& what);
+
+struct ContextDeleter {
+  void operator()(ucp_context_h context) const noexcept { ucp_cleanup(context); }
+};
+struct WorkerDeleter {
+  void operator()(ucp_worker_h worker) const noexcept { ucp_worker_destroy(worker); }
+};
+using Context = std::unique_ptr<std::remove_pointer_t<ucp_context_h>, ContextDeleter>;
+using Worker = std::unique_ptr<std::remove_pointer_t<ucp_worker_h>, WorkerDeleter>;
+
+/// A UCP context with tag matching plus `extra_features`.
+Context make_context(uint64_t extra_features);
+/// A single-threaded worker of `context`.
+Worker make_worker(ucp_context_h context);
+
+/// The worker's own address, released with ucp_worker_release_address.
+class WorkerAddress {
+ public:
+  explicit WorkerAddress(ucp_worker_h worker);
+  ~WorkerAddress();
+  WorkerAddress(const WorkerAddress&) = delete;
+  WorkerAddress& operator=(const WorkerAddress&) = delete;
+  std::span<const std::byte> bytes() const { return {reinterpret_cast<const std::byte*>(address_), length_}; }
+
+ private:
+  ucp_worker_h worker_;
+  ucp_address_t* address_ = nullptr;
+  std::size_t length_ = 0;
+};
+
+/// Called (from ucp_worker_progress) when an endpoint in peer error-handling mode fails.
+using PeerFailureHandler = void (*)(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+/// An endpoint to a remote worker address. Closing flushes outstanding operations for
+/// at most `close_timeout`, then forces the close, so a dead peer never hangs teardown.
+class Endpoint {
+ public:
+  Endpoint() = default;
+  Endpoint(ucp_worker_h worker, std::span<const std::byte> remote_address, bool peer_error_handling,
+           PeerFailureHandler on_failure, void* failure_arg);
+  ~Endpoint() { close(std::chrono::seconds(5)); }
+  Endpoint(Endpoint&& other) noexcept { *this = std::move(other); }
+  Endpoint& operator=(Endpoint&& other) noexcept;
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  ucp_ep_h get() const { return ep_; }
+  void close(std::chrono::milliseconds timeout) noexcept;
+  /// Starts a flushing close and gives up ownership; the caller waits for the request
+  /// (wait_request) so that many endpoints can close under one deadline.
+  void* start_close() noexcept;
+
+ private:
+  ucp_worker_h worker_ = nullptr;
+  ucp_ep_h ep_ = nullptr;
+};
+
+/// Progresses `worker` until `request` completes or `deadline` passes. Frees the request.
+/// Returns the completion status, or UCS_ERR_TIMED_OUT after cancelling it.
+ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace hyrun::ucx
