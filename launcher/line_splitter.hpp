@@ -1,7 +1,8 @@
 #pragma once
 // Cuts a byte stream into whole lines so that output of many ranks never interleaves
 // inside a line. A line longer than `max_line` is emitted in pieces of that size, so a
-// rank printing megabytes without a newline cannot make the launcher hold unbounded memory.
+// rank printing without a newline cannot make the launcher hold unbounded memory. Lines up
+// to 16 MiB pass whole; a longer one may interleave with other ranks at piece boundaries.
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -11,7 +12,7 @@ namespace hyrun {
 
 class LineSplitter {
  public:
-  explicit LineSplitter(std::size_t max_line = 1 << 20) : max_line_(max_line) {}
+  explicit LineSplitter(std::size_t max_line = 16 << 20) : max_line_(max_line) {}
 
   /// Appends `data`; returns the complete lines (with their '\n') and over-long pieces.
   std::vector<std::string> feed(std::string_view data);

@@ -152,6 +152,7 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
   rank.running = false;
   rank.end.wait_status = wait_status;
   spdlog::debug("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
+  if (awaiting_address_ && rank.global_rank == 0) return;  // await_root_address reports it
   if (!rank.end.failed() || job_exit_code_) return;
   job_exit_code_ = rank.end.exit_code();
   const int others = running_count();
@@ -227,6 +228,11 @@ std::optional<std::string> RankSupervisor::await_root_address() {
   constexpr auto kHint =
       "a program that does not use the hyrun worker library must be started with --bootstrap=none";
 
+  awaiting_address_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{awaiting_address_};
   while (!root_address_) {
     if (stopping_) return std::nullopt;
     auto& rank0 = *std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });

@@ -85,6 +85,7 @@ class RankSupervisor {
   std::string publish_buffer_;
   std::optional<std::string> root_address_;
   bool publish_closed_ = false;
+  bool awaiting_address_ = false;  // rank 0's end is then reported as a bootstrap failure
 
   std::optional<int> job_exit_code_;
   bool stopping_ = false;

@@ -6,12 +6,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <map>
 
 #include "bootstrap_messages.hpp"
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/hex.hpp"
 #include "message_tag.hpp"
 #include "ucx_handles.hpp"
+#include "worker_log.hpp"
 
 namespace hyrun {
 
@@ -25,6 +28,9 @@ struct World::Impl {
   ucx::Worker worker;
   std::vector<ucx::Endpoint> endpoints;  // by rank, self included
   uint64_t collective_sequence = 0;
+  // Messages a rank sends to itself are queued here: a blocking send to oneself could
+  // otherwise never complete (a large message waits for its matching receive).
+  std::map<uint32_t, std::deque<std::vector<std::byte>>> self_messages;
   int failed_peer_count = 0;
 
   Clock::time_point deadline() const { return Clock::now() + timeout; }
@@ -32,7 +38,7 @@ struct World::Impl {
   static void on_peer_failure(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* self = static_cast<Impl*>(arg);
     ++self->failed_peer_count;
-    spdlog::warn("rank {}: a peer endpoint failed: {}", self->contract.rank, ucs_status_string(status));
+    worker_log().warn("rank {}: a peer endpoint failed: {}", self->contract.rank, ucs_status_string(status));
   }
 
   void wait(void* request, const std::string& what) {
@@ -95,11 +101,11 @@ struct World::Impl {
       try {
         join = bootstrap::decode_join(bytes);
       } catch (const Error& e) {
-        spdlog::warn("rank 0: ignored a join: {}", e.what());
+        worker_log().warn("rank 0: ignored a join: {}", e.what());
         continue;
       }
       if (join.job_token != contract.job_token) {
-        spdlog::warn("rank 0: ignored a join claiming rank {} that did not present this job's token", join.rank);
+        worker_log().warn("rank 0: ignored a join claiming rank {} that did not present this job's token", join.rank);
         continue;
       }
       if (join.rank <= 0 || join.rank >= contract.world_size || !table[join.rank].empty())
@@ -184,7 +190,7 @@ World::World(const WorldOptions& options) : impl_(std::make_unique<Impl>()) {
   else
     s.bootstrap_member(own.bytes());
   barrier();
-  spdlog::debug("rank {}: connected to {} ranks", s.contract.rank, s.contract.world_size);
+  worker_log().debug("rank {}: connected to {} ranks", s.contract.rank, s.contract.world_size);
 }
 
 World::~World() {
@@ -230,12 +236,24 @@ std::vector<std::byte> World::allgather(std::span<const std::byte> mine) {
 
 void World::send(int peer, std::span<const std::byte> data, uint32_t user_tag) {
   if (peer < 0 || peer >= size()) throw Error(fmt::format("send: peer {} is outside the world of {} ranks", peer, size()));
+  if (peer == rank()) {
+    impl_->self_messages[user_tag].emplace_back(data.begin(), data.end());
+    return;
+  }
   impl_->send_tagged(endpoint(peer), tag::make(tag::Kind::kPointToPoint, rank(), user_tag), data,
                      fmt::format("send of {} bytes to rank {}", data.size(), peer));
 }
 
 std::vector<std::byte> World::recv(int peer, uint32_t user_tag) {
   if (peer < 0 || peer >= size()) throw Error(fmt::format("recv: peer {} is outside the world of {} ranks", peer, size()));
+  if (peer == rank()) {
+    auto& queue = impl_->self_messages[user_tag];
+    if (queue.empty())
+      throw Error(fmt::format("recv: rank {} waits for a message from itself (tag {}) that it never sent", peer, user_tag));
+    auto message = std::move(queue.front());
+    queue.pop_front();
+    return message;
+  }
   return impl_
       ->recv_tagged(tag::make(tag::Kind::kPointToPoint, peer, user_tag), tag::kFullMask,
                     fmt::format("a message from rank {} (tag {})", peer, user_tag), impl_->deadline())

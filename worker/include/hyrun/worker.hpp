@@ -77,7 +77,9 @@ class World {
   std::vector<std::vector<std::byte>> allgatherv(std::span<const std::byte> mine);
   /// Equal-size contributions, concatenated by rank. Throws if sizes differ.
   std::vector<std::byte> allgather(std::span<const std::byte> mine);
-  /// Point-to-point bytes; messages with the same (peer, tag) arrive in order.
+  /// Point-to-point bytes; messages with the same (peer, tag) arrive in order. send()
+  /// returns when the message is delivered (a large one waits for the matching recv);
+  /// messages to oneself are queued, so send(rank()) then recv(rank()) works.
   void send(int peer, std::span<const std::byte> data, uint32_t tag = 0);
   std::vector<std::byte> recv(int peer, uint32_t tag = 0);
 

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Local-mode launches of real programs: hyrun_local_launch_test.sh CASE [ARG]
+source "$(dirname "$0")/lib.sh"
+case_name=$1; shift
+
+case $case_name in
+hello)  # hello with N ranks: every rank reports once, the ring checks out
+  n=$1
+  run_job 60 "$HYRUN" -n "$n" -- "$HELLO"
+  expect_rc 0
+  for r in $(seq 0 $((n - 1))); do
+    c=$(grep -c "^hello from rank $r of $n " "$OUT")
+    [ "$c" -eq 1 ] && pass "rank $r reported once" || fail "rank $r reported $c times"
+  done
+  expect_stdout "^rank 0: ring of $n ranks ok"
+  ;;
+label)  # --label prefixes every line with its rank, -x passes variables
+  run_job 60 "$HYRUN" -n 3 --label -x HYRUN_TEST_VALUE=42 --bootstrap=none -- sh -c 'echo "v=$HYRUN_TEST_VALUE r=$HYRUN_RANK/$WORLD_SIZE l=$LOCAL_RANK/$LOCAL_WORLD_SIZE"'
+  expect_rc 0
+  for r in 0 1 2; do expect_stdout "^$r: v=42 r=$r/3 l=$r/3\$"; done
+  ;;
+rank-exit-code)  # a rank exiting 3 makes hyrun exit 3 and no other rank survives
+  mkdir "$WORK/pids"
+  run_job 60 "$HYRUN" -n 4 -- "$TEST_RANK" --pid-dir "$WORK/pids" --fail-rank 2 --exit-code 3 --sleep 60
+  expect_rc 3
+  expect_stderr "^hyrun: rank 2 \(pid [0-9]+\) exited with code 3; stopping 3 other ranks$"
+  expect_faster 15
+  expect_all_gone "$WORK/pids"
+  ;;
+rank-sigkill)  # SIGKILL of one rank gives 137 and names the signal
+  mkdir "$WORK/pids"
+  run_job 60 "$HYRUN" -n 3 -- "$TEST_RANK" --pid-dir "$WORK/pids" --signal-rank 1 --signal 9 --sleep 60
+  expect_rc 137
+  expect_stderr "^hyrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\); stopping 2 other ranks$"
+  expect_all_gone "$WORK/pids"
+  ;;
+sigterm)  # SIGTERM to hyrun stops every rank within the grace period
+  mkdir "$WORK/pids"
+  "$HYRUN" -n 4 --grace-period 5 -- "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 60 >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  wait_for_files "$WORK/pids" 'rank.*' 4 20
+  grep -q "rank 3 ready" <(sleep 0.5; cat "$WORK/o") || true
+  t0=$(date +%s.%N); kill -TERM $hy; wait $hy; RC=$?; ELAPSED=$(echo "$(date +%s.%N) - $t0" | bc)
+  OUT=$WORK/o; ERR=$WORK/e
+  expect_rc 143
+  expect_faster 5
+  expect_stderr "received SIGTERM; forwarding it to 4 rank"
+  expect_all_gone "$WORK/pids"
+  ;;
+sigterm-escalates)  # a rank that ignores SIGTERM gets SIGKILL after the grace period
+  mkdir "$WORK/pids"
+  "$HYRUN" -n 2 --grace-period 2 -- "$TEST_RANK" --pid-dir "$WORK/pids" --ignore-term --sleep 60 >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  wait_for_files "$WORK/pids" 'rank.*' 2 20
+  sleep 0.5
+  t0=$(date +%s.%N); kill -TERM $hy; wait $hy; RC=$?; ELAPSED=$(echo "$(date +%s.%N) - $t0" | bc)
+  OUT=$WORK/o; ERR=$WORK/e
+  expect_rc 143
+  [ "$(echo "$ELAPSED >= 1.9" | bc)" -eq 1 ] && pass "waited the grace period (${ELAPSED}s)" || fail "did not wait the grace period (${ELAPSED}s)"
+  expect_faster 6
+  expect_stderr "still running 2 s after they were asked to stop; sending SIGKILL"
+  expect_all_gone "$WORK/pids"
+  ;;
+second-sigint)  # a second SIGINT kills at once
+  mkdir "$WORK/pids"
+  "$HYRUN" -n 2 --grace-period 30 -- "$TEST_RANK" --pid-dir "$WORK/pids" --ignore-term --sleep 60 >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  wait_for_files "$WORK/pids" 'rank.*' 2 20
+  sleep 0.5
+  t0=$(date +%s.%N); kill -INT $hy; sleep 0.5; kill -INT $hy; wait $hy; RC=$?; ELAPSED=$(echo "$(date +%s.%N) - $t0" | bc)
+  OUT=$WORK/o; ERR=$WORK/e
+  expect_rc 130
+  expect_faster 5
+  expect_stderr "second SIGINT: killing"
+  expect_all_gone "$WORK/pids"
+  ;;
+grandchildren)  # a rank's own children are stopped with it
+  mkdir "$WORK/pids"
+  run_job 60 "$HYRUN" -n 2 -- "$TEST_RANK" --pid-dir "$WORK/pids" --spawn-child
+  expect_rc 0
+  expect_all_gone "$WORK/pids"
+  ;;
+missing-program)
+  run_job 30 "$HYRUN" -n 2 -- /nonexistent/program
+  expect_rc 127
+  expect_stderr "^hyrun: cannot execute '/nonexistent/program': No such file or directory$"
+  printf 'not executable\n' >"$WORK/plain"; chmod 644 "$WORK/plain"
+  run_job 30 "$HYRUN" -n 2 -- "$WORK/plain"
+  expect_rc 126
+  expect_stderr "cannot execute '.*plain': Permission denied"
+  ;;
+rank0-exits-before-publish)
+  run_job 30 "$HYRUN" -n 3 -- "$TEST_RANK" --exit-before-publish
+  expect_rc 1
+  expect_stderr "^hyrun: rank 0 \(pid [0-9]+\) exited normally before publishing its UCX address; .*--bootstrap=none"
+  expect_faster 10
+  run_job 30 "$HYRUN" -n 2 -- /bin/false
+  expect_rc 1
+  expect_stderr "rank 0 \(pid [0-9]+\) exited with code 1 before publishing"
+  ;;
+rank0-never-publishes)
+  mkdir "$WORK/pids"
+  run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 2 -- "$TEST_RANK" --pid-dir "$WORK/pids" --no-world --sleep 60
+  expect_rc 124
+  expect_stderr "did not publish its UCX address within 2 s \(--bootstrap-timeout\)"
+  expect_faster 8
+  expect_all_gone "$WORK/pids"
+  ;;
+wrong-token)  # rank 0 admits only peers that present the job token
+  run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 3 -- "$TEST_RANK" --wrong-token-rank 2
+  [ "$RC" -ne 0 ] && pass "job failed ($RC)" || fail "job with a wrong-token join succeeded"
+  expect_stderr "ignored a join claiming rank 2 that did not present this job's token"
+  expect_faster 15
+  ;;
+long-line)  # a 10 MB line and a flood of lines block nobody; every byte arrives
+  run_job 120 "$HYRUN" -n 4 -- "$TEST_RANK" --long-line-rank 1 --long-line-bytes 10000000 --flood-rank 2 --flood-lines 200000
+  expect_rc 0
+  whole=$(awk 'length($0) == 10000000 && /^x+$/' "$OUT" | wc -l)
+  [ "$whole" -eq 1 ] && pass "the 10000000-byte line arrived whole" || fail "the 10000000-byte line did not arrive whole ($whole)"
+  fl=$(grep -c '^flood line [0-9]* of rank 2$' "$OUT")
+  [ "$fl" -eq 200000 ] && pass "all 200000 flood lines intact" || fail "$fl of 200000 flood lines intact"
+  for r in 0 1 2 3; do expect_stdout "rank $r ready"; done
+  ;;
+outside-hyrun)
+  run_job 30 env -u HYRUN_RANK "$HELLO"
+  expect_rc 1
+  expect_stderr "not started by hyrun: HYRUN_RANK is not set"
+  ;;
+usage)
+  run_job 10 "$HYRUN" -- /bin/true
+  expect_rc 2; expect_stderr "ranks is required"
+  run_job 10 "$HYRUN" -n 2
+  expect_rc 2; expect_stderr "no program given"
+  run_job 10 "$HYRUN" -n 2 -x HYRUN_SURELY_UNSET_VAR -- /bin/true
+  expect_rc 2; expect_stderr "HYRUN_SURELY_UNSET_VAR is not set in hyrun's environment"
+  run_job 10 "$HYRUN" -n 0 -- /bin/true
+  expect_rc 2; expect_stderr "ranks"
+  run_job 10 "$HYRUN" --help
+  expect_rc 0; expect_stdout "Examples:"
+  run_job 10 "$HYRUN" --version
+  expect_rc 0; expect_stdout "^hyrun [0-9]+\.[0-9]+\.[0-9]+"
+  ;;
+*) echo "unknown case $case_name"; exit 2 ;;
+esac
+finish

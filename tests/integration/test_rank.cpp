@@ -1,0 +1,104 @@
+// test-rank: a rank program whose behaviour the integration tests choose, to exercise
+// hyrun's failure handling with real processes and the real worker-library bootstrap.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "hyrun/worker.hpp"
+
+namespace {
+
+int env_rank() {
+  const char* r = std::getenv("HYRUN_RANK");
+  return r ? std::atoi(r) : -1;
+}
+
+// Written atomically (rename), so a test never reads a half-written pid.
+void write_pid_file(const std::string& dir, const std::string& name, pid_t pid) {
+  const std::string path = dir + "/" + name;
+  const std::string tmp = path + ".tmp";
+  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fprintf(f, "%d\n", pid);
+    std::fclose(f);
+    std::rename(tmp.c_str(), path.c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"test-rank: a rank with test-chosen behaviour"};
+  std::string pid_dir;
+  bool no_world = false, exit_before_publish = false, ignore_term = false, spawn_child = false;
+  int fail_rank = -1, exit_code = 1, signal_rank = -1, signal_number = SIGKILL, long_line_rank = -1;
+  int wrong_token_rank = -1, flood_rank = -1;
+  long long long_line_bytes = 0, flood_lines = 0;
+  double sleep_s = 0;
+  app.add_option("--pid-dir", pid_dir, "write rank.<R> (and child.<R>) pid files here");
+  app.add_flag("--no-world", no_world, "do not join the world (never publishes)");
+  app.add_flag("--exit-before-publish", exit_before_publish, "rank 0 exits 0 before publishing");
+  app.add_option("--fail-rank", fail_rank);
+  app.add_option("--exit-code", exit_code);
+  app.add_option("--signal-rank", signal_rank);
+  app.add_option("--signal", signal_number);
+  app.add_option("--long-line-rank", long_line_rank);
+  app.add_option("--long-line-bytes", long_line_bytes);
+  app.add_option("--flood-rank", flood_rank);
+  app.add_option("--flood-lines", flood_lines);
+  app.add_option("--wrong-token-rank", wrong_token_rank);
+  app.add_flag("--ignore-term", ignore_term, "ignore SIGTERM, SIGINT and SIGHUP (to test the SIGKILL escalation)");
+  app.add_flag("--spawn-child", spawn_child, "start a child process that sleeps (to test group cleanup)");
+  app.add_option("--sleep", sleep_s, "seconds to sleep at the end");
+  CLI11_PARSE(app, argc, argv);
+
+  const int rank = env_rank();
+  if (ignore_term)
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) ::signal(s, SIG_IGN);
+  if (!pid_dir.empty()) write_pid_file(pid_dir, "rank." + std::to_string(rank), getpid());
+  if (spawn_child) {
+    const pid_t child = fork();
+    if (child == 0) {
+      execlp("sleep", "sleep", "1000", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    if (!pid_dir.empty()) write_pid_file(pid_dir, "child." + std::to_string(rank), child);
+  }
+  if (exit_before_publish && rank == 0) return 0;
+  try {
+    std::optional<hyrun::World> world;
+    if (rank == wrong_token_rank) setenv("HYRUN_JOB_TOKEN", "00000000000000000000000000000000", 1);
+    if (!no_world) world.emplace();
+    if (rank == long_line_rank) {
+      std::string line(static_cast<std::size_t>(long_line_bytes), 'x');
+      line += '\n';
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (rank == flood_rank)
+      for (long long i = 0; i < flood_lines; ++i) std::printf("flood line %lld of rank %d\n", i, rank);
+    std::printf("rank %d ready\n", rank);
+    std::fflush(stdout);
+    if (rank == fail_rank) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return exit_code;
+    }
+    if (rank == signal_rank) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      ::raise(signal_number);
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
+    if (world) world->barrier();
+  } catch (const hyrun::Error& e) {
+    std::fprintf(stderr, "test-rank %d: %s\n", rank, e.what());
+    return e.exit_code();
+  }
+  return 0;
+}
