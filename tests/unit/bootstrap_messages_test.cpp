@@ -1,0 +1,47 @@
+#include "bootstrap_messages.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "hyrun/common/error.hpp"
+
+namespace hyrun::bootstrap {
+namespace {
+
+std::vector<std::byte> random_bytes(std::mt19937& gen, std::size_t n) {
+  std::vector<std::byte> b(n);
+  for (auto& x : b) x = static_cast<std::byte>(gen());
+  return b;
+}
+
+TEST(BootstrapMessages, JoinRoundTrips) {
+  std::mt19937 gen(std::random_device{}());
+  const JoinRequest join{42, "0123456789abcdef0123456789abcdef", random_bytes(gen, 187)};
+  const auto decoded = decode_join(encode(join));
+  EXPECT_EQ(decoded.rank, 42);
+  EXPECT_EQ(decoded.job_token, join.job_token);
+  EXPECT_EQ(decoded.address, join.address);
+}
+
+TEST(BootstrapMessages, TableRoundTrips) {
+  std::mt19937 gen(std::random_device{}());
+  std::vector<std::vector<std::byte>> table;
+  for (int r = 0; r < 9; ++r) table.push_back(random_bytes(gen, 50 + gen() % 170));
+  EXPECT_EQ(decode_table(encode_table(table)), table);
+}
+
+TEST(BootstrapMessages, TruncatedOrPaddedMessagesAreErrors) {
+  std::mt19937 gen(std::random_device{}());
+  const auto bytes = encode(JoinRequest{1, "token", random_bytes(gen, 64)});
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut)
+    EXPECT_THROW(decode_join(std::span(bytes).first(cut)), Error) << cut;
+  auto padded = bytes;
+  padded.push_back(std::byte{0});
+  EXPECT_THROW(decode_join(padded), Error);
+  const std::vector<std::byte> huge_count{std::byte{0xff}, std::byte{0xff}, std::byte{0xff}, std::byte{0x7f}};
+  EXPECT_THROW(decode_table(huge_count), Error);
+}
+
+}  // namespace
+}  // namespace hyrun::bootstrap

@@ -1,0 +1,126 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "hyrun/common/env_contract.hpp"
+#include "hyrun/common/error.hpp"
+#include "hyrun/common/job_token.hpp"
+
+namespace hyrun {
+namespace {
+
+// Sets the variables of `vars` for the test's duration and removes them afterwards.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(const std::vector<std::pair<std::string, std::string>>& vars) {
+    for (const auto& [k, v] : vars) {
+      setenv(k.c_str(), v.c_str(), 1);
+      names_.push_back(k);
+    }
+  }
+  ~ScopedEnvironment() {
+    for (const auto& k : names_) unsetenv(k.c_str());
+  }
+
+ private:
+  std::vector<std::string> names_;
+};
+
+RankEnvironment sample() {
+  RankEnvironment e;
+  e.rank = 5;
+  e.world_size = 8;
+  e.local_rank = 1;
+  e.local_world_size = 4;
+  e.node_rank = 1;
+  e.num_nodes = 2;
+  e.job_token = make_job_token();
+  e.root_address_hex = "00ff10";
+  e.bootstrap_timeout_ms = 1234;
+  return e;
+}
+
+TEST(EnvContract, RoundTripsEveryField) {
+  const RankEnvironment original = sample();
+  ScopedEnvironment scoped(original.to_variables());
+  const RankEnvironment read = RankEnvironment::from_environment();
+  EXPECT_EQ(read.rank, 5);
+  EXPECT_EQ(read.world_size, 8);
+  EXPECT_EQ(read.local_rank, 1);
+  EXPECT_EQ(read.local_world_size, 4);
+  EXPECT_EQ(read.node_rank, 1);
+  EXPECT_EQ(read.num_nodes, 2);
+  EXPECT_EQ(read.job_token, original.job_token);
+  EXPECT_EQ(read.root_address_hex, "00ff10");
+  EXPECT_FALSE(read.publish_fd.has_value());
+  EXPECT_EQ(read.bootstrap_timeout_ms, 1234);
+}
+
+TEST(EnvContract, SetsTheCommonAliases) {
+  const auto vars = sample().to_variables();
+  auto value = [&](const std::string& name) {
+    for (const auto& [k, v] : vars)
+      if (k == name) return v;
+    return std::string("<missing>");
+  };
+  EXPECT_EQ(value("RANK"), "5");
+  EXPECT_EQ(value("WORLD_SIZE"), "8");
+  EXPECT_EQ(value("LOCAL_RANK"), "1");
+  EXPECT_EQ(value("LOCAL_WORLD_SIZE"), "4");
+}
+
+TEST(EnvContract, OutsideHyrunSaysSo) {
+  unsetenv(env::kRank);
+  try {
+    RankEnvironment::from_environment();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "not started by hyrun: HYRUN_RANK is not set");
+  }
+}
+
+TEST(EnvContract, RejectsMalformedAndInconsistentValues) {
+  auto vars = sample().to_variables();
+  for (auto& [k, v] : vars)
+    if (k == env::kWorldSize) v = "eight";
+  {
+    ScopedEnvironment scoped(vars);
+    try {
+      RankEnvironment::from_environment();
+      FAIL();
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("HYRUN_WORLD_SIZE='eight' is not valid"), std::string::npos) << e.what();
+    }
+  }
+  vars = sample().to_variables();
+  for (auto& [k, v] : vars)
+    if (k == env::kRank) v = "8";
+  ScopedEnvironment scoped(vars);
+  try {
+    RankEnvironment::from_environment();
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the world"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PublishLine, RoundTripsAndRejectsOtherText) {
+  const std::string line = format_publish_line("abcdef01");
+  ASSERT_EQ(line.back(), '\n');
+  EXPECT_EQ(parse_publish_line(line.substr(0, line.size() - 1)), "abcdef01");
+  EXPECT_FALSE(parse_publish_line("hello world"));
+  EXPECT_FALSE(parse_publish_line("hyrun-root v1 abc"));   // odd length
+  EXPECT_FALSE(parse_publish_line("hyrun-root v1 zz"));    // not hex
+  EXPECT_FALSE(parse_publish_line("hyrun-root v1 "));      // empty
+  EXPECT_FALSE(parse_publish_line("hyrun-root v2 abcd"));  // another protocol version
+}
+
+TEST(JobToken, IsFreshRandomHex) {
+  const auto a = make_job_token();
+  const auto b = make_job_token();
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hyrun
