@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <sched.h>
+
 #include <utility>
 
 #include "hyrun/common/error.hpp"
@@ -81,6 +83,14 @@ void Endpoint::close(std::chrono::milliseconds timeout) noexcept {
   ep_ = nullptr;
 }
 
+void Progress::operator()(ucp_worker_h worker) {
+  if (ucp_worker_progress(worker) != 0) {
+    idle_ = 0;
+    return;
+  }
+  if (++idle_ >= 32) sched_yield();
+}
+
 void* Endpoint::start_close() noexcept {
   if (!ep_) return nullptr;
   ucp_request_param_t param{};
@@ -93,8 +103,9 @@ ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::stead
   if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
   ucs_status_t status;
   unsigned spins = 0;
+  Progress progress;
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
-    ucp_worker_progress(worker);
+    progress(worker);
     // The clock is read every few hundred iterations: progress calls are cheap.
     if (++spins % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
       ucp_request_cancel(worker, request);

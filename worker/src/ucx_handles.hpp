@@ -70,6 +70,17 @@ class Endpoint {
   ucp_ep_h ep_ = nullptr;
 };
 
+/// Progresses a worker while waiting. When nothing happens for a while it yields the
+/// CPU: ranks often outnumber cores (many ranks per GPU node, CI machines), and a
+/// busy-polling waiter would otherwise starve the very peer it waits for.
+class Progress {
+ public:
+  void operator()(ucp_worker_h worker);
+
+ private:
+  unsigned idle_ = 0;
+};
+
 /// Progresses `worker` until `request` completes or `deadline` passes. Frees the request.
 /// Returns the completion status, or UCS_ERR_TIMED_OUT after cancelling it.
 ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::steady_clock::time_point deadline);

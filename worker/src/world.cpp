@@ -66,8 +66,9 @@ struct World::Impl {
     ucp_tag_recv_info_t info{};
     ucp_tag_message_h message = nullptr;
     unsigned spins = 0;
+    ucx::Progress progress;
     while ((message = ucp_tag_probe_nb(worker.get(), t, mask, 1, &info)) == nullptr) {
-      ucp_worker_progress(worker.get());
+      progress(worker.get());
       if (++spins % 256 == 0 && Clock::now() > until)
         throw TimeoutError(fmt::format("rank {}: {} did not arrive within {} ms", contract.rank, what, timeout.count()));
     }
