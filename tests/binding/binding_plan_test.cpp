@@ -291,3 +291,12 @@ TEST(BindingPlanForeign, RefusesToApplyAnotherMachinesPlan) {
     EXPECT_NE(std::string(e.what()).find("--dry-run"), std::string::npos) << e.what();
   }
 }
+
+TEST(BindingPlanDgx, NicsOptionMayNameThePort) {
+  auto o = on("dgx-h100.xml");
+  o.nics = "mlx5_0:2";
+  const auto plan = BindingPlan::compute(o, 1, env_of());
+  EXPECT_EQ(plan.ranks()[0].nics, std::vector<std::string>{"mlx5_0:2"});
+  o.nics = "mlx5_0:x";
+  EXPECT_THROW(BindingPlan::compute(o, 1, env_of()), hyrun::UsageError);
+}

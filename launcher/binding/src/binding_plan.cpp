@@ -129,7 +129,7 @@ void compute_localities(const Topology& topo, const Bitmap& usable, std::vector<
   for (auto& r : ranks) {
     if (r.gpu_objects.empty()) {
       r.locality = Bitmap::copy_of(usable.get());
-      r.locality_name = "all allowed CPUs";
+      r.locality_name = "of the allowed CPUs";
       continue;
     }
     std::vector<std::string> names;
@@ -145,7 +145,7 @@ void compute_localities(const Topology& topo, const Bitmap& usable, std::vector<
       r.placement.notes.push_back("none of the CPUs local to " + gpu_label(r.placement.gpus) +
                                   " may be used by this task; using any allowed CPU");
       r.locality = Bitmap::copy_of(usable.get());
-      r.locality_name = "all allowed CPUs (none " + r.locality_name + ")";
+      r.locality_name = "of the allowed CPUs (none " + r.locality_name + " is allowed)";
     }
   }
 }
@@ -242,7 +242,7 @@ void assign_cpus(const Topology& topo, const BindingOptions& options, const Bitm
           r.placement.reason = "numa: allowed CPUs of NUMA node " + std::to_string(node->os_index) + " (CPU-only rank, round-robin)";
         } else {
           r.placement.cpus = r.locality.indexes();
-          r.placement.reason = "numa: all allowed CPUs " + r.locality_name;
+          r.placement.reason = "numa: the whole CPU set " + r.locality_name;
         }
       }
       return;
@@ -281,12 +281,22 @@ std::vector<NicDevice> usable_nics(const Topology& topo, const BindingOptions& o
     for (const auto& n : nics) names.push_back(n.name);
     std::vector<NicDevice> chosen;
     for (const auto& wanted : split(options.nics, ',')) {
-      const std::string name = wanted.substr(0, wanted.find(':'));  // accept "mlx5_0:1" too
+      // "mlx5_0:2" picks the port; "mlx5_0" takes the active one.
+      const std::size_t colon = wanted.find(':');
+      const std::string name = wanted.substr(0, colon);
       auto it = std::find_if(nics.begin(), nics.end(), [&](const NicDevice& n) { return n.name == name; });
       if (it == nics.end())
         throw UsageError("--nics '" + options.nics + "' names '" + wanted + "', which is not an OpenFabrics device of this node (" +
                          (names.empty() ? std::string("it has none") : "it has " + join(names, ", ")) + ")");
       chosen.push_back(*it);
+      if (colon != std::string::npos) {
+        const std::string port = wanted.substr(colon + 1);
+        if (port.empty() || port.size() > 3 || port.find_first_not_of("0123456789") != std::string::npos || port == "0")
+          throw UsageError("--nics '" + options.nics + "' has '" + wanted + "' whose port '" + port +
+                           "' is not a port number; write NAME or NAME:PORT, e.g. mlx5_0:1");
+        chosen.back().port = std::stoi(port);
+        chosen.back().active = true;  // the user's explicit choice
+      }
     }
     nics = std::move(chosen);
   }
@@ -440,9 +450,10 @@ BindingPlan BindingPlan::compute(const BindingOptions& options, int local_ranks,
 
 void BindingPlan::require_applicable() const {
   if (!this_system_)
-    throw UsageError("--topology " + topology_description_ +
-                     " describes another machine (hwloc: not this system), so its bindings cannot be applied here; "
-                     "use --dry-run to show the plan, or drop --topology to launch with this machine's topology");
+    throw UsageError("the binding plan was made from a topology that is not this machine's (" + topology_description_ +
+                     "; hwloc: not this system), so it cannot be applied here and hyrun does not launch with it; "
+                     "use --dry-run to show the plan, or drop --topology (and HWLOC_XMLFILE/HWLOC_SYNTHETIC) to bind "
+                     "with this machine's topology");
 }
 
 ChildBinding BindingPlan::child_binding(int local_rank) const {

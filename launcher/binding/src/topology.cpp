@@ -65,7 +65,9 @@ bool Topology::is_this_system() const noexcept { return hwloc_topology_is_thissy
 Topology Topology::load_this_system() {
   Pending p = init_with_io();
   if (hwloc_topology_load(p.t) != 0) throw SystemError("hwloc could not load this machine's topology", errno);
-  return Topology(p.release(), "this system");
+  // HWLOC_XMLFILE / HWLOC_SYNTHETIC in the environment silently replace the real machine.
+  const bool real = hwloc_topology_is_thissystem(p.t) != 0;
+  return Topology(p.release(), real ? "this system" : "from the HWLOC_XMLFILE/HWLOC_SYNTHETIC environment, not this system");
 }
 
 Topology Topology::load_from(const std::string& source) {
