@@ -1,6 +1,17 @@
 #pragma once
 // The placement of every local rank (GPUs, CPUs, NUMA memory, NIC, environment), computed
 // once in the parent from the hwloc topology, reported before launch, applied per child.
+//
+// Launcher sequence (docs/binding.md):
+//   BindingOptions opts; add_binding_options(app, opts);         // before app.parse()
+//   auto plan = BindingPlan::compute(opts, n);                   // after parsing; UsageError -> exit 2
+//   if (opts.report == ReportFormat::table) print(plan.report_table(rank_offset));
+//   if (opts.report == ReportFormat::json)  print(plan.report_json(rank_offset).dump(2));
+//   if (dry_run) exit 0;
+//   plan.require_applicable();                                    // refuses --topology plans
+//   per rank i: env += plan.ranks()[i].environment; auto cb = plan.child_binding(i);  // before fork
+//   in the child: char msg[256]; int rc = apply_child_binding(cb, msg, sizeof msg);
+//                 rc != 0 -> report msg through the exec-error pipe and _exit; msg[0] -> warn; exec
 #include <functional>
 #include <optional>
 #include <string>
