@@ -167,8 +167,12 @@ TEST(BindingPlanDgx, OversubscribeGoesRoundRobinAndSaysItSharesNics) {
   const auto plan = BindingPlan::compute(o, 9, env_of());
   EXPECT_EQ(plan.ranks()[8].gpus[0].index, 0);
   EXPECT_EQ(plan.ranks()[8].nics, std::vector<std::string>{"mlx5_0:1"});
-  ASSERT_FALSE(plan.ranks()[0].notes.empty());
-  EXPECT_NE(plan.ranks()[0].notes[0].find("shared by local ranks 0,8"), std::string::npos) << plan.ranks()[0].notes[0];
+  ASSERT_EQ(plan.ranks()[0].notes.size(), 2u);
+  EXPECT_EQ(plan.ranks()[8].notes[0], "GPU 0 shared by local ranks 0,8");
+  EXPECT_EQ(plan.ranks()[0].notes[1], "NIC mlx5_0:1 is shared by local ranks 0,8");
+  EXPECT_NE(plan.ranks()[8].reason.find("shared round-robin"), std::string::npos);
+  EXPECT_EQ(plan.ranks()[1].reason.find("shared round-robin"), std::string::npos);
+  EXPECT_TRUE(plan.ranks()[1].notes.empty());
 }
 
 TEST(BindingPlanDgx, UserUcxNetDevicesIsLeftAlone) {

@@ -86,7 +86,14 @@ struct RankWork {
   std::vector<hwloc_obj_t> gpu_objects;
   Bitmap locality;            // CPUs local to the rank's GPUs (or all usable), within usable
   std::string locality_name;  // for reasons: "Package L#0"
+  bool gpu_shared = false;    // another rank has the same GPUs (--oversubscribe)
 };
+
+std::string gpu_label(const std::vector<GpuAssignment>& gpus) {
+  std::vector<std::string> ids;
+  for (const auto& g : gpus) ids.push_back(std::to_string(g.index));
+  return (gpus.size() == 1 ? "GPU " : "GPUs ") + join(ids, ",");
+}
 
 // GPUs per rank: consecutive groups of K from the allowed list, round-robin when oversubscribed.
 void assign_gpus(const BindingOptions& options, const std::vector<GpuAssignment>& allowed,
@@ -117,12 +124,16 @@ void assign_gpus(const BindingOptions& options, const std::vector<GpuAssignment>
       ranks[static_cast<std::size_t>(i)].gpu_objects.push_back(devices[static_cast<std::size_t>(g.index)].pci);
     }
   }
-}
-
-std::string gpu_label(const std::vector<GpuAssignment>& gpus) {
-  std::vector<std::string> ids;
-  for (const auto& g : gpus) ids.push_back(std::to_string(g.index));
-  return (gpus.size() == 1 ? "GPU " : "GPUs ") + join(ids, ",");
+  for (int slot = 0; slot < std::min(slots, n); ++slot) {
+    std::vector<std::string> sharers;
+    for (int i = slot; i < n; i += slots) sharers.push_back(std::to_string(i));
+    if (sharers.size() < 2) continue;
+    for (int i = slot; i < n; i += slots) {
+      RankWork& r = ranks[static_cast<std::size_t>(i)];
+      r.gpu_shared = true;
+      r.placement.notes.push_back(gpu_label(r.placement.gpus) + " shared by local ranks " + join(sharers, ","));
+    }
+  }
 }
 
 void compute_localities(const Topology& topo, const Bitmap& usable, std::vector<RankWork>& ranks) {
@@ -420,7 +431,15 @@ BindingPlan BindingPlan::compute(const BindingOptions& options, int local_ranks,
   const Topology topo = options.topology.empty() ? Topology::load_this_system() : Topology::load_from(options.topology);
   const Bitmap usable = usable_cpus(topo, options);
   const auto devices = discover_gpus(topo);
-  const auto allowed_gpus = select_gpus(devices, env("CUDA_VISIBLE_DEVICES"), options.gpus);
+  const auto visible = env("CUDA_VISIBLE_DEVICES");
+  const auto allowed_gpus = select_gpus(devices, visible, options.gpus);
+  // Under Slurm's ConstrainDevices the task's indexes are relative to its devices, while
+  // hwloc shows the whole node: say so rather than silently pairing the wrong CPUs and NIC.
+  if (const auto step_gpus = env("SLURM_STEP_GPUS"); visible && step_gpus && options.gpus.empty() && *step_gpus != *visible)
+    spdlog::warn("binding: CUDA_VISIBLE_DEVICES '{}' differs from SLURM_STEP_GPUS '{}': Slurm may number the task's GPUs "
+                 "from 0 (ConstrainDevices); hyrun reads them as node-wide PCI-order indexes, so CPU/NIC locality may "
+                 "be another GPU's; pass --gpus with node-wide indexes to be sure",
+                 *visible, *step_gpus);
   spdlog::debug("binding: topology {}: {} GPU(s), {} allowed, usable CPUs {}", topo.description(), devices.size(),
                 allowed_gpus.size(), list_of(usable.get()));
 
@@ -435,11 +454,10 @@ BindingPlan BindingPlan::compute(const BindingOptions& options, int local_ranks,
   BindingPlan plan;
   plan.this_system_ = topo.is_this_system();
   plan.topology_description_ = topo.description();
-  const int slots = options.gpus_per_rank > 0 ? static_cast<int>(allowed_gpus.size()) / options.gpus_per_rank : 0;
   for (auto& r : work) {
     auto& p = r.placement;
     const std::string gpu_part = p.gpus.empty() ? std::string("no GPU (CPU-only rank)")
-                                                : gpu_label(p.gpus) + (local_ranks > slots ? " (shared round-robin, --oversubscribe)" : "");
+                                                : gpu_label(p.gpus) + (r.gpu_shared ? " (shared round-robin, --oversubscribe)" : "");
     p.reason = gpu_part + "; " + p.reason;
     build_environment(allowed_gpus, options, p);
     plan.child_bindings_.push_back(make_child_binding(p, options.bind_warn_only));
