@@ -280,8 +280,9 @@ void assign_memory(const Topology& topo, const BindingOptions& options, std::vec
       if (node >= static_cast<int>(ChildBinding::kMaxNumaNodes))
         throw Error("binding: NUMA node " + std::to_string(node) + " is beyond the nodes hyrun can bind");
     p.mem_bind = options.mem_bind && !p.numa_nodes.empty();
-    p.reason += p.mem_bind ? "; memory bound to NUMA " + format_cpu_list(p.numa_nodes)
-                           : std::string("; memory not bound (--mem-bind off)");
+    p.reason += p.mem_bind            ? "; memory bound to NUMA " + format_cpu_list(p.numa_nodes)
+                : options.mem_bind ? std::string("; memory not bound (no allowed NUMA node)")
+                                   : std::string("; memory not bound (--mem-bind off)");
   }
 }
 
