@@ -129,3 +129,25 @@ TEST(BindingErrors, UnknownNic) {
 }
 
 TEST(BindingErrors, ZeroRanks) { EXPECT_MESSAGE(error_with(on("dgx-h100.xml"), 0), "must be at least 1"); }
+
+TEST(BindingThisMachine, InheritedCpuBindingLimitsThePlan) {
+  // As under srun's task/affinity: the launcher itself is bound to one CPU.
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; ++c)
+    if (CPU_ISSET(c, &saved)) first = c;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  std::vector<int> cpus;
+  try {
+    cpus = BindingPlan::compute(BindingOptions{}, 1, env_of()).ranks()[0].cpus;
+  } catch (...) {
+    sched_setaffinity(0, sizeof saved, &saved);
+    throw;
+  }
+  sched_setaffinity(0, sizeof saved, &saved);
+  EXPECT_EQ(cpus, std::vector<int>{first});
+}
