@@ -1,0 +1,43 @@
+#pragma once
+// The command-line options of GPU/CPU/memory/NIC binding and their defaults
+// (docs/binding.md describes them for users).
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace hyrun::binding {
+
+enum class BindTo {
+  partition,  ///< default: the GPU-local cores split disjointly among the ranks sharing them
+  numa,       ///< the whole GPU-local (NUMA/package) CPU set
+  core,       ///< one core per rank: the first core of its partition slice
+  none,       ///< no CPU binding (and so no memory binding)
+};
+
+enum class ReportFormat { none, table, json };
+
+struct BindingOptions {
+  std::string topology;          ///< --topology: "" = this machine; else an XML file or synthetic description
+  std::string gpus;              ///< --gpus: "" = CUDA_VISIBLE_DEVICES or all; else "0,2" or GPU- UUIDs
+  int gpus_per_rank = 1;         ///< --gpus-per-rank: 0 gives CPU-only ranks
+  bool oversubscribe = false;    ///< --oversubscribe: more ranks than GPUs, round-robin
+  std::string nics;              ///< --nics: "" = all OpenFabrics devices; else "mlx5_0,mlx5_3"
+  BindTo bind_to = BindTo::partition;  ///< --bind-to
+  std::string cpu_map;           ///< --cpu-map: "" or one CPU list per local rank, ':'-separated
+  bool mem_bind = true;          ///< --mem-bind on|off
+  bool bind_warn_only = false;   ///< --bind-warn-only: a read-back mismatch is a warning
+  std::string cpus_allowed;      ///< --cpus-allowed: "" or a CPU list further restricting the usable CPUs
+  ReportFormat report = ReportFormat::none;  ///< --report-bindings[=table|json]
+};
+
+/// Registers --topology --gpus --gpus-per-rank --oversubscribe --nics --bind-to --cpu-map
+/// --mem-bind --bind-warn-only --cpus-allowed --report-bindings[=table|json] on `app`, writing
+/// into `options` (which must outlive app.parse()). Values that need the topology (GPU ids,
+/// CPU lists) are checked by BindingPlan::compute.
+void add_binding_options(CLI::App& app, BindingOptions& options);
+
+const char* to_string(BindTo bind_to) noexcept;
+
+}  // namespace hyrun::binding
