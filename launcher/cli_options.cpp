@@ -17,6 +17,8 @@ Examples:
   hyrun -n 4 -- hello                          4 ranks on this machine (no PMIx server needed)
   hyrun -n 2 --label -x UCX_TLS=tcp -- hello   label output lines with the rank, pass UCX_TLS
   hyrun -n 3 --bootstrap=none -- /bin/hostname a program that does not use the worker library
+  hyrun --topology dgx.xml -n 8 --dry-run --report-bindings
+                                               the binding plan for another machine's topology
   srun --mpi=pmix -N 4 --ntasks-per-node=1 hyrun -n 8 -- prog
                                                hybrid mode: 8 ranks on each of 4 nodes
 
@@ -58,6 +60,9 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
   app_.add_option("-x,--export", options_.exported,
                   "pass VAR=value, or VAR with hyrun's own value, to every rank (repeatable)")
       ->allow_extra_args(false);
+  app_.add_flag("--dry-run", options_.dry_run,
+                "compute the binding plan (see --report-bindings), start nothing, exit 0");
+  binding::add_binding_options(app_, options_.binding);
   app_.add_option("--log-level", options_.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
 }

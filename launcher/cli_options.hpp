@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "hyrun/binding/binding_options.hpp"
+
 namespace hyrun {
 
 enum class BootstrapMode { kUcx, kNone };
@@ -19,6 +21,8 @@ struct LaunchOptions {
   std::vector<std::string> exported;  ///< -x VAR or VAR=value, as given
   std::string log_level = "warn";
   std::vector<std::string> command;   ///< the program and its arguments
+  binding::BindingOptions binding;    ///< GPU/CPU/memory/NIC placement (docs/binding.md)
+  bool dry_run = false;               ///< compute and report the plan, start nothing
 };
 
 /// Owns the CLI11 application so that other modules can register their options on it.

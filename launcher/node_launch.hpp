@@ -1,0 +1,41 @@
+#pragma once
+// What one hyrun needs to start its ranks, in local and hybrid mode alike: the binding
+// plan of its node, the user's exports and the contract values shared by its ranks.
+#include <optional>
+#include <string>
+
+#include "hyrun/binding/binding_plan.hpp"
+#include "hyrun/common/env_contract.hpp"
+#include "launcher/cli_options.hpp"
+#include "launcher/rank_supervisor.hpp"
+
+namespace hyrun {
+
+class NodeLaunch {
+ public:
+  /// Computes the binding plan for this node's ranks (UsageError for bad binding input).
+  /// `contract` holds the values shared by the node's ranks (world, node, token, timeout);
+  /// global rank = rank_offset + local rank.
+  NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset);
+
+  /// Prints the plan when --report-bindings asks for it. Returns true under --dry-run
+  /// (the caller then starts nothing); otherwise checks that the plan applies here.
+  bool report_and_check();
+
+  void set_root_address(std::string hex) { contract_.root_address_hex = std::move(hex); }
+  void set_job_token(std::string token) { contract_.job_token = std::move(token); }
+  const RankEnvironment& contract() const { return contract_; }
+
+  /// The launch of one local rank: its environment (binding, exports, contract) and the
+  /// binding to apply in the child.
+  RankLaunch rank(int local_rank, bool publishes_address) const;
+
+ private:
+  const LaunchOptions& options_;
+  RankEnvironment contract_;
+  int rank_offset_;
+  std::vector<std::string> exports_;
+  binding::BindingPlan plan_;
+};
+
+}  // namespace hyrun
