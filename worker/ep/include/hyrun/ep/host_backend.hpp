@@ -71,6 +71,12 @@ class HostBackend {
 
   const Shape& shape() const { return shape_; }
   uint64_t epoch() const { return epoch_; }
+  /// Epoch of the last call; the next dispatch uses epoch()+1. Every rank of a call must
+  /// use the same epoch, and epochs must grow over the whole job (the signal words keep
+  /// the last epoch each source wrote). Ranks that start together need nothing; when
+  /// ranks join (elastic phase change), every rank calls set_epoch with an agreed value
+  /// above every epoch used so far, e.g. (uint64_t(phase) << 32).
+  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
 
   /// Packs and puts this rank's messages, then counts and signals to every active rank.
   /// Inactive ranks get nothing. This rank must be active. A token's non-negative
@@ -111,8 +117,7 @@ class HostBackend {
 
 /// Applies the mask: the global expert of a selection if it is kept, else -1.
 inline int64_t kept_expert(int64_t idx, int experts_per_rank, const Routing& r) {
-  if (idx < 0 || idx >= static_cast<int64_t>(r.num_ranks) * experts_per_rank) return -1;
-  return r.is_active(static_cast<int>(idx / experts_per_rank)) ? idx : -1;
+  return mask_expert(idx, experts_per_rank, r.num_ranks, r.active.empty() ? nullptr : r.active.data());
 }
 
 }  // namespace hyrun::ep

@@ -215,6 +215,16 @@ HYRUN_HD_INLINE void pack_message_bf16(const uint16_t* x_row, int hidden, int32_
   for (int i = 0; i < hidden; ++i) out[i] = x_row[i];
 }
 
+// ---------------------------------------------------------------- routing
+/// The mask applied to every selection before counting and sending: the global expert
+/// `idx` if it is >= 0, below num_ranks * experts_per_rank and its rank is active
+/// (active == nullptr: every rank), else -1.
+HYRUN_HD_INLINE int64_t mask_expert(int64_t idx, int experts_per_rank, int num_ranks, const uint8_t* active) {
+  if (idx < 0 || idx >= static_cast<int64_t>(num_ranks) * experts_per_rank) return -1;
+  if (active != nullptr && active[idx / experts_per_rank] == 0) return -1;
+  return idx;
+}
+
 // ---------------------------------------------------------------- combine
 /// One step of the combine reduction: acc + weight * value (no FMA).
 HYRUN_HD_INLINE float combine_accumulate(float acc, uint16_t expert_out_bf16, float weight) {
