@@ -13,40 +13,42 @@ namespace {
 std::string ucs(ucs_status_t s) { return ucs_status_string(s); }
 }  // namespace
 
-UcxTransport::UcxTransport(World& world, std::size_t region_bytes, std::chrono::milliseconds timeout)
-    : bytes_(region_bytes), owned_(true), timeout_(timeout) {
+UcxTransport::UcxTransport(const UcxBootstrap& boot, void* region, std::size_t region_bytes,
+                           std::chrono::milliseconds timeout)
+    : base_(region), bytes_(region_bytes), owned_(region == nullptr), timeout_(timeout) {
   if (region_bytes == 0) throw UsageError("UCX EP transport: region_bytes must be > 0");
-  const std::size_t page = 4096, rounded = (region_bytes + page - 1) / page * page;
-  base_ = std::aligned_alloc(page, rounded);
-  if (base_ == nullptr) throw Error(fmt::format("UCX EP transport: cannot allocate {} bytes", rounded));
-  std::memset(base_, 0, rounded);
+  if (owned_) {
+    const std::size_t page = 4096, rounded = (region_bytes + page - 1) / page * page;
+    base_ = std::aligned_alloc(page, rounded);
+    if (base_ == nullptr) throw Error(fmt::format("UCX EP transport: cannot allocate {} bytes", rounded));
+    std::memset(base_, 0, rounded);
+  }
   try {
-    init(world);
+    init(boot);
   } catch (...) {
     cleanup();
     throw;
   }
 }
 
-UcxTransport::UcxTransport(World& world, void* region, std::size_t region_bytes, std::chrono::milliseconds timeout)
-    : base_(region), bytes_(region_bytes), owned_(false), timeout_(timeout) {
-  if (region == nullptr || region_bytes == 0) throw UsageError("UCX EP transport: region must be non-null and non-empty");
-  init(world);
-}
-
-void UcxTransport::init(World& world) {
-  rank_ = world.rank();
-  size_ = world.size();
-  context_ = world.ucp_context();
-  worker_ = world.ucp_worker();
+void UcxTransport::init(const UcxBootstrap& boot) {
+  rank_ = boot.rank;
+  size_ = boot.size;
+  context_ = boot.context;
+  worker_ = boot.worker;
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_ || !context_ || !worker_ || !boot.allgatherv ||
+      (size_ > 1 && !boot.endpoint))
+    throw UsageError("UCX EP transport: incomplete bootstrap (rank, size, context, worker, endpoint, allgatherv)");
 
   ucp_mem_map_params_t mp{};
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
   mp.address = base_;
   mp.length = bytes_;
   ucs_status_t st = ucp_mem_map(context_, &mp, &memh_);
-  if (st != UCS_OK) memh_ = nullptr;
-  if (st != UCS_OK) throw Error(fmt::format("UCX EP transport: ucp_mem_map of {} bytes failed: {}", bytes_, ucs(st)));
+  if (st != UCS_OK) {
+    memh_ = nullptr;
+    throw Error(fmt::format("UCX EP transport: ucp_mem_map of {} bytes failed: {}", bytes_, ucs(st)));
+  }
 
   void* rkey_buf = nullptr;
   std::size_t rkey_len = 0;
@@ -65,15 +67,16 @@ void UcxTransport::init(World& world) {
 
   std::vector<std::vector<std::byte>> all;
   try {
-    all = world.allgatherv(mine);
+    all = boot.allgatherv(mine);
   } catch (...) {
     cleanup();
     throw;
   }
   peers_.resize(static_cast<std::size_t>(size_));
   for (int p = 0; p < size_; ++p) {
-    const auto& b = all.at(static_cast<std::size_t>(p));
-    if (b.size() < 16) {
+    static const std::vector<std::byte> kEmpty;
+    const auto& b = p < static_cast<int>(all.size()) ? all[static_cast<std::size_t>(p)] : kEmpty;
+    if (all.size() != static_cast<std::size_t>(size_) || b.size() < 16) {
       cleanup();
       throw Error(fmt::format("UCX EP transport: rank {} sent a {}-byte region descriptor", p, b.size()));
     }
@@ -83,7 +86,7 @@ void UcxTransport::init(World& world) {
     std::memcpy(&l, b.data() + 8, 8);
     peer.length = l;
     if (p == rank_) continue;
-    peer.ep = world.endpoint(p);
+    peer.ep = boot.endpoint(p);
     st = ucp_ep_rkey_unpack(peer.ep, b.data() + 16, &peer.rkey);
     if (st != UCS_OK) {
       const std::string m = fmt::format("UCX EP transport: ucp_ep_rkey_unpack of rank {}'s key failed: {}", p, ucs(st));

@@ -19,6 +19,8 @@
 #include <chrono>
 #include <cstddef>
 #include <deque>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "hyrun/ep/transport.hpp"
@@ -26,13 +28,27 @@
 
 namespace hyrun::ep {
 
+/// What the transport needs from a bootstrap: World provides it (the World constructors
+/// below fill it from the World); tests fill it from raw UCP objects.
+struct UcxBootstrap {
+  int rank = 0;
+  int size = 1;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::function<ucp_ep_h(int peer)> endpoint;  ///< never called for peer == rank
+  std::function<std::vector<std::vector<std::byte>>(std::span<const std::byte>)> allgatherv;
+};
+
 class UcxTransport final : public Transport {
  public:
   /// Allocates and maps `region_bytes` of zeroed host memory. `timeout` bounds flushes.
+  /// (Defined in ucx_transport_world.cpp: the only code that needs World.)
   UcxTransport(World& world, std::size_t region_bytes, std::chrono::milliseconds timeout);
   /// Maps caller-owned memory (e.g. cudaMalloc'ed, if UCX was built with CUDA support);
   /// the caller zeroes it and keeps it alive longer than the transport.
   UcxTransport(World& world, void* region, std::size_t region_bytes, std::chrono::milliseconds timeout);
+  /// The same from an explicit bootstrap (region == nullptr: allocate and zero).
+  UcxTransport(const UcxBootstrap& boot, void* region, std::size_t region_bytes, std::chrono::milliseconds timeout);
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -47,7 +63,7 @@ class UcxTransport final : public Transport {
                                 Clock::time_point deadline) override;
 
  private:
-  void init(World& world);
+  void init(const UcxBootstrap& boot);
   void cleanup() noexcept;
   void check(int peer, std::size_t off, std::size_t len) const;
   void track(int peer, ucs_status_ptr_t sp, const char* what);
