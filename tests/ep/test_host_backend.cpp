@@ -387,3 +387,56 @@ TEST(EpHostBackendThreads, BlockingCallsFromOneThreadPerRank) {
 }
 
 }  // namespace
+
+// Elastic expansion: ranks 0 and 1 run two calls, then rank 2 joins with a fresh
+// backend. Without an agreed epoch the old ranks wait for an epoch the newcomer never
+// sends (reported as a time-out naming it); after set_epoch(phase << 32) on every rank
+// the three-rank call succeeds.
+TEST(EpHostBackendElastic, JoiningRankNeedsAnAgreedEpoch) {
+  const Shape s{3, 8, 2048, 2, 1};
+  InProcessFabric fabric(3, region_bytes(s));
+  std::vector<std::unique_ptr<HostBackend>> be;
+  for (int r = 0; r < 2; ++r) be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), 200ms));
+  std::vector<DispatchBuffers> out;
+  for (int r = 0; r < 3; ++r) out.emplace_back(s, Format::kFP8);
+  std::vector<uint16_t> x(8 * 2048, float_to_bf16(1.0f)), y(8 * 2048);
+  std::vector<uint16_t> eo(recv_rows(s) * 2048, float_to_bf16(1.0f));
+  std::vector<int64_t> two = {0, 1, 1, 0, 0, -1, 1, -1, 0, 1, 1, 0, 0, 1, -1, -1};
+  std::vector<float> w(16, 0.5f);
+  const Routing phase0{3, {1, 1, 0}};  // experts of rank 2 exist but are masked
+  for (int it = 0; it < 2; ++it) {
+    for (int r = 0; r < 2; ++r) be[r]->dispatch_send(x.data(), two.data(), 8, phase0, Format::kFP8);
+    for (int r = 0; r < 2; ++r) be[r]->dispatch_recv(out[r].view());
+    for (int r = 0; r < 2; ++r) be[r]->combine_send(eo.data(), out[r].view());
+    for (int r = 0; r < 2; ++r) be[r]->combine_recv(two.data(), w.data(), 8, y.data());
+  }
+  be.push_back(std::make_unique<HostBackend>(s, fabric.transport(2), 200ms));  // joins, epoch 0
+  std::vector<int64_t> three = {0, 2, 1, 2, 2, 0, 1, -1, 0, 1, 2, 1, 0, 2, -1, 2};
+  const Routing phase1 = Routing::all(3);
+  for (int r = 0; r < 3; ++r) be[r]->dispatch_send(x.data(), three.data(), 8, phase1, Format::kFP8);
+  try {
+    be[0]->dispatch_recv(out[0].view());
+    FAIL() << "expected a time-out: the newcomer's epoch is behind";
+  } catch (const PeerTimeoutError& e) {
+    EXPECT_EQ(e.ranks(), std::vector<int>{2});
+  }
+  for (int r = 0; r < 3; ++r) be[r]->set_epoch(uint64_t{1} << 32);
+  for (int r = 0; r < 3; ++r) be[r]->dispatch_send(x.data(), three.data(), 8, phase1, Format::kFP8);
+  for (int r = 0; r < 3; ++r) ASSERT_NO_THROW(be[r]->dispatch_recv(out[r].view()));
+  for (int r = 0; r < 3; ++r) {
+    int want = 0;
+    for (int rr = 0; rr < 3; ++rr)
+      for (auto g : three) want += g == r ? 1 : 0;
+    EXPECT_EQ(out[r].recv_count[0], want) << r;
+  }
+  for (int r = 0; r < 3; ++r) be[r]->combine_send(eo.data(), out[r].view());
+  for (int r = 0; r < 3; ++r) {
+    std::fill(y.begin(), y.end(), 0xFFFF);
+    ASSERT_NO_THROW(be[r]->combine_recv(three.data(), w.data(), 8, y.data()));
+    for (int i = 0; i < 8; ++i) {
+      float ws = 0;
+      for (int k = 0; k < 2; ++k) ws += three[i * 2 + k] >= 0 ? 0.5f : 0.0f;
+      EXPECT_EQ(bf16_to_float(y[i * 2048]), ws) << r << " " << i;
+    }
+  }
+}

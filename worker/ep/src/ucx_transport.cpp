@@ -99,13 +99,12 @@ void UcxTransport::init(const UcxBootstrap& boot) {
 UcxTransport::~UcxTransport() { cleanup(); }
 
 void UcxTransport::cleanup() noexcept {
-  // Best effort: complete what is outstanding without throwing.
+  // Best effort: complete what is outstanding without throwing, within one timeout.
+  const auto deadline = Clock::now() + timeout_;
   for (auto& [peer, req] : pending_) {
     (void)peer;
-    const auto deadline = Clock::now() + timeout_;
     while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress(worker_);
-    if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker_, req);
-    ucp_request_free(req);
+    ucp_request_free(req);  // releases it even if still in progress (RMA requests cannot be cancelled)
   }
   pending_.clear();
   for (auto& p : peers_)
@@ -177,9 +176,7 @@ void UcxTransport::flush() {
   for (auto& [peer, req] : pending_) {
     ucs_status_t st = wait_request(req, deadline);
     if (st == UCS_ERR_TIMED_OUT) {
-      ucp_request_cancel(worker_, req);
-      while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-      timed_out.push_back(peer);
+      timed_out.push_back(peer);  // ucp_request_free below lets UCX finish or drop it internally
     } else if (st != UCS_OK) {
       failed_.push_back(peer);
     }
@@ -207,8 +204,6 @@ void UcxTransport::flush() {
   for (auto& [p, req] : flushes) {
     ucs_status_t st = wait_request(req, deadline);
     if (st == UCS_ERR_TIMED_OUT) {
-      ucp_request_cancel(worker_, req);
-      while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker_);
       timed_out.push_back(p);
     } else if (st != UCS_OK) {
       failed_.push_back(p);
