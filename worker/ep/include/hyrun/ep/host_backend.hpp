@@ -1,0 +1,123 @@
+#pragma once
+// Low-latency EP dispatch and combine on the host (runs anywhere), built on the shared
+// per-token functions (per_token.hpp) and a one-sided Transport (transport.hpp).
+//
+// Semantics (match DeepEP / NIXL Elastic EP low-latency mode):
+//  * dispatch: x [num_tokens, H] bf16, topk_idx [num_tokens, K] int64 (-1 = none).
+//    Selections of experts that live on inactive ranks (Routing::active) or beyond
+//    num_ranks*E are dropped (treated as -1) before counting and sending. Every kept
+//    (token i, selection k) with global expert g goes to rank g / E, local expert
+//    e = g % E, into recv_x[e][src_rank * T + j], where j numbers the source rank's
+//    messages for that expert in (token, k) order. The row's source token i and k are
+//    in recv_src_token / recv_src_topk; layout_count[e][src] = number of rows from src;
+//    recv_count[e] = sum over sources. Rows not covered by a layout count are untouched.
+//  * combine: expert outputs [E, R*T, H] bf16 at the same rows go back to their source
+//    ranks; each source computes out[i] = sum over kept k (in order) of
+//    topk_weights[i][k] * row, accumulated in float, stored bf16. Tokens without a kept
+//    selection give zeros.
+//  * Each call is split into *_send (puts + signals, returns at once) and *_recv (waits
+//    for every active rank's signal, then unpacks/reduces). dispatch() / combine() do
+//    both. Calls must alternate dispatch, combine on every active rank, with the same
+//    Routing on every rank; that order is what makes re-using the single receive
+//    region safe without extra synchronisation.
+//  * A missing signal ends the wait at the deadline with PeerTimeoutError naming the
+//    ranks; the caller may mark them inactive and run the next call with the new
+//    routing. (Late data of the failed epoch can land in the region afterwards; the
+//    epoch numbers in the signal words make it harmless for the signal logic.)
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "hyrun/ep/layout.hpp"
+#include "hyrun/ep/transport.hpp"
+
+namespace hyrun::ep {
+
+/// Which ranks take part in a call. Experts of inactive ranks stay in the numbering.
+struct Routing {
+  int num_ranks = 1;            ///< ranks in the expert numbering (<= Shape::max_ranks)
+  std::vector<uint8_t> active;  ///< size num_ranks, non-zero = active; empty = all active
+  bool is_active(int r) const { return r >= 0 && r < num_ranks && (active.empty() || active[r] != 0); }
+  static Routing all(int num_ranks) { return Routing{num_ranks, {}}; }
+};
+
+/// Caller-owned dispatch outputs (sizes in layout.hpp). This is also the handle that
+/// combine needs (layout_count, recv_src_token, recv_src_topk).
+struct DispatchOutput {
+  void* recv_x = nullptr;              ///< [E, R*T, H] uint8 FP8 codes, or uint16 bf16
+  float* recv_scales = nullptr;        ///< [E, R*T, H/128] (FP8 only; may be null for BF16)
+  int32_t* recv_src_token = nullptr;   ///< [E, R*T]
+  int32_t* recv_src_topk = nullptr;    ///< [E, R*T]
+  int32_t* layout_count = nullptr;     ///< [E, R]
+  int32_t* recv_count = nullptr;       ///< [E]
+};
+
+/// Owns the same-size std::vectors for a DispatchOutput (host convenience, tests).
+struct DispatchBuffers {
+  DispatchBuffers(const Shape& s, Format f);
+  std::vector<uint8_t> recv_x;
+  std::vector<float> recv_scales;
+  std::vector<int32_t> recv_src_token, recv_src_topk, layout_count, recv_count;
+  DispatchOutput view();
+  /// Fills every output with garbage: 0xFF bytes (FP8 NaN, bf16 NaN) and NaN scales.
+  void poison();
+};
+
+class HostBackend {
+ public:
+  /// `transport.region()` must hold region_bytes(shape) bytes, zeroed before first use.
+  HostBackend(const Shape& shape, Transport& transport, std::chrono::milliseconds timeout);
+
+  const Shape& shape() const { return shape_; }
+  uint64_t epoch() const { return epoch_; }
+  /// Epoch of the last call; the next dispatch uses epoch()+1. Every rank of a call must
+  /// use the same epoch, and epochs must grow over the whole job (the signal words keep
+  /// the last epoch each source wrote). Ranks that start together need nothing; when
+  /// ranks join (elastic phase change), every rank calls set_epoch with an agreed value
+  /// above every epoch used so far, e.g. (uint64_t(phase) << 32).
+  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+
+  /// Packs and puts this rank's messages, then counts and signals to every active rank.
+  /// Inactive ranks get nothing. This rank must be active. A token's non-negative
+  /// expert indices must be distinct (as top-k produces them); a repeat is a UsageError.
+  void dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f);
+  /// Waits for every active rank's dispatch signal, then unpacks into `out`.
+  void dispatch_recv(const DispatchOutput& out);
+  void dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f,
+                const DispatchOutput& out) {
+    dispatch_send(x, topk_idx, num_tokens, routing, f);
+    dispatch_recv(out);
+  }
+
+  /// Puts every received row's expert output back to its source rank, then signals.
+  /// `handle` is the DispatchOutput of the last dispatch.
+  void combine_send(const uint16_t* expert_out, const DispatchOutput& handle);
+  /// Waits for every active rank's combine signal, then reduces into out [num_tokens, H].
+  /// topk_idx / topk_weights are this rank's dispatch inputs.
+  void combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out);
+  void combine(const uint16_t* expert_out, const DispatchOutput& handle, const int64_t* topk_idx,
+               const float* topk_weights, int num_tokens, uint16_t* out) {
+    combine_send(expert_out, handle);
+    combine_recv(topk_idx, topk_weights, num_tokens, out);
+  }
+
+ private:
+  std::vector<int> active_ranks() const;
+  Shape shape_;
+  Transport& transport_;
+  std::chrono::milliseconds timeout_;
+  RegionLayout layout_;
+  uint64_t epoch_ = 0;
+  Routing routing_;  // of the current epoch
+  Format format_ = Format::kFP8;
+  std::vector<std::byte> staging_;
+  std::vector<int32_t> send_counts_;  // [num_ranks * E]
+};
+
+/// Applies the mask: the global expert of a selection if it is kept, else -1.
+inline int64_t kept_expert(int64_t idx, int experts_per_rank, const Routing& r) {
+  return mask_expert(idx, experts_per_rank, r.num_ranks, r.active.empty() ? nullptr : r.active.data());
+}
+
+}  // namespace hyrun::ep

@@ -1,0 +1,105 @@
+#pragma once
+// One-sided transport of the EP core. Every rank owns one receive region of
+// region_bytes(shape) bytes (see layout.hpp), registered so that every peer can write
+// into it. Data moves only as puts into a peer's region; completion is signalled per
+// source rank by an 8-byte epoch word written after the data:
+//
+//   put(peer, off, src, len) ...   // data, any number, any peers
+//   flush()                        // every put so far is complete at its target
+//   signal(peer, sig_off, epoch)   // 8-byte write of the epoch into the peer's region
+//   flush()                        // signals delivered
+//
+// and the receiver waits with wait_signals(): the word of each expected source reaches
+// the epoch, or the deadline passes and the silent ranks are returned (never a wait
+// without limit). There are no per-token two-sided messages.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hyrun/common/error.hpp"
+
+namespace hyrun::ep {
+
+using Clock = std::chrono::steady_clock;
+
+/// A wait for peers' completion signals reached its deadline. ranks(): the silent ones.
+class PeerTimeoutError : public TimeoutError {
+ public:
+  PeerTimeoutError(const std::string& message, std::vector<int> ranks)
+      : TimeoutError(message), ranks_(std::move(ranks)) {}
+  const std::vector<int>& ranks() const noexcept { return ranks_; }
+
+ private:
+  std::vector<int> ranks_;
+};
+
+/// A put or flush to a peer failed (e.g. the peer died). ranks(): the failed peers.
+class PeerFailureError : public Error {
+ public:
+  PeerFailureError(const std::string& message, std::vector<int> ranks) : Error(message), ranks_(std::move(ranks)) {}
+  const std::vector<int>& ranks() const noexcept { return ranks_; }
+
+ private:
+  std::vector<int> ranks_;
+};
+
+/// "1, 3, 6"
+std::string format_ranks(const std::vector<int>& ranks);
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  /// Ranks addressable through this transport (0 .. num_ranks()-1).
+  virtual int num_ranks() const = 0;
+  /// This rank's registered receive region.
+  virtual std::span<std::byte> region() = 0;
+  /// Starts a write of `len` bytes from `src` to offset `remote_offset` of `peer`'s
+  /// region (peer == rank() allowed). `src` must stay valid and unchanged until the
+  /// next flush() returns. Throws PeerFailureError if the peer is known to be dead.
+  virtual void put(int peer, std::size_t remote_offset, const void* src, std::size_t len) = 0;
+  /// Writes the 8-byte `value` at `remote_offset` (8-aligned) of `peer`'s region, after
+  /// every put that a preceding flush() completed. Delivered by the next flush().
+  virtual void signal(int peer, std::size_t remote_offset, uint64_t value) = 0;
+  /// Completes every put and signal issued so far at its target. Throws
+  /// PeerFailureError naming the peers whose operations failed, TimeoutError when it
+  /// cannot complete within the transport's timeout.
+  virtual void flush() = 0;
+  /// Waits until, for every rank r in `peers`, the uint64 at
+  /// `first_signal_offset + 8*r` of this rank's region is >= `value`, or until
+  /// `deadline`. Drives the transport's progress while waiting. Returns the ranks whose
+  /// signal did not arrive (empty on success).
+  virtual std::vector<int> wait_signals(std::span<const int> peers, std::size_t first_signal_offset, uint64_t value,
+                                        Clock::time_point deadline) = 0;
+};
+
+/// Every rank's region in one process: a unit-test device for running the algorithm
+/// with several simulated ranks (from one thread, with the split send/recv calls, or
+/// from one thread per rank). Not a model of a real network.
+class InProcessFabric {
+ public:
+  InProcessFabric(int num_ranks, std::size_t region_bytes);
+  ~InProcessFabric();
+  int num_ranks() const { return static_cast<int>(regions_.size()); }
+  /// The transport of `rank` (owned by the fabric).
+  Transport& transport(int rank);
+  /// Direct access to a rank's region (tests poison it or inspect it).
+  std::span<std::byte> region(int rank);
+  /// Marks a rank dead: puts to it throw PeerFailureError from flush() and it never signals.
+  void kill(int rank);
+  bool dead(int rank) const;
+
+ private:
+  class RankTransport;
+  std::vector<std::unique_ptr<std::byte[]>> regions_;
+  std::size_t region_bytes_;
+  std::vector<std::unique_ptr<RankTransport>> transports_;
+  std::vector<uint8_t> dead_;
+  friend class RankTransport;
+};
+
+}  // namespace hyrun::ep

@@ -1,0 +1,202 @@
+#include "hyrun/ep/host_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace hyrun::ep {
+
+DispatchBuffers::DispatchBuffers(const Shape& s, Format f)
+    : recv_x(recv_x_bytes(s, f)),
+      recv_scales(f == Format::kFP8 ? recv_scales_count(s) : 0),
+      recv_src_token(recv_rows(s)),
+      recv_src_topk(recv_rows(s)),
+      layout_count(static_cast<std::size_t>(s.experts_per_rank) * s.max_ranks),
+      recv_count(static_cast<std::size_t>(s.experts_per_rank)) {}
+
+DispatchOutput DispatchBuffers::view() {
+  return DispatchOutput{recv_x.data(),         recv_scales.empty() ? nullptr : recv_scales.data(),
+                        recv_src_token.data(), recv_src_topk.data(),
+                        layout_count.data(),   recv_count.data()};
+}
+
+void DispatchBuffers::poison() {
+  std::memset(recv_x.data(), 0xFF, recv_x.size());
+  for (auto& v : recv_scales) v = std::numeric_limits<float>::quiet_NaN();
+  for (auto* v : {&recv_src_token, &recv_src_topk, &layout_count, &recv_count})
+    std::fill(v->begin(), v->end(), -12345);
+}
+
+HostBackend::HostBackend(const Shape& shape, Transport& transport, std::chrono::milliseconds timeout)
+    : shape_(shape), transport_(transport), timeout_(timeout), layout_(region_layout(shape)) {
+  if (transport_.region().size() < layout_.total)
+    throw UsageError(fmt::format("EP host backend: the transport's region has {} bytes, the shape ({}) needs {}",
+                                 transport_.region().size(), shape_.describe(), layout_.total));
+  if (transport_.num_ranks() > shape_.max_ranks)
+    throw UsageError(fmt::format("EP host backend: the transport has {} ranks, more than max_ranks={}",
+                                 transport_.num_ranks(), shape_.max_ranks));
+  staging_.resize(send_staging_bytes(shape_));
+}
+
+std::vector<int> HostBackend::active_ranks() const {
+  std::vector<int> a;
+  for (int r = 0; r < routing_.num_ranks; ++r)
+    if (routing_.is_active(r)) a.push_back(r);
+  return a;
+}
+
+void HostBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
+                                Format f) {
+  const Shape& s = shape_;
+  if (num_tokens < 0 || num_tokens > s.max_tokens)
+    throw UsageError(fmt::format("EP dispatch: num_tokens={} outside [0, max_tokens={}]", num_tokens, s.max_tokens));
+  if (routing.num_ranks < 1 || routing.num_ranks > s.max_ranks || routing.num_ranks > transport_.num_ranks())
+    throw UsageError(fmt::format("EP dispatch: routing.num_ranks={} outside [1, min(max_ranks={}, transport ranks={})]",
+                                 routing.num_ranks, s.max_ranks, transport_.num_ranks()));
+  if (!routing.active.empty() && static_cast<int>(routing.active.size()) != routing.num_ranks)
+    throw UsageError(fmt::format("EP dispatch: routing.active has {} entries, num_ranks is {}", routing.active.size(),
+                                 routing.num_ranks));
+  const int me = transport_.rank();
+  if (!routing.is_active(me)) throw UsageError(fmt::format("EP dispatch: rank {} is not active in the routing", me));
+
+  const int K0 = s.topk;
+  for (int i = 0; i < num_tokens; ++i)
+    for (int k = 0; k < K0; ++k) {
+      const int64_t g = topk_idx[static_cast<std::size_t>(i) * K0 + k];
+      if (g < 0) continue;
+      for (int k2 = 0; k2 < k; ++k2)
+        if (topk_idx[static_cast<std::size_t>(i) * K0 + k2] == g)
+          throw UsageError(fmt::format("EP dispatch: token {} selects expert {} twice (top-k {} and {}); a token's "
+                                       "experts must be distinct",
+                                       i, g, k2, k));
+    }
+
+  ++epoch_;
+  routing_ = routing;
+  format_ = f;
+  const int E = s.experts_per_rank, K = s.topk, H = s.hidden;
+  const std::size_t msg = message_bytes(H, f);
+  send_counts_.assign(static_cast<std::size_t>(routing.num_ranks) * E, 0);
+
+  for (int i = 0; i < num_tokens; ++i) {
+    for (int k = 0; k < K; ++k) {
+      const int64_t g = kept_expert(topk_idx[static_cast<std::size_t>(i) * K + k], E, routing);
+      if (g < 0) continue;
+      const int dst = static_cast<int>(g / E), e = static_cast<int>(g % E);
+      const int j = send_counts_[g]++;
+      std::byte* m = staging_.data() + (static_cast<std::size_t>(i) * K + k) * layout_.slot_bytes;
+      const uint16_t* row = x + static_cast<std::size_t>(i) * H;
+      if (f == Format::kFP8)
+        pack_message_fp8(row, H, i, k, me, m);
+      else
+        pack_message_bf16(row, H, i, k, me, m);
+      const std::size_t slot = (static_cast<std::size_t>(e) * s.max_ranks + me) * s.max_tokens + j;
+      transport_.put(dst, layout_.dispatch_data + slot * layout_.slot_bytes, m, msg);
+    }
+  }
+  const auto active = active_ranks();
+  for (int dst : active)
+    transport_.put(dst, layout_.dispatch_counts + static_cast<std::size_t>(me) * E * sizeof(int32_t),
+                   send_counts_.data() + static_cast<std::size_t>(dst) * E, E * sizeof(int32_t));
+  transport_.flush();
+  for (int dst : active) transport_.signal(dst, layout_.dispatch_signals + 8 * static_cast<std::size_t>(me), epoch_);
+  transport_.flush();
+}
+
+void HostBackend::dispatch_recv(const DispatchOutput& out) {
+  const Shape& s = shape_;
+  const auto active = active_ranks();
+  const auto missing =
+      transport_.wait_signals(active, layout_.dispatch_signals, epoch_, Clock::now() + timeout_);
+  if (!missing.empty())
+    throw PeerTimeoutError(fmt::format("EP dispatch (epoch {}): rank {} got no completion signal from rank(s) {} "
+                                       "within {} ms",
+                                       epoch_, transport_.rank(), format_ranks(missing), timeout_.count()),
+                           missing);
+  const int E = s.experts_per_rank, H = s.hidden, R = s.max_ranks, T = s.max_tokens;
+  const std::byte* region = transport_.region().data();
+  const auto* counts = reinterpret_cast<const int32_t*>(region + layout_.dispatch_counts);
+  const int32_t magic = kMessageMagic ^ static_cast<int32_t>(format_);
+  const int nblocks = H / kScaleBlock;
+  for (int e = 0; e < E; ++e) {
+    int32_t total = 0;
+    for (int src = 0; src < R; ++src) {
+      const int32_t n = routing_.is_active(src) ? counts[static_cast<std::size_t>(src) * E + e] : 0;
+      if (n < 0 || n > T)
+        throw Error(fmt::format("EP dispatch: rank {} got a count of {} from rank {} for local expert {} (max {})",
+                                transport_.rank(), n, src, e, T));
+      out.layout_count[static_cast<std::size_t>(e) * R + src] = n;
+      for (int j = 0; j < n; ++j) {
+        const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
+        const std::byte* m = region + layout_.dispatch_data + row * layout_.slot_bytes;
+        MessageHeader h;
+        std::memcpy(&h, m, sizeof h);
+        if (h.magic != magic || h.src_rank != src || h.src_token < 0 || h.src_token >= T || h.src_topk < 0 ||
+            h.src_topk >= s.topk)
+          throw Error(fmt::format("EP dispatch: rank {}: corrupt message {} from rank {} for local expert {} "
+                                  "(magic {:#x}, src_rank {}, token {}, topk {})",
+                                  transport_.rank(), j, src, e, static_cast<uint32_t>(h.magic), h.src_rank,
+                                  h.src_token, h.src_topk));
+        out.recv_src_token[row] = h.src_token;
+        out.recv_src_topk[row] = h.src_topk;
+        const std::byte* payload = m + kMessageHeaderBytes;
+        if (format_ == Format::kFP8) {
+          std::memcpy(static_cast<uint8_t*>(out.recv_x) + row * H, payload, static_cast<std::size_t>(H));
+          std::memcpy(out.recv_scales + row * nblocks, payload + H, static_cast<std::size_t>(nblocks) * 4);
+        } else {
+          std::memcpy(static_cast<uint16_t*>(out.recv_x) + row * H, payload, static_cast<std::size_t>(H) * 2);
+        }
+      }
+      total += n;
+    }
+    out.recv_count[e] = total;
+  }
+}
+
+void HostBackend::combine_send(const uint16_t* expert_out, const DispatchOutput& handle) {
+  const Shape& s = shape_;
+  const int E = s.experts_per_rank, H = s.hidden, R = s.max_ranks, T = s.max_tokens, K = s.topk;
+  for (int e = 0; e < E; ++e) {
+    for (int src = 0; src < R; ++src) {
+      if (!routing_.is_active(src)) continue;
+      const int n = handle.layout_count[static_cast<std::size_t>(e) * R + src];
+      for (int j = 0; j < n; ++j) {
+        const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
+        const std::size_t dst_row = static_cast<std::size_t>(handle.recv_src_token[row]) * K + handle.recv_src_topk[row];
+        transport_.put(src, layout_.combine_data + dst_row * H * 2, expert_out + row * H, static_cast<std::size_t>(H) * 2);
+      }
+    }
+  }
+  transport_.flush();
+  for (int dst : active_ranks())
+    transport_.signal(dst, layout_.combine_signals + 8 * static_cast<std::size_t>(transport_.rank()), epoch_);
+  transport_.flush();
+}
+
+void HostBackend::combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out) {
+  const Shape& s = shape_;
+  if (num_tokens < 0 || num_tokens > s.max_tokens)
+    throw UsageError(fmt::format("EP combine: num_tokens={} outside [0, max_tokens={}]", num_tokens, s.max_tokens));
+  const auto active = active_ranks();
+  const auto missing = transport_.wait_signals(active, layout_.combine_signals, epoch_, Clock::now() + timeout_);
+  if (!missing.empty())
+    throw PeerTimeoutError(fmt::format("EP combine (epoch {}): rank {} got no completion signal from rank(s) {} "
+                                       "within {} ms",
+                                       epoch_, transport_.rank(), format_ranks(missing), timeout_.count()),
+                           missing);
+  const int K = s.topk, H = s.hidden, E = s.experts_per_rank;
+  const auto* data = reinterpret_cast<const uint16_t*>(transport_.region().data() + layout_.combine_data);
+  std::vector<const uint16_t*> rows(static_cast<std::size_t>(K));
+  for (int i = 0; i < num_tokens; ++i) {
+    for (int k = 0; k < K; ++k) {
+      const std::size_t sel = static_cast<std::size_t>(i) * K + k;
+      rows[k] = kept_expert(topk_idx[sel], E, routing_) >= 0 ? data + sel * H : nullptr;
+    }
+    uint16_t* o = out + static_cast<std::size_t>(i) * H;
+    for (int c = 0; c < H; ++c) o[c] = combine_channel(rows.data(), topk_weights + static_cast<std::size_t>(i) * K, K, c);
+  }
+}
+
+}  // namespace hyrun::ep

@@ -1,0 +1,96 @@
+#include "hyrun/ep/transport.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+namespace hyrun::ep {
+
+std::string format_ranks(const std::vector<int>& ranks) { return fmt::format("{}", fmt::join(ranks, ", ")); }
+
+class InProcessFabric::RankTransport final : public Transport {
+ public:
+  RankTransport(InProcessFabric& f, int rank) : fabric_(f), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int num_ranks() const override { return fabric_.num_ranks(); }
+  std::span<std::byte> region() override { return fabric_.region(rank_); }
+
+  void put(int peer, std::size_t off, const void* src, std::size_t len) override {
+    check(peer, off, len);
+    if (fabric_.dead(peer)) {
+      failed_.push_back(peer);
+      return;
+    }
+    std::memcpy(fabric_.regions_[peer].get() + off, src, len);
+  }
+  void signal(int peer, std::size_t off, uint64_t value) override {
+    check(peer, off, 8);
+    if (off % 8 != 0) throw Error(fmt::format("in-process transport: signal offset {} is not 8-aligned", off));
+    if (fabric_.dead(peer)) {
+      failed_.push_back(peer);
+      return;
+    }
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(fabric_.regions_[peer].get() + off))
+        .store(value, std::memory_order_release);
+  }
+  void flush() override {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!failed_.empty()) {
+      std::vector<int> f = std::move(failed_);
+      failed_.clear();
+      std::sort(f.begin(), f.end());
+      f.erase(std::unique(f.begin(), f.end()), f.end());
+      throw PeerFailureError(fmt::format("in-process transport: rank {}: writes to dead rank(s) {} failed", rank_,
+                                         format_ranks(f)),
+                             f);
+    }
+  }
+  std::vector<int> wait_signals(std::span<const int> peers, std::size_t first, uint64_t value,
+                                Clock::time_point deadline) override {
+    auto* base = fabric_.regions_[rank_].get() + first;
+    std::vector<int> missing;
+    for (;;) {
+      missing.clear();
+      for (int p : peers) {
+        auto& w = *reinterpret_cast<uint64_t*>(base + 8 * static_cast<std::size_t>(p));
+        if (std::atomic_ref<uint64_t>(w).load(std::memory_order_acquire) < value) missing.push_back(p);
+      }
+      if (missing.empty() || Clock::now() >= deadline) return missing;
+      std::this_thread::yield();
+    }
+  }
+
+ private:
+  void check(int peer, std::size_t off, std::size_t len) const {
+    if (peer < 0 || peer >= fabric_.num_ranks())
+      throw Error(fmt::format("in-process transport: peer {} out of range [0, {})", peer, fabric_.num_ranks()));
+    if (off > fabric_.region_bytes_ || len > fabric_.region_bytes_ - off)
+      throw Error(fmt::format("in-process transport: write of {} bytes at offset {} exceeds the region of {} bytes",
+                              len, off, fabric_.region_bytes_));
+  }
+  InProcessFabric& fabric_;
+  int rank_;
+  std::vector<int> failed_;
+};
+
+InProcessFabric::InProcessFabric(int num_ranks, std::size_t region_bytes)
+    : region_bytes_(region_bytes), dead_(static_cast<std::size_t>(num_ranks), 0) {
+  if (num_ranks < 1) throw UsageError("in-process fabric: num_ranks must be >= 1");
+  for (int r = 0; r < num_ranks; ++r) {
+    regions_.emplace_back(new std::byte[region_bytes]());  // 16-aligned, zeroed
+  }
+  for (int r = 0; r < num_ranks; ++r) transports_.push_back(std::make_unique<RankTransport>(*this, r));
+}
+InProcessFabric::~InProcessFabric() = default;
+
+Transport& InProcessFabric::transport(int rank) { return *transports_.at(static_cast<std::size_t>(rank)); }
+std::span<std::byte> InProcessFabric::region(int rank) {
+  return {regions_.at(static_cast<std::size_t>(rank)).get(), region_bytes_};
+}
+void InProcessFabric::kill(int rank) { dead_.at(static_cast<std::size_t>(rank)) = 1; }
+bool InProcessFabric::dead(int rank) const { return dead_.at(static_cast<std::size_t>(rank)) != 0; }
+
+}  // namespace hyrun::ep

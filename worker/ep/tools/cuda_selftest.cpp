@@ -1,0 +1,250 @@
+// ep-cuda-selftest: runs the CUDA backend against the host backend on the same random
+// inputs (several simulated ranks on one GPU, each with its own device region) and
+// checks every output element bit for bit: dispatch (counts, layout, source info, FP8
+// codes / BF16 values, scales), combine, and the FP8-cast kernel.
+// Exit codes: 0 all equal, 1 a mismatch or a CUDA error, 77 no CUDA device (CTest skip).
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hyrun/ep/cuda_backend.hpp"
+#include "hyrun/ep/host_backend.hpp"
+
+using namespace hyrun::ep;
+using namespace std::chrono_literals;
+
+namespace {
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw hyrun::Error(fmt::format("CUDA: {}: {}", what, cudaGetErrorString(e)));
+}
+
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit Dev(std::size_t count, int fill = 0xFF) : n(count) {
+    ck(cudaMalloc(reinterpret_cast<void**>(&p), std::max<std::size_t>(1, n) * sizeof(T)), "cudaMalloc");
+    ck(cudaMemset(p, fill, std::max<std::size_t>(1, n) * sizeof(T)), "cudaMemset");
+  }
+  Dev(const std::vector<T>& v) : Dev(v.size()) { up(v); }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  void up(const std::vector<T>& v) { ck(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "up"); }
+  std::vector<T> down() const {
+    std::vector<T> v(n);
+    ck(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "down");
+    return v;
+  }
+};
+
+int g_mismatches = 0;
+template <class T>
+void expect_eq(const T& a, const T& b, const std::string& what) {
+  if (a == b) return;
+  if (g_mismatches++ < 20) std::printf("MISMATCH %s\n", what.c_str());
+}
+
+struct Case {
+  int ranks, T, H, K, E;
+  Format f;
+  std::vector<int> inactive;
+};
+
+void run_case(const Case& c, std::mt19937& rng) {
+  const Shape s{c.ranks, c.T, c.H, c.K, c.E};
+  const int R = c.ranks, T = c.T, H = c.H, K = c.K, E = c.E, NE = R * E;
+  Routing routing{R, std::vector<uint8_t>(R, 1)};
+  for (int r : c.inactive) routing.active[r] = 0;
+  std::vector<int> active;
+  for (int r = 0; r < R; ++r)
+    if (routing.active[r]) active.push_back(r);
+  std::printf("case R=%d T=%d H=%d K=%d E=%d %s inactive=%zu\n", R, T, H, K, E, to_string(c.f), c.inactive.size());
+
+  // inputs
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<std::vector<uint16_t>> x(R);
+  std::vector<std::vector<int64_t>> idx(R);
+  std::vector<std::vector<float>> w(R);
+  for (int r = 0; r < R; ++r) {
+    x[r].resize(static_cast<std::size_t>(T) * H);
+    for (std::size_t i = 0; i < x[r].size(); ++i) {
+      const int block = static_cast<int>(i % H) / 128;
+      x[r][i] = block % 7 == 3 ? 0 : float_to_bf16(nd(rng) * std::ldexp(1.0f, block % 9 - 4));
+    }
+    idx[r].resize(static_cast<std::size_t>(T) * K);
+    w[r].resize(idx[r].size());
+    std::vector<int64_t> perm(NE);
+    for (int i = 0; i < T; ++i) {
+      for (int e = 0; e < NE; ++e) perm[e] = e;
+      std::shuffle(perm.begin(), perm.end(), rng);
+      for (int k = 0; k < K; ++k) {
+        idx[r][i * K + k] = (k < NE && u(rng) > 0.1f) ? perm[k] : -1;
+        w[r][i * K + k] = u(rng);
+      }
+    }
+  }
+
+  // host reference
+  InProcessFabric fabric(R, region_bytes(s));
+  std::vector<std::unique_ptr<HostBackend>> hb;
+  std::vector<DispatchBuffers> hout;
+  for (int r = 0; r < R; ++r) {
+    hb.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), 10000ms));
+    hout.emplace_back(s, c.f);
+  }
+  for (int r : active) hb[r]->dispatch_send(x[r].data(), idx[r].data(), T, routing, c.f);
+  for (int r : active) hb[r]->dispatch_recv(hout[r].view());
+  std::vector<std::vector<uint16_t>> eo(R, std::vector<uint16_t>(recv_rows(s) * H, 0));
+  for (int r : active)
+    for (int e = 0; e < E; ++e)
+      for (int src = 0; src < R; ++src)
+        for (int j = 0; j < hout[r].layout_count[e * R + src]; ++j) {
+          const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
+          for (int ch = 0; ch < H; ++ch)
+            eo[r][row * H + ch] =
+                c.f == Format::kFP8
+                    ? float_to_bf16(dequantize_fp8(hout[r].recv_x[row * H + ch], hout[r].recv_scales[row * (H / 128) + ch / 128]))
+                    : reinterpret_cast<const uint16_t*>(hout[r].recv_x.data())[row * H + ch];
+        }
+  for (int r : active) hb[r]->combine_send(eo[r].data(), hout[r].view());
+  std::vector<std::vector<uint16_t>> hy(R, std::vector<uint16_t>(static_cast<std::size_t>(T) * H));
+  for (int r : active) hb[r]->combine_recv(idx[r].data(), w[r].data(), T, hy[r].data());
+
+  // device
+  std::vector<void*> regions(R);
+  for (int r = 0; r < R; ++r) regions[r] = cuda::alloc_region(s);
+  {
+    std::vector<std::unique_ptr<cuda::CudaBackend>> db;
+    std::vector<std::unique_ptr<Dev<uint16_t>>> dx, deo, dy;
+    std::vector<std::unique_ptr<Dev<int64_t>>> didx;
+    std::vector<std::unique_ptr<Dev<float>>> dw, dscales;
+    std::vector<std::unique_ptr<Dev<uint8_t>>> drecv;
+    std::vector<std::unique_ptr<Dev<int32_t>>> dtok, dtopk, dlayout, dcount;
+    std::vector<DispatchOutput> dout(R);
+    for (int r = 0; r < R; ++r) {
+      db.push_back(std::make_unique<cuda::CudaBackend>(s, r, regions, 10000ms));
+      dx.push_back(std::make_unique<Dev<uint16_t>>(x[r]));
+      didx.push_back(std::make_unique<Dev<int64_t>>(idx[r]));
+      dw.push_back(std::make_unique<Dev<float>>(w[r]));
+      deo.push_back(std::make_unique<Dev<uint16_t>>(eo[r]));
+      dy.push_back(std::make_unique<Dev<uint16_t>>(static_cast<std::size_t>(T) * H));
+      drecv.push_back(std::make_unique<Dev<uint8_t>>(recv_x_bytes(s, c.f)));
+      dscales.push_back(std::make_unique<Dev<float>>(recv_scales_count(s)));
+      dtok.push_back(std::make_unique<Dev<int32_t>>(recv_rows(s)));
+      dtopk.push_back(std::make_unique<Dev<int32_t>>(recv_rows(s)));
+      dlayout.push_back(std::make_unique<Dev<int32_t>>(static_cast<std::size_t>(E) * R));
+      dcount.push_back(std::make_unique<Dev<int32_t>>(static_cast<std::size_t>(E)));
+      dout[r] = DispatchOutput{drecv[r]->p, dscales[r]->p, dtok[r]->p, dtopk[r]->p, dlayout[r]->p, dcount[r]->p};
+    }
+    cuda::Stream stream = nullptr;  // default stream: ranks run in sequence
+    for (int r : active) db[r]->dispatch_send(dx[r]->p, didx[r]->p, T, routing, c.f, stream);
+    for (int r : active) db[r]->dispatch_recv(dout[r], stream);
+    for (int r : active) db[r]->throw_if_missing(stream);
+    for (int r : active) {
+      const auto lay = dlayout[r]->down(), cnt = dcount[r]->down(), tok = dtok[r]->down(), tk = dtopk[r]->down();
+      const auto rx = drecv[r]->down();
+      const auto sc = dscales[r]->down();
+      for (int e = 0; e < E; ++e) {
+        expect_eq(cnt[e], hout[r].recv_count[e], fmt::format("rank {} recv_count[{}]", r, e));
+        for (int src = 0; src < R; ++src) {
+          const int n = hout[r].layout_count[e * R + src];
+          expect_eq(lay[e * R + src], n, fmt::format("rank {} layout_count[{}][{}]", r, e, src));
+          for (int j = 0; j < n; ++j) {
+            const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
+            expect_eq(tok[row], hout[r].recv_src_token[row], fmt::format("rank {} src_token row {}", r, row));
+            expect_eq(tk[row], hout[r].recv_src_topk[row], fmt::format("rank {} src_topk row {}", r, row));
+            const std::size_t bytes = c.f == Format::kFP8 ? H : 2 * H;
+            expect_eq(std::memcmp(rx.data() + row * bytes, hout[r].recv_x.data() + row * bytes, bytes), 0,
+                      fmt::format("rank {} recv_x row {}", r, row));
+            if (c.f == Format::kFP8)
+              expect_eq(std::memcmp(sc.data() + row * (H / 128), hout[r].recv_scales.data() + row * (H / 128), H / 128 * 4),
+                        0, fmt::format("rank {} scales row {}", r, row));
+          }
+        }
+      }
+    }
+    for (int r : active) db[r]->combine_send(deo[r]->p, dout[r], stream);
+    for (int r : active) db[r]->combine_recv(didx[r]->p, dw[r]->p, T, dy[r]->p, stream);
+    for (int r : active) db[r]->throw_if_missing(stream);
+    for (int r : active) {
+      const auto y = dy[r]->down();
+      for (std::size_t i = 0; i < y.size(); ++i)
+        expect_eq(y[i], hy[r][i], fmt::format("rank {} combined token {} channel {}", r, i / H, i % H));
+    }
+    // FP8 cast alone
+    {
+      Dev<uint8_t> q(static_cast<std::size_t>(T) * H);
+      Dev<float> scl(static_cast<std::size_t>(T) * (H / 128));
+      cuda::cast_fp8(dx[0]->p, T, H, q.p, scl.p, stream);
+      ck(cudaDeviceSynchronize(), "cast_fp8");
+      const auto dq = q.down();
+      const auto ds = scl.down();
+      std::vector<uint8_t> hq(H);
+      std::vector<float> hs(H / 128);
+      for (int i = 0; i < T; ++i) {
+        cast_row_fp8(x[0].data() + static_cast<std::size_t>(i) * H, H, hq.data(), hs.data());
+        expect_eq(std::memcmp(dq.data() + static_cast<std::size_t>(i) * H, hq.data(), H), 0, fmt::format("cast_fp8 row {}", i));
+        expect_eq(std::memcmp(ds.data() + static_cast<std::size_t>(i) * (H / 128), hs.data(), H / 128 * 4), 0,
+                  fmt::format("cast_fp8 scales row {}", i));
+      }
+    }
+  }
+  for (void* p : regions) cuda::free_region(p);
+}
+
+}  // namespace
+
+int main() {
+  std::string why;
+  if (!cuda::device_available(&why)) {
+    std::printf("ep-cuda-selftest: SKIPPED: %s\n", why.c_str());
+    std::fflush(stdout);
+    return 77;
+  }
+  try {
+    std::mt19937 rng(2026);
+    const std::vector<Case> cases = {
+        {1, 1, 2048, 1, 1, Format::kFP8, {}},
+        {2, 64, 7168, 8, 4, Format::kFP8, {}},
+        {3, 33, 2048, 6, 2, Format::kBF16, {1}},
+        {4, 128, 4096, 8, 2, Format::kFP8, {2}},
+        {8, 128, 7168, 8, 2, Format::kFP8, {}},
+        {8, 32, 8192, 4, 1, Format::kBF16, {0, 5}},
+    };
+    for (const auto& c : cases) run_case(c, rng);
+    // time-out path: rank 1 never sends; rank 0 must report it, not hang
+    {
+      const Shape s{2, 4, 2048, 2, 1};
+      std::vector<void*> regions = {cuda::alloc_region(s), cuda::alloc_region(s)};
+      cuda::CudaBackend b0(s, 0, regions, 200ms);
+      Dev<uint16_t> x(std::vector<uint16_t>(4 * 2048, 0));
+      Dev<int64_t> idx(std::vector<int64_t>{0, 1, 1, -1, 0, 1, -1, -1});
+      DispatchBuffers dummy_sizes(s, Format::kFP8);
+      Dev<uint8_t> rx(dummy_sizes.recv_x.size());
+      Dev<float> sc(dummy_sizes.recv_scales.size());
+      Dev<int32_t> tok(recv_rows(s)), tk(recv_rows(s)), lay(2), cnt(1);
+      b0.dispatch_send(x.p, idx.p, 4, Routing::all(2), Format::kFP8, nullptr);
+      b0.dispatch_recv(DispatchOutput{rx.p, sc.p, tok.p, tk.p, lay.p, cnt.p}, nullptr);
+      const auto missing = b0.missing_ranks(nullptr);
+      expect_eq(missing, std::vector<int>{1}, "time-out reports rank 1");
+      for (void* p : regions) cuda::free_region(p);
+    }
+  } catch (const std::exception& e) {
+    std::printf("ep-cuda-selftest: FAILED: %s\n", e.what());
+    return 1;
+  }
+  if (g_mismatches) {
+    std::printf("ep-cuda-selftest: FAILED: %d mismatches\n", g_mismatches);
+    return 1;
+  }
+  std::printf("ep-cuda-selftest: PASSED (CUDA backend bit-identical to the host backend)\n");
+  return 0;
+}
