@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev
   slurmctld slurmd slurm-client munge
   openmpi-bin libopenmpi-dev
-  iproute2 util-linux procps bc gnuplot-nox
+  python3 iproute2 util-linux procps bc gnuplot-nox
 )
 
 missing=()
