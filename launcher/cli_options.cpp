@@ -43,6 +43,11 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
   app_.add_option("-n,--ranks", options_.ranks, "number of ranks this hyrun starts (per node under a PMIx server)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));
+  app_.add_option("--mode", mode_name_,
+                  "auto: hybrid mode under a PMIx server, local mode without one; local: ignore any PMIx server; "
+                  "pmix: require a PMIx server")
+      ->check(CLI::IsMember({"auto", "local", "pmix"}))
+      ->capture_default_str();
   app_.add_option("--bootstrap", bootstrap_name_,
                   "ucx: rank 0 publishes its UCX address and the others join it (programs using the hyrun worker "
                   "library); none: just start the program")
@@ -82,6 +87,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
     std::fprintf(stderr, "hyrun: no program given; usage: hyrun -n N [options] -- program [args...]\n");
     return exit_code::kUsage;
   }
+  options_.mode = mode_name_ == "local" ? LaunchMode::kLocal : mode_name_ == "pmix" ? LaunchMode::kPmix : LaunchMode::kAuto;
   options_.bootstrap = bootstrap_name_ == "none" ? BootstrapMode::kNone : BootstrapMode::kUcx;
   options_.bootstrap_timeout = std::chrono::milliseconds(static_cast<long>(bootstrap_timeout_s_ * 1000));
   options_.grace_period = std::chrono::milliseconds(static_cast<long>(grace_period_s_ * 1000));

@@ -11,9 +11,11 @@
 namespace hyrun {
 
 enum class BootstrapMode { kUcx, kNone };
+enum class LaunchMode { kAuto, kLocal, kPmix };
 
 struct LaunchOptions {
   int ranks = 0;  ///< -n: ranks this hyrun starts (per node in hybrid mode)
+  LaunchMode mode = LaunchMode::kAuto;
   BootstrapMode bootstrap = BootstrapMode::kUcx;
   std::chrono::milliseconds bootstrap_timeout{60000};
   std::chrono::milliseconds grace_period{10000};
@@ -42,6 +44,7 @@ class CommandLine {
   double bootstrap_timeout_s_ = 60;
   double grace_period_s_ = 10;
   std::string bootstrap_name_ = "ucx";
+  std::string mode_name_ = "auto";
 };
 
 /// The environment entries that -x adds: "VAR=value" as given, or "VAR=<hyrun's value>".

@@ -1,18 +1,31 @@
 #pragma once
 // Job events are what a user reads to learn why a job ended ("hyrun: rank 5 (pid 1234) was
 // killed by signal 9 (SIGKILL); stopping 7 other ranks"). They are always printed, one
-// line each on stderr, independent of the diagnostic log level.
+// line each on stderr, independent of the diagnostic log level. In hybrid mode they name
+// the node: "hyrun[n3]: ...".
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <string>
 
 namespace hyrun {
 
-template <typename... Args>
-void job_event(fmt::format_string<Args...> format, Args&&... args) {
-  const std::string line = fmt::format("hyrun: {}\n", fmt::format(format, std::forward<Args>(args)...));
+/// "" in local mode; the node's name in hybrid mode.
+inline std::string& job_event_origin() {
+  static std::string origin;
+  return origin;
+}
+
+inline void job_event_line(const std::string& text) {
+  const auto& origin = job_event_origin();
+  const std::string line = origin.empty() ? fmt::format("hyrun: {}\n", text) : fmt::format("hyrun[{}]: {}\n", origin, text);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
+}
+
+template <typename... Args>
+void job_event(fmt::format_string<Args...> format, Args&&... args) {
+  job_event_line(fmt::format(format, std::forward<Args>(args)...));
 }
 
 }  // namespace hyrun

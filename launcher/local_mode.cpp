@@ -1,5 +1,7 @@
 #include "launcher/local_mode.hpp"
 
+#include <signal.h>
+
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "launcher/node_launch.hpp"
@@ -27,8 +29,9 @@ int run_local(const LaunchOptions& options, SignalEvents& signals) {
     } else {
       for (int rank = 0; rank < options.ranks && !supervisor.stopping(); ++rank) supervisor.start(node.rank(rank, false));
     }
-  } catch (const Error&) {
-    supervisor.finish();  // stop and reap what did start before the error is reported
+  } catch (const Error& e) {
+    supervisor.stop(SIGTERM, e.exit_code());  // stop and reap what did start before the error is reported
+    supervisor.finish();
     throw;
   }
   return supervisor.finish();

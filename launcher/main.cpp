@@ -8,6 +8,8 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/logging.hpp"
 #include "launcher/cli_options.hpp"
+#include "launcher/hybrid_mode.hpp"
+#include "launcher/job_events.hpp"
 #include "launcher/local_mode.hpp"
 #include "launcher/signal_events.hpp"
 
@@ -23,12 +25,13 @@ int main(int argc, char** argv) {
     // Orphans of a rank's own children are re-parented to hyrun, which reaps them.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     hyrun::SignalEvents signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2});
+    if (auto pmix = hyrun::connect_pmix_for(options)) return hyrun::run_hybrid(options, signals, *pmix);
     return hyrun::run_local(options, signals);
   } catch (const hyrun::Error& e) {
-    std::fprintf(stderr, "hyrun: %s\n", e.what());
+    hyrun::job_event_line(e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "hyrun: internal error: %s\n", e.what());
+    hyrun::job_event("internal error: {}", e.what());
     return hyrun::exit_code::kLauncherError;
   }
 }

@@ -156,8 +156,8 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
   if (!rank.end.failed() || job_exit_code_) return;
   job_exit_code_ = rank.end.exit_code();
   const int others = running_count();
-  job_event("rank {} (pid {}) {}; stopping {} other rank{}", rank.global_rank, rank.pid, rank.end.describe(), others,
-            others == 1 ? "" : "s");
+  failure_summary_ = fmt::format("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
+  job_event("{}; stopping {} other rank{}", *failure_summary_, others, others == 1 ? "" : "s");
   stop(SIGTERM, *job_exit_code_);
 }
 

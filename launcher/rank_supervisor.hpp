@@ -56,6 +56,10 @@ class RankSupervisor {
   void stop(int signal, int exit_code);
 
   bool stopping() const { return stopping_; }
+  /// True when the job ended because a rank failed (not a signal to hyrun, not an error).
+  bool ended_by_rank_failure() const { return failure_summary_.has_value(); }
+  /// The line that reported the first rank failure ("rank 5 (pid 1234) was killed ...").
+  const std::string& failure_summary() const { return *failure_summary_; }
   int running_count() const;
 
  private:
@@ -88,6 +92,7 @@ class RankSupervisor {
   bool awaiting_address_ = false;  // rank 0's end is then reported as a bootstrap failure
 
   std::optional<int> job_exit_code_;
+  std::optional<std::string> failure_summary_;
   bool stopping_ = false;
   bool killed_ = false;
   int interrupts_ = 0;

@@ -1,0 +1,148 @@
+#include "launcher/hybrid_mode.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "hyrun/common/error.hpp"
+#include "hyrun/common/job_token.hpp"
+#include "launcher/job_events.hpp"
+#include "launcher/node_launch.hpp"
+#include "launcher/rank_supervisor.hpp"
+
+namespace hyrun {
+namespace {
+
+// Keys under which hyrun processes exchange their records (protocol version in the name).
+constexpr const char* kRootKey = "hyrun.root.v1";  // root only: token, address or error
+constexpr const char* kNodeKey = "hyrun.node.v1";  // every node: its own arguments
+constexpr int kProtocol = 1;
+
+std::vector<std::byte> to_bytes(const nlohmann::json& j) {
+  const std::string text = j.dump();
+  const auto* p = reinterpret_cast<const std::byte*>(text.data());
+  return {p, p + text.size()};
+}
+
+nlohmann::json from_bytes(const std::vector<std::byte>& bytes, const std::string& what) {
+  try {
+    return nlohmann::json::parse(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{} is not a hyrun record: {}", what, e.what()));
+  }
+}
+
+int slurm_step_tasks() {
+  for (const char* name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 0;
+}
+
+// Every node compares every node's -n with its own, so a mismatch is named on all of them.
+void check_same_ranks_per_node(pmix::Client& pmix, const LaunchOptions& options) {
+  std::vector<std::string> differing;
+  for (int task = 0; task < pmix.job_size(); ++task) {
+    const auto record = from_bytes(pmix.get(task, kNodeKey, options.bootstrap_timeout),
+                                   fmt::format("the record of hyrun task {}", task));
+    const int n = record.at("ranks").get<int>();
+    if (n != options.ranks)
+      differing.push_back(fmt::format("task {} on {} has -n {}", task, record.at("host").get<std::string>(), n));
+  }
+  if (!differing.empty())
+    throw UsageError(fmt::format("every hyrun of a job must be started with the same -n, but this one has -n {} and {}",
+                                 options.ranks, fmt::join(differing, ", ")));
+}
+
+}  // namespace
+
+std::optional<pmix::Client> connect_pmix_for(const LaunchOptions& options) {
+  if (options.mode == LaunchMode::kLocal) return std::nullopt;
+  auto client = pmix::Client::connect();
+  if (client) return client;
+  if (options.mode == LaunchMode::kPmix)
+    throw UsageError("--mode=pmix: hyrun was not started by a PMIx server (use srun --mpi=pmix, or mpirun)");
+  if (const int tasks = slurm_step_tasks(); tasks > 1)
+    throw UsageError(fmt::format(
+        "this srun step has {} tasks but no PMIx server: start hyrun with srun --mpi=pmix (or pass --mode=local to run "
+        "each task as an independent job)",
+        tasks));
+  return std::nullopt;
+}
+
+int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client& pmix) {
+  const int task = pmix.rank();
+  const int tasks = pmix.job_size();
+  job_event_origin() = pmix.hostname();
+  spdlog::info("hybrid mode: {}, {} ranks per task, {} ranks in all", pmix.describe(), options.ranks,
+               tasks * options.ranks);
+
+  RankEnvironment contract;
+  contract.world_size = tasks * options.ranks;
+  contract.local_world_size = options.ranks;
+  contract.node_rank = task;
+  contract.num_nodes = tasks;
+  contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
+  NodeLaunch node(options, contract, task * options.ranks);
+  if (node.report_and_check()) return exit_code::kSuccess;  // --dry-run: each node shows its own plan
+
+  pmix.put(kNodeKey, to_bytes({{"ranks", options.ranks}, {"host", pmix.hostname()}}));
+  RankSupervisor supervisor(options, signals);
+  std::optional<Error> root_failure;
+  try {
+    if (task == 0) {
+      // The root starts global rank 0 first; whatever happens, it still puts a record and
+      // joins the fence, so no other node waits for a fence that never completes.
+      nlohmann::json record{{"protocol", kProtocol}, {"ranks", options.ranks}, {"world_size", contract.world_size}};
+      try {
+        const std::string token = make_job_token();
+        node.set_job_token(token);
+        record["job_token"] = token;
+        if (options.bootstrap == BootstrapMode::kUcx) {
+          supervisor.start(node.rank(0, true));
+          const auto address = supervisor.await_root_address();
+          if (!address) throw Error("the job was stopped before rank 0 published its address");
+          record["root_address"] = *address;
+          node.set_root_address(*address);
+        }
+      } catch (const Error& e) {
+        record["error"] = e.what();
+        record["exit_code"] = e.exit_code();
+        root_failure = e;
+      }
+      pmix.put(kRootKey, to_bytes(record));
+    }
+    pmix.commit();
+    pmix.fence(options.bootstrap_timeout);
+    if (root_failure) throw *root_failure;
+    check_same_ranks_per_node(pmix, options);
+
+    if (task != 0) {
+      const auto record = from_bytes(pmix.get(0, kRootKey, options.bootstrap_timeout), "the root's record");
+      if (record.value("protocol", 0) != kProtocol)
+        throw Error(fmt::format("the root hyrun speaks protocol {}, this one {}: use the same hyrun on every node",
+                                record.value("protocol", 0), kProtocol));
+      if (record.contains("error"))
+        throw Error(fmt::format("the root node failed before the launch: {}", record.at("error").get<std::string>()),
+                    exit_code::kLauncherError);
+      node.set_job_token(record.at("job_token").get<std::string>());
+      if (record.contains("root_address")) node.set_root_address(record.at("root_address").get<std::string>());
+    }
+    const int first = (task == 0 && options.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
+    for (int local = first; local < options.ranks && !supervisor.stopping(); ++local)
+      supervisor.start(node.rank(local, false));
+  } catch (const Error& e) {
+    supervisor.stop(SIGTERM, e.exit_code());  // stop and reap what did start before the error is reported
+    supervisor.finish();
+    throw;
+  }
+  const int code = supervisor.finish();
+  if (supervisor.ended_by_rank_failure())
+    pmix.abort(code, fmt::format("{}: {}", pmix.hostname(), supervisor.failure_summary()));  // does not return
+  return code;
+}
+
+}  // namespace hyrun
