@@ -35,13 +35,13 @@ port_in_use() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 pick_ports() {
   local span=$1 tries=0 base p ok
   while [ $tries -lt 50 ]; do
-    base=$((20000 + (RANDOM % 400) * 100))
+    base=$((20000 + (RANDOM % 120) * 100))   # below the ephemeral range (32768..)
     ok=1
     for p in $(seq "$base" $((base + span))); do port_in_use "$p" && { ok=0; break; }; done
     [ $ok = 1 ] && { echo "$base"; return 0; }
     tries=$((tries + 1))
   done
-  die "no free range of $span ports found between 20000 and 60000"
+  die "no free range of $span ports found between 20000 and 32000"
 }
 
 # A 10.x.y.0/24 subnet that no interface or route of this machine uses.
@@ -65,16 +65,8 @@ can_use_netns() {
 
 # PIDs of processes that hold a file, a socket path or their cwd under $1.
 pids_under_dir() {
-  local dir=$1 p link
-  for p in /proc/[0-9]*; do
-    [ "${p#/proc/}" = "$$" ] && continue
-    link=$(readlink "$p/cwd" 2>/dev/null || true)
-    if [[ $link == "$dir"/* ]]; then echo "${p#/proc/}"; continue; fi
-    for link in "$p"/fd/*; do
-      link=$(readlink "$link" 2>/dev/null || true)
-      if [[ $link == "$dir"/* ]]; then echo "${p#/proc/}"; break; fi
-    done
-  done
+  find /proc/[0-9]*/fd /proc/[0-9]*/cwd -maxdepth 1 \( -lname "$1" -o -lname "$1/*" \) 2>/dev/null |
+    cut -d/ -f3 | sort -u | grep -vx "$$" || true
 }
 
 # Sends TERM, waits up to 5 s, then KILL, to the given PIDs.
