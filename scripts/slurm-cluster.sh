@@ -120,6 +120,7 @@ netns_down() {
   local ns i
   if [ -f "$CL/netns.list" ]; then
     while read -r ns; do
+      # shellcheck disable=SC2046  # PIDs: split on purpose
       stop_pids $(ip netns pids "$ns" 2>/dev/null)
       ip netns del "$ns" 2>/dev/null || true
     done < "$CL/netns.list"
@@ -264,8 +265,9 @@ up() {
   for i in $(seq 1 "$N"); do mkdir -p "$CL/spool/n$i" "$CL/tmp/n$i"; done
   write_env  # first: `down` needs the state even when `up` fails half-way
 
-  # Any failure from here on tears down what was started.
+  # Any failure or interruption from here on tears down what was started.
   trap 'log "start failed; cleaning up"; down_dir "$CL" >&2 || true' ERR
+  trap 'log "interrupted; cleaning up"; down_dir "$CL" >&2 || true; exit 130' INT TERM HUP
   [ "$MODE" = netns ] && netns_up
   write_env  # again, now with the namespace list
   [ "$AUTH" = munge ] && munge_up
@@ -282,7 +284,7 @@ up() {
     fi
   done
   wait_for_idle_nodes "$N"
-  trap - ERR
+  trap - ERR INT TERM HUP
   log "up: $MODE, $N nodes x $CPUS cpus, auth $AUTH, ports $PORT.., dir $CL"
   echo "$CL"
 }
@@ -290,28 +292,37 @@ up() {
 # Stops every process of the cluster in $1 and removes its namespaces and the directory.
 down_dir() {
   CL=$1
+  # Finish the teardown even if our caller goes away half-way (Ctrl-C, closed pipe):
+  # a half-done down would leave daemons behind.
+  trap '' INT HUP PIPE
   [ -f "$CL/cluster.state" ] || die "$CL is not a cluster directory (no cluster.state)"
   # shellcheck disable=SC1091
   . "$CL/cluster.state"
   export SLURM_CONF=$CL/etc/slurm.conf
 
-  local pids=() p pid
+  local pids=() p pid munged=
   shopt -s nullglob
-  for p in "$CL"/run/slurmd-*.pid "$CL"/run/slurmctld.pid "$CL"/munge/munged.pid; do
+  for p in "$CL"/run/slurmd-*.pid "$CL"/run/slurmctld.pid; do
     pid=$(cat "$p" 2>/dev/null || true)
     [[ $pid =~ ^[0-9]+$ ]] && pids+=("$pid")
   done
   shopt -u nullglob
   # munged last: slurm daemons may still authenticate while they stop.
-  local munged=${pids[-1]:-}
-  if [ -f "$CL/munge/munged.pid" ] && [ ${#pids[@]} -gt 0 ]; then unset 'pids[-1]'; else munged=; fi
-  stop_pids "${pids[@]}"
+  pid=$(cat "$CL/munge/munged.pid" 2>/dev/null || true)
+  [[ $pid =~ ^[0-9]+$ ]] && munged=$pid
+  stop_pids "${pids[@]+"${pids[@]}"}"
   # Left-over slurmstepd and tasks: everything inside our namespaces, then anything
   # still holding a file in our directory.
   [ "$MODE" = netns ] && netns_down
+  # shellcheck disable=SC2046  # PIDs: split on purpose
   stop_pids $(pids_under_dir "$CL" | grep -vx "${munged:-x}" || true)
   [ -n "$munged" ] && stop_pids "$munged"
   rm -rf "$CL"
+  # Prove it: nothing named after this cluster may remain.
+  local left
+  left=$( (ip netns list; ip -o link show) 2>/dev/null | grep -o "\b${NETID}[a-z0-9]*" | sort -u | tr '\n' ' ' || true)
+  [ -z "$left" ] || die "down: still present after teardown: $left"
+  [ ! -e "$CL" ] || die "down: $CL could not be removed"
   log "down: $CL removed"
 }
 

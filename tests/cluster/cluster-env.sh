@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by cluster tests (bash). Gives them the test cluster and a few checks.
 #
 # In:  HYRUN_CLUSTER_POINTER (file holding the cluster directory, set by CTest) or
