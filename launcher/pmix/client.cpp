@@ -1,0 +1,255 @@
+#include "launcher/pmix/client.hpp"
+
+#include <pmix.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "hyrun/common/error.hpp"
+#include "launcher/pmix/completion.hpp"
+#include "launcher/pmix/status.hpp"
+#include "launcher/pmix/value.hpp"
+
+namespace hyrun::pmix {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* env_or_null(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : nullptr;
+}
+
+pmix_proc_t make_proc(const std::string& nspace, pmix_rank_t rank) {
+  pmix_proc_t proc;
+  PMIX_PROC_CONSTRUCT(&proc);
+  PMIX_LOAD_PROCID(&proc, nspace.c_str(), rank);
+  return proc;
+}
+
+/// A value from the local store only (PMIX_OPTIONAL: never asks the server, so it cannot
+/// hang); nullopt when the server did not provide the key. Used for job and process
+/// information that PMIx_Init already delivered.
+template <class Read>
+auto get_local(const pmix_proc_t& proc, const char* key, Read read) -> decltype(read(pmix_value_t{})) {
+  pmix_info_t optional;
+  PMIX_INFO_CONSTRUCT(&optional);
+  bool yes = true;
+  PMIX_INFO_LOAD(&optional, PMIX_OPTIONAL, &yes, PMIX_BOOL);
+  pmix_value_t* value = nullptr;
+  const pmix_status_t rc = PMIx_Get(&proc, key, &optional, 1, &value);
+  PMIX_INFO_DESTRUCT(&optional);
+  if (rc != PMIX_SUCCESS || value == nullptr) {
+    spdlog::debug("pmix: {} of rank {} not provided: {}", key, proc.rank, describe_status(rc));
+    return std::nullopt;
+  }
+  auto result = read(*value);
+  PMIX_VALUE_RELEASE(value);
+  return result;
+}
+
+std::optional<std::int64_t> get_local_integer(const pmix_proc_t& proc, const char* key) {
+  return get_local(proc, key, [](const pmix_value_t& v) { return integer_of(v); });
+}
+
+/// PMIX_TIMEOUT is an int in seconds: round up so the server never gives up before we do.
+int whole_seconds(std::chrono::milliseconds timeout) {
+  return static_cast<int>(std::max<std::int64_t>(1, (timeout.count() + 999) / 1000));
+}
+
+pmix_info_t timeout_info(std::chrono::milliseconds timeout) {
+  pmix_info_t info;
+  PMIX_INFO_CONSTRUCT(&info);
+  int seconds = whole_seconds(timeout);
+  PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &seconds, PMIX_INT);
+  return info;
+}
+
+std::int64_t elapsed_ms(Clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
+}
+
+}  // namespace
+
+std::optional<Client> Client::connect() {
+  pmix_proc_t me;
+  PMIX_PROC_CONSTRUCT(&me);
+  const auto start = Clock::now();
+  const pmix_status_t rc = PMIx_Init(&me, nullptr, 0);
+  if (rc == PMIX_ERR_UNREACH) {
+    // PMIx has made us a singleton (nspace "singleton.<host>.<pid>"); we only want to
+    // know that no server launched us, so give the singleton back.
+    PMIx_Finalize(nullptr, 0);
+    if (const char* ns = env_or_null("PMIX_NAMESPACE"))
+      throw Error("PMIx server of namespace " + std::string(ns) +
+                  " (announced by PMIX_NAMESPACE and PMIX_SERVER_URI*) is unreachable: " + describe_status(rc));
+    spdlog::debug("pmix: no PMIx server (PMIx_Init: {})", describe_status(rc));
+    return std::nullopt;
+  }
+  throw_if_failed(rc, "PMIx_Init");
+
+  Client client;
+  client.connected_ = true;  // from here on the destructor finalises
+  client.nspace_ = me.nspace;
+  client.rank_ = static_cast<int>(me.rank);
+
+  const pmix_proc_t job = make_proc(client.nspace_, PMIX_RANK_WILDCARD);
+  const auto size = get_local_integer(job, PMIX_JOB_SIZE);
+  if (!size || *size < 1) throw Error("PMIx server of namespace " + client.nspace_ + " did not provide PMIX_JOB_SIZE");
+  client.job_size_ = static_cast<int>(*size);
+
+  if (auto host = get_local(me, PMIX_HOSTNAME, [](const pmix_value_t& v) { return string_of(v); })) {
+    client.hostname_ = *host;
+  } else if (const char* slurm_node = env_or_null("SLURMD_NODENAME")) {
+    client.hostname_ = slurm_node;
+  } else {
+    char buffer[256] = {};
+    gethostname(buffer, sizeof buffer - 1);
+    client.hostname_ = buffer;
+    spdlog::warn("pmix: server gave no PMIX_HOSTNAME and SLURMD_NODENAME is unset; using gethostname() '{}'",
+                 client.hostname_);
+  }
+  if (auto id = get_local_integer(me, PMIX_NODEID)) client.node_id_ = static_cast<std::uint32_t>(*id);
+  if (auto local = get_local_integer(me, PMIX_LOCAL_RANK)) client.local_rank_ = static_cast<int>(*local);
+  auto local_size = get_local_integer(job, PMIX_LOCAL_SIZE);
+  if (!local_size) local_size = get_local_integer(me, PMIX_LOCAL_SIZE);
+  if (local_size && *local_size > 0) client.local_size_ = static_cast<int>(*local_size);
+
+  spdlog::debug("pmix: connected as {} in {} ms", client.describe(), elapsed_ms(start));
+  return client;
+}
+
+Client::~Client() { finalize(); }
+
+Client::Client(Client&& other) noexcept
+    : connected_(std::exchange(other.connected_, false)),
+      nspace_(std::move(other.nspace_)),
+      rank_(other.rank_),
+      job_size_(other.job_size_),
+      hostname_(std::move(other.hostname_)),
+      node_id_(other.node_id_),
+      local_rank_(other.local_rank_),
+      local_size_(other.local_size_) {}
+
+Client& Client::operator=(Client&& other) noexcept {
+  if (this != &other) {
+    finalize();
+    connected_ = std::exchange(other.connected_, false);
+    nspace_ = std::move(other.nspace_);
+    rank_ = other.rank_;
+    job_size_ = other.job_size_;
+    hostname_ = std::move(other.hostname_);
+    node_id_ = other.node_id_;
+    local_rank_ = other.local_rank_;
+    local_size_ = other.local_size_;
+  }
+  return *this;
+}
+
+void Client::finalize() noexcept {
+  if (!std::exchange(connected_, false)) return;
+  const pmix_status_t rc = PMIx_Finalize(nullptr, 0);
+  if (rc != PMIX_SUCCESS) spdlog::warn("pmix: PMIx_Finalize of {}: {}", nspace_, describe_status(rc));
+}
+
+std::string Client::describe() const {
+  std::string where = "node " + hostname_ + " (";
+  const char* job = env_or_null("SLURM_JOB_ID");
+  const char* step = env_or_null("SLURM_STEP_ID");
+  if (job && step && nspace_.rfind("slurm.", 0) == 0)
+    where += "slurm job " + std::string(job) + " step " + step;
+  else
+    where += "pmix nspace " + nspace_;
+  return where + ", rank " + std::to_string(rank_) + " of " + std::to_string(job_size_) + ")";
+}
+
+void Client::put(const std::string& key, std::span<const std::byte> value) {
+  pmix_value_t pv;
+  PMIX_VALUE_CONSTRUCT(&pv);
+  pv.type = PMIX_BYTE_OBJECT;
+  // PMIx_Put copies the bytes, so pointing at the caller's buffer is enough.
+  pv.data.bo.bytes = const_cast<char*>(reinterpret_cast<const char*>(value.data()));
+  pv.data.bo.size = value.size();
+  throw_if_failed(PMIx_Put(PMIX_GLOBAL, key.c_str(), &pv),
+                  "PMIx_Put of key '" + key + "' (" + std::to_string(value.size()) + " bytes) by " + describe());
+}
+
+void Client::commit() { throw_if_failed(PMIx_Commit(), "PMIx_Commit by " + describe()); }
+
+void Client::fence(std::chrono::milliseconds timeout) {
+  const std::string what = "fence over all " + std::to_string(job_size_) + " processes of PMIx namespace " + nspace_;
+  auto [completion, cbdata] = Completion::make();
+  completion->info.resize(2);
+  PMIX_INFO_CONSTRUCT(&completion->info[0]);
+  bool collect = true;
+  PMIX_INFO_LOAD(&completion->info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+  completion->info[1] = timeout_info(timeout);
+
+  const auto start = Clock::now();
+  const pmix_status_t rc =
+      PMIx_Fence_nb(nullptr, 0, completion->info.data(), completion->info.size(), &Completion::on_operation, cbdata);
+  if (rc != PMIX_SUCCESS) {
+    Completion::release(cbdata);  // refused: no callback will come
+    if (rc == PMIX_OPERATION_SUCCEEDED) return;
+    throw_if_failed(rc, what + " by " + describe());
+  }
+  const auto status = completion->wait_until(start + timeout);
+  if (!status)
+    throw TimeoutError(what + " did not complete within " + std::to_string(timeout.count()) +
+                       " ms: not every process reached the fence (" + describe() + " waited for the others)");
+  if (*status == PMIX_ERR_TIMEOUT)
+    throw TimeoutError(what + " timed out in the PMIx server after " + std::to_string(elapsed_ms(start)) +
+                       " ms (limit " + std::to_string(timeout.count()) + " ms): not every process reached the fence (" +
+                       describe() + ")");
+  throw_if_failed(*status, what + " by " + describe());
+  spdlog::debug("pmix: {} took {} ms", what, elapsed_ms(start));
+}
+
+std::vector<std::byte> Client::get(int rank, const std::string& key, std::chrono::milliseconds timeout) {
+  const std::string what = "PMIx_Get of key '" + key + "' from rank " + std::to_string(rank) + " of namespace " + nspace_;
+  if (rank < 0 || rank >= job_size_)
+    throw Error(what + ": rank out of range, the job has " + std::to_string(job_size_) + " processes");
+  const pmix_proc_t proc = make_proc(nspace_, static_cast<pmix_rank_t>(rank));
+  auto [completion, cbdata] = Completion::make();
+  completion->info.push_back(timeout_info(timeout));
+
+  const auto start = Clock::now();
+  const pmix_status_t rc = PMIx_Get_nb(&proc, key.c_str(), completion->info.data(), completion->info.size(),
+                                       &Completion::on_value, cbdata);
+  if (rc != PMIX_SUCCESS) {
+    Completion::release(cbdata);
+    throw_if_failed(rc, what + " by " + describe());
+  }
+  const auto status = completion->wait_until(start + timeout);
+  if (!status || *status == PMIX_ERR_TIMEOUT)
+    throw TimeoutError(what + " found no value within " + std::to_string(timeout.count()) + " ms (waited " +
+                       std::to_string(elapsed_ms(start)) + " ms; expected rank " + std::to_string(rank) +
+                       " to put and commit it)");
+  if (*status == PMIX_ERR_NOT_FOUND)
+    throw Error(what + ": no such key (" + describe_status(*status) + "); expected rank " + std::to_string(rank) +
+                " to put and commit it before the fence");
+  throw_if_failed(*status, what + " by " + describe());
+  if (completion->wrong_type()) throw Error(what + ": the value is neither a byte object nor a string");
+  spdlog::trace("pmix: {} took {} ms", what, elapsed_ms(start));
+  return completion->bytes();
+}
+
+void Client::abort(int status, const std::string& message) {
+  const int code = status == 0 ? 1 : status;
+  spdlog::error("pmix: aborting the whole job from {}: {}", describe(), message);
+  spdlog::default_logger()->flush();
+  // NULL procs: every process of our namespace.
+  const pmix_status_t rc = PMIx_Abort(code, message.c_str(), nullptr, 0);
+  if (rc != PMIX_SUCCESS) spdlog::error("pmix: PMIx_Abort: {}", describe_status(rc));
+  spdlog::default_logger()->flush();
+  // The server normally kills us; if it does not, leave without PMIx_Finalize, whose
+  // implicit synchronisation could block on processes that are being killed.
+  std::_Exit(code);
+}
+
+}  // namespace hyrun::pmix
