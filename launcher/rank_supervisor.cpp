@@ -20,6 +20,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 constexpr auto kExitGrace = std::chrono::seconds(1);    // rank 0 closed its fd: wait this long for its status
 constexpr auto kDrainLimit = std::chrono::seconds(2);  // output of killed process groups
+constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankSupervisor::suspect_
 }  // namespace
 
 RankSupervisor::RankSupervisor(const LaunchOptions& options, SignalEvents& signals)
@@ -83,6 +84,7 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
 
   auto until = deadline;
   if (stopping_ && !killed_) until = std::min(until, kill_deadline_);
+  if (suspect_) until = std::min(until, suspect_deadline_);
   const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
   const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(wait_ms, 0, 1000)));
   if (n < 0 && errno != EINTR) throw SystemError("poll", errno);
@@ -95,6 +97,7 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
     else
       output_.on_readable(p.fd);
   }
+  if (suspect_ && Clock::now() >= suspect_deadline_) settle_suspect();
   if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
     const int left = running_count();
     if (left > 0)
@@ -153,7 +156,23 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
   rank.end.wait_status = wait_status;
   spdlog::debug("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
   if (awaiting_address_ && rank.global_rank == 0) return;  // await_root_address reports it
-  if (!rank.end.failed() || job_exit_code_) return;
+  if (!rank.end.failed() || job_exit_code_ || suspect_) return;
+  if (WIFSIGNALED(wait_status) && (WTERMSIG(wait_status) == SIGTERM || WTERMSIG(wait_status) == SIGINT ||
+                                   WTERMSIG(wait_status) == SIGHUP)) {
+    suspect_ = static_cast<std::size_t>(&rank - ranks_.data());
+    suspect_deadline_ = Clock::now() + kSignalSettle;
+    return;
+  }
+  report_failure(rank);
+}
+
+void RankSupervisor::settle_suspect() {
+  const std::size_t index = *suspect_;
+  suspect_.reset();
+  if (!job_exit_code_) report_failure(ranks_[index]);  // no signal reached hyrun: a real failure
+}
+
+void RankSupervisor::report_failure(const Rank& rank) {
   job_exit_code_ = rank.end.exit_code();
   const int others = running_count();
   failure_summary_ = fmt::format("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
@@ -258,7 +277,7 @@ std::optional<std::string> RankSupervisor::await_root_address() {
 }
 
 int RankSupervisor::finish() {
-  while (running_count() > 0) poll_once(Clock::now() + std::chrono::seconds(1));
+  while (running_count() > 0 || suspect_) poll_once(Clock::now() + std::chrono::seconds(1));
   // Every rank has exited: whatever is left in their process groups goes now, like srun
   // ending a step. Then the output they leave behind is drained, bounded in time.
   kill_all_groups();

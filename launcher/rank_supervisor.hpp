@@ -75,6 +75,8 @@ class RankSupervisor {
   void on_signals();
   void reap_children();
   void on_rank_exit(Rank& rank, int wait_status);
+  void report_failure(const Rank& rank);
+  void settle_suspect();
   void on_publish_readable();
   void signal_running(int signal);
   void kill_all_groups();
@@ -93,6 +95,10 @@ class RankSupervisor {
 
   std::optional<int> job_exit_code_;
   std::optional<std::string> failure_summary_;
+  // A rank killed by SIGTERM/SIGINT/SIGHUP may have been signalled together with hyrun
+  // (scancel, a step cancel): its verdict waits briefly for hyrun's own signal.
+  std::optional<std::size_t> suspect_;
+  std::chrono::steady_clock::time_point suspect_deadline_{};
   bool stopping_ = false;
   bool killed_ = false;
   int interrupts_ = 0;

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# hyrun in hybrid mode on the real test cluster: hybrid-test.sh CASE
+. "$(dirname "$0")/cluster-env.sh"
+case_name=$1
+ucx=(env UCX_TLS="$HYRUN_CLUSTER_UCX_TLS" UCX_NET_DEVICES="$HYRUN_CLUSTER_UCX_NET_DEVICES")
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/hyrun-hybrid.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+# check_hello WORLD PER_NODE: every global rank reported once, on the node its task runs on.
+check_hello() {
+  local world=$1 per=$2 r line host node
+  declare -A host_of_node=()
+  for r in $(seq 0 $((world - 1))); do
+    [ "$(printf '%s\n' "$RUN_OUT" | grep -c "^hello from rank $r of $world ")" = 1 ] || fail "rank $r did not report exactly once"
+    line=$(printf '%s\n' "$RUN_OUT" | grep "^hello from rank $r of $world ")
+    node=$(echo "$line" | sed -E 's/.*\(node ([0-9]+) of .*/\1/')
+    [ "$node" = $((r / per)) ] || fail "rank $r says node $node, expected $((r / per))"
+    host=$(echo "$line" | sed -E 's/.* host ([^:]+):.*/\1/')
+    if [ -n "${host_of_node[$node]:-}" ]; then
+      [ "${host_of_node[$node]}" = "$host" ] || fail "ranks of task $node run on ${host_of_node[$node]} and $host"
+    fi
+    host_of_node[$node]=$host
+  done
+  printf '%s\n' "$RUN_OUT" | grep -q "^rank 0: ring of $world ranks ok" || fail "the ring of $world ranks did not check out"
+  if [ "$HYRUN_CLUSTER_MODE" = netns ] && [ "$per" -gt 0 ]; then
+    echo "hosts: ${host_of_node[*]}"
+  fi
+}
+
+# wait_rc: waits (bounded) for the background srun to write its exit status.
+wait_rc() {
+  for _ in $(seq 400); do [ -s "$WORK/rc" ] && break; sleep 0.1; done
+  wait || true
+  [ -s "$WORK/rc" ] || fail "the background srun did not end"
+}
+
+case $case_name in
+hello-4x2)
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  check_hello 8 2
+  if [ "$HYRUN_CLUSTER_MODE" = netns ]; then
+    [ "$(printf '%s\n' "$RUN_OUT" | grep '^hello from' | sed -E 's/.* host ([^:]+):.*/\1/' | sort -u | wc -l)" = 4 ] \
+      || fail "8 ranks did not run on 4 distinct nodes"
+  fi
+  ;;
+hello-2x4)
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 4 -- "$HELLO"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  check_hello 8 4
+  ;;
+hello-2-tasks-per-node)
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=2 "$HYRUN" -n 2 -- "$HELLO"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  check_hello 8 2
+  ;;
+sbatch)
+  run_bounded 90 "${ucx[@]}" HYRUN="$HYRUN" HELLO="$HELLO" sbatch --wait -o "$WORK/job.out" "$EXAMPLES/slurm/hello.sbatch"
+  [ "$RUN_RC" = 0 ] || fail "sbatch exited $RUN_RC"
+  RUN_OUT=$(cat "$WORK/job.out"); printf '%s\n' "$RUN_OUT"
+  check_hello 8 2
+  ;;
+salloc-mpirun)  # Open MPI's mpirun as the PMIx server, one hyrun per node of an allocation
+  run_bounded 60 "${ucx[@]}" salloc -N2 mpirun --allow-run-as-root -npernode 1 "$HYRUN" -n 3 -- "$HELLO"
+  [ "$RUN_RC" = 0 ] || fail "salloc mpirun exited $RUN_RC"
+  check_hello 6 3
+  ;;
+rank0-exits-before-publish)
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" --exit-before-publish
+  [ "$RUN_RC" = 1 ] || fail "srun exited $RUN_RC, expected 1"
+  for n in $(seq 1 4); do :; done
+  [ "$(printf '%s\n' "$RUN_OUT" | grep -c 'before publishing its UCX address')" = 4 ] || fail "not every node named the cause"
+  printf '%s\n' "$RUN_OUT" | grep -q 'the root node failed before the launch' || fail "other nodes did not name the root's failure"
+  ;;
+crash-on-last-node)
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" --fail-rank 7 --exit-code 5 --sleep 60
+  [ "$RUN_RC" = 5 ] || fail "srun exited $RUN_RC, expected 5 (the failing rank's code)"
+  [ "$RUN_MS" -lt 30000 ] || fail "took $RUN_MS ms"
+  first=$(printf '%s\n' "$RUN_OUT" | grep '^hyrun' | head -1)
+  echo "first hyrun line: $first"
+  echo "$first" | grep -Eq '^hyrun\[[^]]+\]: rank 7 \(pid [0-9]+\) exited with code 5' || fail "the first hyrun line does not name rank 7 and its node"
+  ;;
+node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on-bad-exit ends the step
+  mkdir "$WORK/pids"
+  ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
+      --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  victim=""
+  for p in $(pids_of_exe "$HYRUN"); do
+    tr '\0' '\n' <"/proc/$p/environ" | grep -qx 'SLURM_PROCID=2' && victim=$p
+  done
+  [ -n "$victim" ] || fail "no hyrun of task 2 found"
+  start=$(now_ms); kill -9 "$victim"; wait_rc
+  echo "srun ended $(( $(now_ms) - start )) ms after the SIGKILL with $(cat "$WORK/rc")"; cat "$WORK/out"
+  [ "$(cat "$WORK/rc")" != 0 ] && [ "$(cat "$WORK/rc")" != 124 ] || fail "srun exited $(cat "$WORK/rc")"
+  ;;
+different-n)
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 sh -c \
+    'n=2; [ "$SLURM_PROCID" = 2 ] && n=3; exec "$0" -n $n -- "$1"' "$HYRUN" "$HELLO"
+  [ "$RUN_RC" = 2 ] || fail "srun exited $RUN_RC, expected 2"
+  [ "$(printf '%s\n' "$RUN_OUT" | grep -c 'every hyrun of a job must be started with the same -n')" = 4 ] \
+    || fail "not every node named the mismatch"
+  ;;
+scancel)
+  mkdir "$WORK/pids"
+  ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
+      --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  job=$(squeue -h -o %i | head -1)
+  [ -n "$job" ] || fail "no job to cancel"
+  start=$(now_ms); scancel "$job"; wait_rc
+  elapsed=$(( $(now_ms) - start )); cat "$WORK/out"
+  echo "srun ended ${elapsed} ms after scancel with $(cat "$WORK/rc")"
+  [ "$elapsed" -lt 15000 ] || fail "took $elapsed ms"
+  [ "$(cat "$WORK/rc")" = 143 ] || fail "srun exited $(cat "$WORK/rc"), expected 143"
+  grep -q 'received SIGTERM; forwarding it to 2 rank' "$WORK/out" || fail "no hyrun reported the SIGTERM"
+  ! grep -q 'was killed by signal 15' "$WORK/out" || fail "a rank stopped by the cancel was reported as a failure"
+  ;;
+repeat-50)
+  for i in $(seq 1 50); do
+    run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO" --bytes 4096 >/dev/null
+    [ "$RUN_RC" = 0 ] || { printf '%s\n' "$RUN_OUT"; fail "run $i of 50 exited $RUN_RC"; }
+    printf '%s\n' "$RUN_OUT" | grep -q "^rank 0: ring of 8 ranks ok" || fail "run $i: the ring did not check out"
+  done
+  echo "50 of 50 passed"
+  ;;
+*) fail "unknown case $case_name" ;;
+esac
+check_no_leftovers "$HYRUN" "$HELLO" "$TEST_RANK"
+echo PASSED
