@@ -134,6 +134,13 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     const int first = (task == 0 && options.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
     for (int local = first; local < options.ranks && !supervisor.stopping(); ++local)
       supervisor.start(node.rank(local, false));
+  } catch (const TimeoutError& e) {
+    // Some hyrun never reached the exchange (stuck or gone): abort the whole job so that
+    // no node waits for it until its own limit.
+    job_event_line(e.what());
+    supervisor.stop(SIGTERM, e.exit_code());
+    supervisor.finish();
+    pmix.abort(e.exit_code(), fmt::format("{}: {}", pmix.hostname(), e.what()));  // does not return
   } catch (const Error& e) {
     supervisor.stop(SIGTERM, e.exit_code());  // stop and reap what did start before the error is reported
     supervisor.finish();

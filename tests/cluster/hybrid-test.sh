@@ -92,7 +92,8 @@ node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on
   [ -n "$victim" ] || fail "no hyrun of task 2 found"
   start=$(now_ms); kill -9 "$victim"; wait_rc
   echo "srun ended $(( $(now_ms) - start )) ms after the SIGKILL with $(cat "$WORK/rc")"; cat "$WORK/out"
-  [ "$(cat "$WORK/rc")" != 0 ] && [ "$(cat "$WORK/rc")" != 124 ] || fail "srun exited $(cat "$WORK/rc")"
+  [ "$(cat "$WORK/rc")" = 137 ] || fail "srun exited $(cat "$WORK/rc"), expected 137 (the killed task)"
+  grep -q 'task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
   ;;
 different-n)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 sh -c \
