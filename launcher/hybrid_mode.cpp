@@ -61,7 +61,10 @@ void check_same_ranks_per_node(pmix::Client& pmix, const LaunchOptions& options)
 
 std::optional<pmix::Client> connect_pmix_for(const LaunchOptions& options) {
   if (options.mode == LaunchMode::kLocal) return std::nullopt;
-  auto client = pmix::Client::connect();
+  // A PMIx server gives its clients PMIX_NAMESPACE; without it PMIx_Init can only fail,
+  // after ~40 ms of looking for a system server, which local launches need not pay.
+  const bool server_announced = std::getenv("PMIX_NAMESPACE") != nullptr;
+  auto client = server_announced || options.mode == LaunchMode::kPmix ? pmix::Client::connect() : std::nullopt;
   if (client) return client;
   if (options.mode == LaunchMode::kPmix)
     throw UsageError("--mode=pmix: hyrun was not started by a PMIx server (use srun --mpi=pmix, or mpirun)");

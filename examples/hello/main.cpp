@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <random>
 
 #include "hyrun/common/logging.hpp"
@@ -41,8 +42,14 @@ bool payload_intact(std::span<const std::byte> payload) {
   return sum == checksum(payload.subspan(sizeof(uint64_t)));
 }
 
-int run(std::size_t ring_bytes) {
+int run(std::size_t ring_bytes, bool timestamps) {
   hyrun::World world;
+  if (timestamps) {
+    // Wall-clock time at which this rank was connected to every other (bench/launch-slurm.sh).
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    std::printf("connected_ns=%lld rank=%d\n", ts.tv_sec * 1000000000LL + ts.tv_nsec, world.rank());
+  }
   const int rank = world.rank();
   const int size = world.size();
 
@@ -81,10 +88,12 @@ int main(int argc, char** argv) {
   CLI::App app{"hello: join the hyrun world, pass random bytes around a ring of all ranks, check them"};
   std::size_t ring_bytes = 1 << 20;
   app.add_option("--bytes", ring_bytes, "size of the ring payload")->capture_default_str();
+  bool timestamps = false;
+  app.add_flag("--timestamps", timestamps, "print the wall-clock time at which the rank was connected");
   CLI11_PARSE(app, argc, argv);
   try {
     hyrun::init_logging("hello", hyrun::log_level_from_environment("warn"));
-    return run(ring_bytes);
+    return run(ring_bytes, timestamps);
   } catch (const hyrun::Error& e) {
     std::fprintf(stderr, "hello: %s\n", e.what());
     return e.exit_code();
