@@ -19,14 +19,12 @@
 #include "hyrun/binding/topology.hpp"
 #include "hyrun/common/error.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 namespace hyrun::binding {
 namespace {
 
-std::string join(const std::vector<std::string>& items, const char* sep) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
-  return out;
-}
 
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out;
@@ -92,7 +90,7 @@ struct RankWork {
 std::string gpu_label(const std::vector<GpuAssignment>& gpus) {
   std::vector<std::string> ids;
   for (const auto& g : gpus) ids.push_back(std::to_string(g.index));
-  return (gpus.size() == 1 ? "GPU " : "GPUs ") + join(ids, ",");
+  return (gpus.size() == 1 ? "GPU " : "GPUs ") + fmt::format("{}", fmt::join(ids, ","));
 }
 
 // GPUs per rank: consecutive groups of K from the allowed list, round-robin when oversubscribed.
@@ -107,12 +105,12 @@ void assign_gpus(const BindingOptions& options, const std::vector<GpuAssignment>
   for (const auto& g : allowed) ids.push_back(g.visible_id);
   if (slots == 0)
     throw UsageError("--gpus-per-rank " + std::to_string(k) + " needs at least " + std::to_string(k) +
-                     " GPUs, but this task may use only " + std::to_string(total) + " (" + join(ids, ",") +
+                     " GPUs, but this task may use only " + std::to_string(total) + " (" + fmt::format("{}", fmt::join(ids, ",")) +
                      "); lower --gpus-per-rank");
   if (n > slots && !options.oversubscribe)
     throw UsageError(std::to_string(n) + " local ranks with --gpus-per-rank " + std::to_string(k) + " need " +
                      std::to_string(n * k) + " GPUs, but this task may use only " + std::to_string(total) + " (" +
-                     join(ids, ",") + "); start at most " + std::to_string(slots) +
+                     fmt::format("{}", fmt::join(ids, ",")) + "); start at most " + std::to_string(slots) +
                      " ranks, or add --oversubscribe to share GPUs round-robin");
   if (total % k != 0)
     spdlog::warn("binding: {} GPUs do not divide into groups of {} (--gpus-per-rank); {} stay unused", total, k, total % k);
@@ -131,7 +129,7 @@ void assign_gpus(const BindingOptions& options, const std::vector<GpuAssignment>
     for (int i = slot; i < n; i += slots) {
       RankWork& r = ranks[static_cast<std::size_t>(i)];
       r.gpu_shared = true;
-      r.placement.notes.push_back(gpu_label(r.placement.gpus) + " shared by local ranks " + join(sharers, ","));
+      r.placement.notes.push_back(gpu_label(r.placement.gpus) + " shared by local ranks " + fmt::format("{}", fmt::join(sharers, ",")));
     }
   }
 }
@@ -151,7 +149,7 @@ void compute_localities(const Topology& topo, const Bitmap& usable, std::vector<
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
     r.locality.intersect(usable.get());
-    r.locality_name = "local to " + gpu_label(r.placement.gpus) + " (" + join(names, ", ") + ")";
+    r.locality_name = "local to " + gpu_label(r.placement.gpus) + " (" + fmt::format("{}", fmt::join(names, ", ")) + ")";
     if (r.locality.empty()) {
       r.placement.notes.push_back("none of the CPUs local to " + gpu_label(r.placement.gpus) +
                                   " may be used by this task; using any allowed CPU");
@@ -299,7 +297,7 @@ std::vector<NicDevice> usable_nics(const Topology& topo, const BindingOptions& o
       auto it = std::find_if(nics.begin(), nics.end(), [&](const NicDevice& n) { return n.name == name; });
       if (it == nics.end())
         throw UsageError("--nics '" + options.nics + "' names '" + wanted + "', which is not an OpenFabrics device of this node (" +
-                         (names.empty() ? std::string("it has none") : "it has " + join(names, ", ")) + ")");
+                         (names.empty() ? std::string("it has none") : "it has " + fmt::format("{}", fmt::join(names, ", "))) + ")");
       chosen.push_back(*it);
       if (colon != std::string::npos) {
         const std::string port = wanted.substr(colon + 1);
@@ -376,7 +374,7 @@ void assign_nics(const Topology& topo, const BindingOptions& options, const Envi
         why.push_back(nics[best].name + (std::get<0>(best_key) == 0 ? " (local to the rank's CPUs)" : " (not local, least used)"));
     }
     p.nic_source = "nearest";
-    p.reason += "; NIC " + join(why, ", ");
+    p.reason += "; NIC " + fmt::format("{}", fmt::join(why, ", "));
   }
   for (std::size_t k = 0; k < nics.size(); ++k) {
     if (users[k].size() < 2) continue;
@@ -384,7 +382,7 @@ void assign_nics(const Topology& topo, const BindingOptions& options, const Envi
     for (int u : users[k]) ids.push_back(std::to_string(u));
     for (int u : users[k])
       ranks[static_cast<std::size_t>(u)].placement.notes.push_back("NIC " + nics[k].ucx_name() + " is shared by local ranks " +
-                                                                   join(ids, ","));
+                                                                   fmt::format("{}", fmt::join(ids, ",")));
   }
 }
 
@@ -393,12 +391,12 @@ void build_environment(const std::vector<GpuAssignment>& allowed_gpus, const Bin
   if (!p.gpus.empty()) {
     std::vector<std::string> ids;
     for (const auto& g : p.gpus) ids.push_back(g.visible_id);
-    p.environment.emplace_back("CUDA_VISIBLE_DEVICES", join(ids, ","));
+    p.environment.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(ids, ",")));
     p.environment.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   } else if (options.gpus_per_rank == 0 && !allowed_gpus.empty()) {
     p.environment.emplace_back("CUDA_VISIBLE_DEVICES", "");  // CPU-only by request: hide the GPUs
   }
-  if (p.nic_source == "nearest" && !p.nics.empty()) p.environment.emplace_back("UCX_NET_DEVICES", join(p.nics, ","));
+  if (p.nic_source == "nearest" && !p.nics.empty()) p.environment.emplace_back("UCX_NET_DEVICES", fmt::format("{}", fmt::join(p.nics, ",")));
 }
 
 ChildBinding make_child_binding(const RankPlacement& p, bool warn_only) {
