@@ -80,6 +80,23 @@ grandchildren)  # a rank's own children are stopped with it
   expect_rc 0
   expect_all_gone "$WORK/pids"
   ;;
+clean-signal-state)  # ranks start with no blocked and no ignored signal, whatever hyrun blocks itself
+  # hyrun itself starts with SIGINT and SIGHUP ignored (as under nohup or a background shell)
+  run_job 30 bash -c 'trap "" INT HUP; exec "$0" -n 2 --label --bootstrap=none -- grep -E "^Sig(Blk|Ign):" /proc/self/status' "$HYRUN"
+  expect_rc 0
+  for r in 0 1; do
+    expect_stdout "^$r: SigBlk:[[:space:]]+0+\$"
+    expect_stdout "^$r: SigIgn:[[:space:]]+0+\$"
+  done
+  ;;
+hyrun-killed)  # ranks die with hyrun (parent-death signal), even when it cannot clean up
+  mkdir "$WORK/pids"
+  "$HYRUN" -n 3 -- "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 60 >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  wait_for_files "$WORK/pids" 'rank.*' 3 20
+  kill -KILL $hy; wait $hy
+  expect_all_gone "$WORK/pids"
+  ;;
 missing-program)
   run_job 30 "$HYRUN" -n 2 -- /nonexistent/program
   expect_rc 127
