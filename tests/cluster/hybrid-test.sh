@@ -2,7 +2,7 @@
 # hyrun in hybrid mode on the real test cluster: hybrid-test.sh CASE
 . "$(dirname "$0")/cluster-env.sh"
 case_name=$1
-ucx=(env UCX_TLS="$HYRUN_CLUSTER_UCX_TLS" UCX_NET_DEVICES="$HYRUN_CLUSTER_UCX_NET_DEVICES")
+ucx=(env UCX_TLS="${HYRUN_CLUSTER_UCX_TLS:-}" UCX_NET_DEVICES="${HYRUN_CLUSTER_UCX_NET_DEVICES:-}")
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hyrun-hybrid.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
@@ -22,7 +22,7 @@ check_hello() {
     host_of_node[$node]=$host
   done
   printf '%s\n' "$RUN_OUT" | grep -q "^rank 0: ring of $world ranks ok" || fail "the ring of $world ranks did not check out"
-  if [ "$HYRUN_CLUSTER_MODE" = netns ] && [ "$per" -gt 0 ]; then
+  if [ "${HYRUN_CLUSTER_MODE:-}" = netns ]; then
     echo "hosts: ${host_of_node[*]}"
   fi
 }
@@ -39,7 +39,7 @@ hello-4x2)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO"
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
   check_hello 8 2
-  if [ "$HYRUN_CLUSTER_MODE" = netns ]; then
+  if [ "${HYRUN_CLUSTER_MODE:-}" = netns ]; then
     [ "$(printf '%s\n' "$RUN_OUT" | grep '^hello from' | sed -E 's/.* host ([^:]+):.*/\1/' | sort -u | wc -l)" = 4 ] \
       || fail "8 ranks did not run on 4 distinct nodes"
   fi
@@ -59,6 +59,11 @@ sbatch)
   [ "$RUN_RC" = 0 ] || fail "sbatch exited $RUN_RC"
   RUN_OUT=$(cat "$WORK/job.out"); printf '%s\n' "$RUN_OUT"
   check_hello 8 2
+  ;;
+mpirun)  # Open MPI's mpirun alone as the PMIx server (no Slurm): 2 hyrun processes on this host
+  run_bounded 60 env UCX_TLS=tcp,self mpirun --allow-run-as-root --oversubscribe -np 2 "$HYRUN" -n 3 -- "$HELLO"
+  [ "$RUN_RC" = 0 ] || fail "mpirun exited $RUN_RC"
+  check_hello 6 3
   ;;
 salloc-mpirun)  # Open MPI's mpirun as the PMIx server, one hyrun per node of an allocation
   run_bounded 60 "${ucx[@]}" salloc -N2 mpirun --allow-run-as-root -npernode 1 "$HYRUN" -n 3 -- "$HELLO"
