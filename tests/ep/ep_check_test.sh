@@ -3,6 +3,7 @@
 #   pass N [TLS]     : every rank passes every check, rank 0 prints an ALL PASSED summary
 #   corruption N     : a byte flipped in one received row on rank 1 makes the job fail with
 #                      a FAIL line naming rank 1 and the shape (the checks bite)
+#   maxranks N       : buffers for --max-ranks 8 with a smaller world
 #   cuda N           : --backend cuda (skipped with 77 when no GPU)
 source "$(dirname "$0")/../integration/lib.sh"
 case_name=$1; n=$2; tls=${3:-}
@@ -30,6 +31,11 @@ pass)
     expect_stdout "^ep-check: rank $((n - 1)) masked round \(rank $((n - 1)) inactive\).*: PASS nobody wrote"
     expect_stdout "^ep-check: rank 0 timeout round \(rank $((n - 1)) silent, 500 ms\).*: PASS rank\(s\) $((n - 1)) reported"
   fi
+  ;;
+maxranks)  # buffers for a larger world than the job (--max-ranks), as an elastic job allocates them
+  run_job 120 "$HYRUN" -n "$n" -- "$EP_CHECK" --shapes 16:2048:4,64:4096:8 --max-ranks 8
+  expect_rc 0
+  expect_stdout "^ep-check: SUMMARY $n ranks, .* ALL PASSED$"
   ;;
 corruption)
   run_job 120 "$HYRUN" -n "$n" -- "$EP_CHECK" --shapes 32:2048:4,16:4096:8 --inject-corruption 1 --no-fault-rounds
