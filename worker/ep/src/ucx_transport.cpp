@@ -164,7 +164,14 @@ void UcxTransport::signal(int peer, std::size_t off, uint64_t value) {
 void UcxTransport::progress_or_yield() {
   // With more ranks than cores (CI machines, ranks sharing a GPU node) a waiter that spins
   // takes the core from the peer it waits for; give it up whenever UCX had nothing to do.
-  if (ucp_worker_progress(worker_) == 0) std::this_thread::yield();
+  if (ucp_worker_progress(worker_) != 0) {
+    idle_polls_ = 0;
+    return;
+  }
+  if (++idle_polls_ >= kIdlePollsBeforeYield) {
+    idle_polls_ = 0;
+    std::this_thread::yield();
+  }
 }
 
 ucs_status_t UcxTransport::wait_request(void* req, Clock::time_point deadline) {
