@@ -129,7 +129,8 @@ std::unique_ptr<Engine> make_engine(World& world, const Options& o, const Shape&
   std::string backend = o.backend;
 #ifdef HYRUN_EP_WITH_CUDA
   std::string why;
-  const bool gpu = select_cuda_device(world.local_rank(), &why);
+  // Only a CUDA run touches the CUDA runtime (its initialization costs time and memory).
+  const bool gpu = backend != "host" && select_cuda_device(world.local_rank(), &why);
   if (backend == "auto") backend = gpu ? "cuda" : "host";
   if (backend == "cuda") {
     if (!gpu) {
