@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace hyrun::ep {
 
@@ -160,11 +161,24 @@ void UcxTransport::signal(int peer, std::size_t off, uint64_t value) {
   track(peer, ucp_put_nbx(p.ep, &signal_values_.back(), 8, p.address + off, p.rkey, &prm), "signal");
 }
 
+void UcxTransport::progress_or_yield() {
+  // With more ranks than cores (CI machines, ranks sharing a GPU node) a waiter that spins
+  // takes the core from the peer it waits for; give it up whenever UCX had nothing to do.
+  if (ucp_worker_progress(worker_) != 0) {
+    idle_polls_ = 0;
+    return;
+  }
+  if (++idle_polls_ >= kIdlePollsBeforeYield) {
+    idle_polls_ = 0;
+    std::this_thread::yield();
+  }
+}
+
 ucs_status_t UcxTransport::wait_request(void* req, Clock::time_point deadline) {
   ucs_status_t st;
   while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
     if (Clock::now() >= deadline) return UCS_ERR_TIMED_OUT;
-    ucp_worker_progress(worker_);
+    progress_or_yield();
   }
   return st;
 }
@@ -242,7 +256,7 @@ std::vector<int> UcxTransport::wait_signals(std::span<const int> peers, std::siz
       if (std::atomic_ref<uint64_t>(w).load(std::memory_order_acquire) < value) missing.push_back(p);
     }
     if (missing.empty() || Clock::now() >= deadline) return missing;
-    ucp_worker_progress(worker_);  // software RMA (tcp, shm emulation) needs target-side progress
+    progress_or_yield();  // software RMA (tcp, shm emulation) needs target-side progress
   }
 }
 

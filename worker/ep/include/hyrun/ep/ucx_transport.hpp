@@ -69,6 +69,11 @@ class UcxTransport final : public Transport {
   void track(int peer, ucs_status_ptr_t sp, const char* what);
   /// Waits for `req` until `deadline`; returns its status (UCS_ERR_TIMED_OUT on deadline).
   ucs_status_t wait_request(void* req, Clock::time_point deadline);
+  /// One ucp_worker_progress; yields the CPU after kIdlePollsBeforeYield calls in a row
+  /// that made no progress.
+  void progress_or_yield();
+  static constexpr int kIdlePollsBeforeYield = 64;
+  int idle_polls_ = 0;
 
   struct Peer {
     ucp_ep_h ep = nullptr;

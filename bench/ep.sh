@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# EP host backend bandwidth across hyrun ranks, against ucx_perftest in the same run.
+#
+#   bench/ep.sh [RANKS...]            (default: 2 4 8)
+#   env: BUILD_DIR (build), TLS ("shm tcp"), TOKENS/HIDDEN/TOPK/EXPERTS (128/7168/8/2),
+#        ITERS (30), WARMUP (5), PERF_ITERS (5000)
+#
+# For each transport and world size: ep-bench-host prints per-rank dispatch (FP8) +
+# combine (BF16) bandwidth in logical bytes (every valid selection, self traffic
+# included); the table shows the average over ranks. --kernel-only runs the same
+# routing with every expert local (the host packing/cast/reduction without the network).
+# ucx_perftest ucp_put_bw (one server/client pair, same UCX_TLS) is run at the sizes the
+# backend actually puts: one FP8 dispatch message (H + H/128*4 + 16 bytes) and one BF16
+# combine row (2H bytes); "perftest" is their byte-weighted combination
+# (D + C) / (D/bw_dispatch + C/bw_combine) with rank 0's D and C, and ratio = EP / perftest.
+# ucx_perftest's "MB/s" are MiB/s; they are converted to GB/s (1e9 bytes).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+TLS=${TLS:-"shm tcp"}
+TOKENS=${TOKENS:-128}; HIDDEN=${HIDDEN:-7168}; TOPK=${TOPK:-8}; EXPERTS=${EXPERTS:-2}
+ITERS=${ITERS:-30}; WARMUP=${WARMUP:-5}; PERF_ITERS=${PERF_ITERS:-5000}
+RANKS=("$@"); [ ${#RANKS[@]} -gt 0 ] || RANKS=(2 4 8)
+hyrun=$build/launcher/hyrun; bench=$build/worker/ep/ep-bench-host
+for b in "$hyrun" "$bench"; do [ -x "$b" ] || { echo "bench/ep.sh: missing $b: build first (cmake --build $build)" >&2; exit 1; }; done
+command -v ucx_perftest >/dev/null || { echo "bench/ep.sh: ucx_perftest not found (Debian: ucx-utils)" >&2; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/ep-bench.XXXXXX"); trap 'rm -rf "$work"' EXIT
+
+ucx_tls() { case $1 in shm) echo "shm,self" ;; *) echo "$1" ;; esac; }
+
+# perftest_gbps TLS SIZE : ucp_put_bw average bandwidth in GB/s
+perftest_gbps() {
+  local tls port try out
+  tls=$(ucx_tls "$1")
+  for try in 1 2 3; do
+    port=$((20000 + RANDOM % 20000))
+    UCX_TLS=$tls timeout 60 ucx_perftest -t ucp_put_bw -s "$2" -n "$PERF_ITERS" -w 500 -p "$port" -f >"$work/server" 2>&1 &
+    local spid=$!
+    sleep 0.3
+    if out=$(UCX_TLS=$tls timeout 60 ucx_perftest localhost -t ucp_put_bw -s "$2" -n "$PERF_ITERS" -w 500 -p "$port" -f 2>&1); then
+      wait "$spid" || true
+      echo "$out" | awk -v n="$PERF_ITERS" '$1 == n { printf "%.3f", $5 * 1048576 / 1e9; found = 1 } END { if (!found) exit 1 }' && return 0
+    fi
+    kill "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true
+  done
+  echo "bench/ep.sh: ucx_perftest failed (UCX_TLS=$tls, size $2): $out" >&2
+  return 1
+}
+
+# ep_run N TLS [--kernel-only] : runs ep-bench-host; leaves its output in $work/ep.out
+ep_run() {
+  local n=$1 tls=$2; shift 2
+  "$hyrun" -n "$n" -x "UCX_TLS=$(ucx_tls "$tls")" -- "$bench" --tokens "$TOKENS" --hidden "$HIDDEN" --topk "$TOPK" \
+    --experts-per-rank "$EXPERTS" --iters "$ITERS" --warmup "$WARMUP" "$@" >"$work/ep.out" 2>"$work/ep.err" ||
+    { echo "bench/ep.sh: ep-bench-host failed (n=$n, $tls):" >&2; cat "$work/ep.err" >&2; exit 1; }
+}
+# avg of "[rank r] Dispatch + combine bandwidth: X GB/s, avg_t=Y us" over ranks: "X Y"
+ep_avg() { awk '/Dispatch \+ combine bandwidth:/ { g += $7; sub(/avg_t=/, "", $9); t += $9; n++ } END { printf "%.3f %.0f\n", g / n, t / n }' "$work/ep.out"; }
+rank0_field() { grep '^\[rank 0\] accounting:' "$work/ep.out" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+
+echo "EP host backend: dispatch FP8 + combine BF16, T=$TOKENS H=$HIDDEN K=$TOPK E=$EXPERTS, $ITERS iterations after $WARMUP warm-up"
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), $(nproc) cores, $(ucx_info -v | head -1 | sed 's/^# *//')"
+echo
+echo "| ranks | transport | EP GB/s (avg over ranks) | EP avg_t (us) | kernel-only GB/s | perftest dispatch msg GB/s | perftest combine msg GB/s | perftest GB/s (weighted) | ratio EP/perftest |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+for tls in $TLS; do
+  for n in "${RANKS[@]}"; do
+    ep_run "$n" "$tls"
+    read -r ep_gbps ep_us < <(ep_avg)
+    D=$(rank0_field dispatch_bytes); C=$(rank0_field combine_bytes)
+    dmsg=$(rank0_field dispatch_msg_bytes); cmsg=$(rank0_field combine_msg_bytes)
+    ep_run "$n" "$tls" --kernel-only
+    read -r ko_gbps _ < <(ep_avg)
+    pd=$(perftest_gbps "$tls" "$dmsg"); pc=$(perftest_gbps "$tls" "$cmsg")
+    awk -v n="$n" -v tls="$tls" -v e="$ep_gbps" -v us="$ep_us" -v k="$ko_gbps" -v pd="$pd" -v pc="$pc" -v D="$D" -v C="$C" \
+      -v dm="$dmsg" -v cm="$cmsg" 'BEGIN {
+        w = (D + C) / (D / pd + C / pc)
+        printf "| %d | %s | %.3f | %s | %.3f | %.2f (%d B) | %.2f (%d B) | %.2f | %.3f |\n", n, tls, e, us, k, pd, dm, pc, cm, w, e / w }'
+  done
+done

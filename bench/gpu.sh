@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build with CUDA, run the CUDA correctness tests, then time the
+# CUDA EP backend with CUDA events and print the tables for docs/performance.md.
+#
+#   bench/gpu.sh [--build-dir DIR] [--skip-build] [--build-only] [--ranks "1 2 4 8"]
+#                [--warmup 50] [--iters 200] [--tokens 128] [--hidden 7168] [--topk 8]
+#                [--experts-per-rank 2] [--jobs N] [--mps]
+#
+# Steps: 1. configure + build (-DHYRUN_CUDA=ON); 2. fail (exit 3) unless a CUDA device
+# answers; 3. ep-cuda-selftest (CUDA backend bit-identical to the host backend);
+# 4. hyrun -n N -- ep-check --backend cuda for every N (ranks share the GPU through CUDA
+# IPC), and once with --disable-ll-nvlink (staged through pinned memory over UCX);
+# 5. hyrun -n N -- ep-bench-gpu, through IPC and --kernel-only, for every N (warm-up,
+# iterations, median/min/max with CUDA events; rank 0 adds a device-to-device copy and the
+# FP8 cast kernel alone, measured in the same run); 6. the tables.
+# --mps starts a private MPS control daemon for the run (ranks sharing one GPU then run
+# their kernels concurrently instead of time-sliced) and stops it at exit.
+# Exit codes: 0 all passed, 1 a test or a run failed, 2 usage, 3 no GPU.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build-gpu; skip_build=0; build_only=0; ranks="1 2 4 8"
+warmup=50; iters=200; tokens=128; hidden=7168; topk=8; experts=2; jobs=$(nproc); mps=0
+
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case $1 in
+  --build-dir) build=$2; shift 2 ;;
+  --skip-build) skip_build=1; shift ;;
+  --build-only) build_only=1; shift ;;
+  --ranks) ranks=$2; shift 2 ;;
+  --warmup) warmup=$2; shift 2 ;;
+  --iters) iters=$2; shift 2 ;;
+  --tokens) tokens=$2; shift 2 ;;
+  --hidden) hidden=$2; shift 2 ;;
+  --topk) topk=$2; shift 2 ;;
+  --experts-per-rank) experts=$2; shift 2 ;;
+  --jobs) jobs=$2; shift 2 ;;
+  --mps) mps=1; shift ;;
+  -h|--help) usage; exit 0 ;;
+  *) echo "bench/gpu.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+for v in "$warmup" "$iters" "$tokens" "$hidden" "$topk" "$experts" "$jobs" $ranks; do
+  [[ $v =~ ^[0-9]+$ ]] || { echo "bench/gpu.sh: '$v' is not a number" >&2; exit 2; }
+done
+
+# 1. build
+if [ "$skip_build" -eq 0 ]; then
+  echo "== configure and build ($build, -DHYRUN_CUDA=ON)"
+  mkdir -p "$build"
+  cmake -S "$root" -B "$build" -DHYRUN_CUDA=ON >"$build/gpu-configure.log" 2>&1 ||
+    { tail -30 "$build/gpu-configure.log" >&2; echo "bench/gpu.sh: configure failed (log: $build/gpu-configure.log)" >&2; exit 1; }
+  cmake --build "$build" -j "$jobs" --target hyrun ep-check ep-bench-gpu ep-cuda-selftest
+fi
+hyrun=$build/launcher/hyrun; check=$build/worker/ep/ep-check; bench=$build/worker/ep/ep-bench-gpu
+selftest=$build/worker/ep/ep-cuda-selftest
+for b in "$hyrun" "$check" "$bench" "$selftest"; do
+  [ -x "$b" ] || { echo "bench/gpu.sh: missing $b (build with CUDA first)" >&2; exit 1; }
+done
+[ "$build_only" -eq 1 ] && { echo "bench/gpu.sh: built; --build-only, stopping before the GPU steps"; exit 0; }
+
+# 2. a GPU must answer
+if ! command -v nvidia-smi >/dev/null || ! gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1) || [ -z "$gpu" ]; then
+  echo "bench/gpu.sh: no GPU: nvidia-smi is missing or reports no device${gpu:+ ($gpu)}; run this on a GPU machine" >&2
+  exit 3
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-bench.XXXXXX")
+cleanup() {
+  if [ "$mps" -eq 1 ]; then echo quit | CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1 || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if [ "$mps" -eq 1 ]; then
+  mkdir -p "$work/mps-pipe" "$work/mps-log"
+  export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
+  nvidia-cuda-mps-control -d || { echo "bench/gpu.sh: could not start the MPS daemon" >&2; exit 1; }
+fi
+echo "== GPU: $gpu; $(date -u '+%Y-%m-%d %H:%M UTC'); $(hostname); $(nproc) cores; MPS: $([ "$mps" -eq 1 ] && echo on || echo off)"
+
+failed=0
+step() {  # step NAME CMD... : runs, keeps the output, reports PASS/FAIL
+  local name=$1; shift
+  if "$@" >"$work/step.out" 2>&1; then echo "PASS $name"; else echo "FAIL $name (exit $?)"; tail -20 "$work/step.out"; failed=1; fi
+  cat "$work/step.out" >>"$work/all.out"
+}
+
+# 3.-4. correctness
+echo "== correctness"
+step "ep-cuda-selftest" "$selftest"
+for n in $ranks; do
+  step "ep-check --backend cuda, $n rank(s), CUDA IPC" "$hyrun" -n "$n" -- "$check" --backend cuda
+done
+step "ep-check --backend cuda --disable-ll-nvlink, 2 ranks" "$hyrun" -n 2 -- "$check" --backend cuda --disable-ll-nvlink
+grep -h '^ep-check: SUMMARY' "$work/all.out" || true
+
+# 5. timing
+echo "== timing: T=$tokens H=$hidden K=$topk E=$experts, $warmup warm-up, $iters iterations, CUDA events, L2 flushed"
+args=(--tokens "$tokens" --hidden "$hidden" --topk "$topk" --experts-per-rank "$experts" --warmup "$warmup" --iters "$iters")
+: >"$work/table"
+for n in $ranks; do
+  for mode in ipc kernel-only; do
+    extra=(); [ "$mode" = kernel-only ] && extra=(--kernel-only)
+    if "$hyrun" -n "$n" -- "$bench" "${args[@]}" "${extra[@]}" >"$work/b.out" 2>&1; then
+      cat "$work/b.out" >>"$work/all.out"
+      awk -v n="$n" -v mode="$mode" '
+        /gpu-bench:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                       g += v["ep_gbps_median"]; med += v["median_us"]; if (v["max_us"] > mx) mx = v["max_us"];
+                       if (mn == "" || v["min_us"] < mn) mn = v["min_us"]; r++ }
+        /^d2d-copy:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "gbps_median") copy = kv[2] } }
+        /^fp8-cast:/ { cast = $0 }
+        END { printf "| %d | %s | %.2f | %.1f | %.1f | %.1f | %.2f | %.3f |\n", n, mode, g / r, med / r, mn, mx, copy, (g / r) / copy
+              if (cast != "") print "CAST " n " " mode " " cast }' "$work/b.out" >>"$work/table"
+    else
+      echo "FAIL ep-bench-gpu n=$n $mode"; tail -20 "$work/b.out"; failed=1
+    fi
+  done
+done
+echo
+echo "| ranks | mode | EP GB/s per rank (median, avg over ranks) | median us | min us | max us | D2D copy GB/s (same run) | ratio EP/copy |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|"
+grep '^|' "$work/table" || true
+echo
+echo "FP8 cast kernel alone (rank 0, same runs):"
+grep '^CAST' "$work/table" | sed 's/^CAST /  n=/' || true
+echo
+grep -h 'Dispatch + combine bandwidth' "$work/all.out" | head -40 || true
+[ "$failed" -eq 0 ] && echo "bench/gpu.sh: all steps passed" || { echo "bench/gpu.sh: some steps FAILED" >&2; exit 1; }

@@ -1,0 +1,133 @@
+// ep-bench-host: times the host backend's dispatch (FP8) + combine (BF16) across the ranks
+// of a hyrun job and prints the reference benchmark's lines with logical-byte bandwidth
+// (every valid selection counts, traffic to the rank itself included; layout.hpp).
+//
+//   hyrun -n 4 -- ep-bench-host [--tokens 128 --hidden 7168 --topk 8] [--kernel-only]
+//
+// --kernel-only runs the same routing with every expert on this rank (one simulated
+// rank, in-process transport): the packing/unpacking/reduction work without the network.
+// Timing: --warmup calls, a barrier, then --iters calls each timed on the steady clock;
+// the first sample is dropped; avg/min/max per rank.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+
+#include "hyrun/common/logging.hpp"
+#include "hyrun/ep/host_backend.hpp"
+#include "hyrun/ep/ucx_transport.hpp"
+#include "hyrun/worker.hpp"
+#include "reference_inputs.hpp"
+
+namespace hyrun::ep::check {
+namespace {
+
+struct Options {
+  int tokens = 128, hidden = 7168, topk = 8, experts_per_rank = 2;
+  int warmup = 20, iters = 100;
+  uint64_t seed = 1;
+  bool kernel_only = false;
+  int timeout_ms = 30000;
+};
+
+struct Stats {
+  double avg = 0, min = 0, max = 0;
+};
+Stats stats_of(std::vector<double> v) {
+  if (v.size() > 1) v.erase(v.begin());  // the first sample carries first-touch costs
+  Stats s;
+  s.avg = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  s.min = *std::min_element(v.begin(), v.end());
+  s.max = *std::max_element(v.begin(), v.end());
+  return s;
+}
+
+int run(const Options& o) {
+  World world;
+  const int me = world.rank(), size = world.size();
+  const CaseShape c{o.tokens, o.hidden, o.topk};
+  const auto in = make_rank_inputs(c, size, o.experts_per_rank, me, o.seed, 0);
+  const auto timeout = std::chrono::milliseconds(o.timeout_ms);
+
+  // Kernel-only: one rank owning all size*E experts sees exactly the same selections.
+  const Shape s = o.kernel_only ? Shape{1, o.tokens, o.hidden, o.topk, o.experts_per_rank * size}
+                                : Shape{size, o.tokens, o.hidden, o.topk, o.experts_per_rank};
+  s.validate();
+  std::unique_ptr<InProcessFabric> fabric;
+  std::unique_ptr<UcxTransport> ucx;
+  Transport* tx = nullptr;
+  if (o.kernel_only) {
+    fabric = std::make_unique<InProcessFabric>(1, region_bytes(s));
+    tx = &fabric->transport(0);
+  } else {
+    ucx = std::make_unique<UcxTransport>(world, region_bytes(s), timeout);
+    tx = ucx.get();
+  }
+  HostBackend ep(s, *tx, timeout);
+  const Routing routing = Routing::all(s.max_ranks);
+  DispatchBuffers out(s, Format::kFP8);
+  std::vector<uint16_t> expert_out(recv_rows(s) * s.hidden, 0);
+  std::vector<uint16_t> y(static_cast<std::size_t>(o.tokens) * o.hidden);
+
+  auto once = [&] {
+    ep.dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out.view());
+    ep.combine(expert_out.data(), out.view(), in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
+  };
+  for (int i = 0; i < o.warmup; ++i) once();
+  world.barrier();
+  std::vector<double> tdisp, tcomb, ttotal;
+  for (int i = 0; i < o.iters; ++i) {
+    const auto t0 = Clock::now();
+    ep.dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out.view());
+    const auto t1 = Clock::now();
+    ep.combine(expert_out.data(), out.view(), in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
+    const auto t2 = Clock::now();
+    tdisp.push_back(std::chrono::duration<double>(t1 - t0).count());
+    tcomb.push_back(std::chrono::duration<double>(t2 - t1).count());
+    ttotal.push_back(std::chrono::duration<double>(t2 - t0).count());
+  }
+  world.barrier();
+
+  const std::size_t sel =
+      count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr);
+  const std::size_t db = dispatch_bytes(sel, o.hidden, Format::kFP8), cb = combine_bytes(sel, o.hidden);
+  const Stats t = stats_of(ttotal), d = stats_of(tdisp), cm = stats_of(tcomb);
+  std::printf("[rank %d] Dispatch + combine bandwidth: %.2f GB/s, avg_t=%.2f us, min_t=%.2f us, max_t=%.2f us\n", me,
+              bandwidth_gbps(db, cb, t.avg), t.avg * 1e6, t.min * 1e6, t.max * 1e6);
+  std::printf("[rank %d] Dispatch bandwidth: %.2f GB/s, avg_t=%.2f us | Combine bandwidth: %.2f GB/s, avg_t=%.2f us\n",
+              me, db / 1e9 / d.avg, d.avg * 1e6, cb / 1e9 / cm.avg, cm.avg * 1e6);
+  std::printf("[rank %d] accounting: mode=%s selections=%zu dispatch_bytes=%zu combine_bytes=%zu "
+              "dispatch_msg_bytes=%zu combine_msg_bytes=%zu (logical bytes, self traffic included)\n",
+              me, o.kernel_only ? "kernel-only" : "transport", sel, db, cb,
+              dispatch_bytes_per_selection(o.hidden, Format::kFP8), combine_bytes_per_selection(o.hidden));
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace hyrun::ep::check
+
+int main(int argc, char** argv) {
+  hyrun::ep::check::Options o;
+  CLI::App app{"ep-bench-host: dispatch + combine bandwidth of the host EP backend across hyrun ranks"};
+  app.add_option("--tokens", o.tokens, "tokens per rank")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--hidden", o.hidden, "hidden size (multiple of 128)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--topk", o.topk, "top-k")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup, "untimed calls first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--iters", o.iters, "timed calls")->capture_default_str()->check(CLI::Range(2, 1000000));
+  app.add_option("--seed", o.seed, "seed of the routing")->capture_default_str();
+  app.add_flag("--kernel-only", o.kernel_only, "all experts local: compute without the network");
+  app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    hyrun::init_logging("ep-bench-host", hyrun::log_level_from_environment("warn"));
+    return hyrun::ep::check::run(o);
+  } catch (const hyrun::Error& e) {
+    std::fprintf(stderr, "ep-bench-host: %s\n", e.what());
+    return e.exit_code();
+  }
+}

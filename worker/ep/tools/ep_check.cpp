@@ -1,0 +1,313 @@
+// ep-check: the reference correctness test of the EP dispatch/combine across real
+// processes. Started by hyrun; every rank joins the World, builds its EP buffers once for
+// the largest shape and world (--max-ranks), then for every shape and dispatch format
+// runs dispatch + combine with poisoned outputs and checks every element (see
+// reference_checks.hpp). With two ranks or more, two fault rounds follow: a masked round
+// (the last rank is marked inactive: nobody may write to it, nobody may wait for it) and
+// a timeout round (the last rank silently skips a dispatch: the others must report it
+// within --silent-timeout-ms instead of waiting forever).
+//
+//   hyrun -n 4 -- ep-check [--shapes 128:7168:8,1:2048:1] [--backend host|cuda|auto]
+//
+// Output: one line per rank and round, "ep-check: rank R ...: PASS|FAIL ..."; rank 0 ends
+// with "ep-check: SUMMARY ...". Exit codes: 0 every check on every rank passed, 1 a check
+// failed (here or on another rank), 2 usage, 124 an unexpected time-out, 77 --backend
+// cuda without a usable GPU (skip).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "ep_engine.hpp"
+#include "hyrun/common/logging.hpp"
+#include "hyrun/ep/transport.hpp"
+#include "hyrun/worker.hpp"
+#include "reference_checks.hpp"
+#include "reference_inputs.hpp"
+
+#ifdef HYRUN_EP_WITH_CUDA
+#include "hyrun/ep/cuda_backend.hpp"
+#endif
+
+namespace hyrun::ep::check {
+namespace {
+
+constexpr int kSkipExitCode = 77;
+
+struct Options {
+  std::string shapes;
+  int experts_per_rank = 2;
+  int max_ranks = 0;
+  uint64_t seed = 1;
+  std::string backend = "host";
+  std::string dtype = "both";
+  int timeout_ms = 30000;
+  int silent_timeout_ms = 500;
+  bool fault_rounds = true;
+  bool disable_ll_nvlink = false;
+  int inject_corruption = -1;
+};
+
+void say(const std::string& line) {
+  std::fputs(line.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+std::string rank_list(const std::vector<int>& ranks) { return format_ranks(ranks); }
+
+class Checker {
+ public:
+  Checker(World& world, Engine& engine, const Options& o) : world_(world), engine_(engine), o_(o) {}
+
+  /// One dispatch + combine of rank `me` with full checks; returns the report.
+  CheckReport round(const Shape& s, Format f, const Routing& routing, const std::vector<RankInputs>& all) {
+    const int me = world_.rank();
+    CheckReport rep;
+    DispatchBuffers out(s, f);
+    out.poison();
+    engine_.dispatch(all[me], routing, f, out);
+    if (o_.inject_corruption == me && !injected_) inject(s, f, out);
+    check_dispatch(s, f, me, routing, all, out, rep);
+    const auto expert_out = identity_expert_out(s, f, out);
+    std::vector<uint16_t> y(static_cast<std::size_t>(s.max_tokens) * s.hidden, 0xFFFF);  // poison: bf16 NaN
+    engine_.combine(all[me], expert_out, y);
+    check_combine(s, f, routing, all[me], y, rep);
+    return rep;
+  }
+
+  void record(const std::string& what, const CheckReport& rep) {
+    ++checks_;
+    std::string line = fmt::format("ep-check: rank {} {} {}: {} diff={:.3e} max_rel={:.3e} rows={}", world_.rank(), what,
+                                   engine_.name(), rep.ok ? "PASS" : "FAIL", rep.combine_diff, rep.max_elem_rel,
+                                   rep.rows_checked);
+    if (!rep.ok) {
+      ++failures_;
+      for (const auto& p : rep.problems) line += " | " + p;
+    }
+    say(line);
+  }
+  void record(const std::string& what, bool ok, const std::string& detail) {
+    ++checks_;
+    if (!ok) ++failures_;
+    say(fmt::format("ep-check: rank {} {} {}: {} {}", world_.rank(), what, engine_.name(), ok ? "PASS" : "FAIL", detail));
+  }
+  int checks() const { return checks_; }
+  int failures() const { return failures_; }
+
+ private:
+  // Debug: flips one byte in the first received row, to prove the checks bite.
+  void inject(const Shape& s, Format f, DispatchBuffers& out) {
+    const int R = s.max_ranks, T = s.max_tokens;
+    for (int e = 0; e < s.experts_per_rank; ++e)
+      for (int src = 0; src < R; ++src)
+        if (out.layout_count[static_cast<std::size_t>(e) * R + src] > 0) {
+          const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T;
+          out.recv_x[row * s.hidden * (f == Format::kFP8 ? 1 : 2)] ^= 0x04;
+          spdlog::warn("--inject-corruption: flipped a byte of local expert {} row 0 from rank {}", e, src);
+          injected_ = true;
+          return;
+        }
+  }
+  World& world_;
+  Engine& engine_;
+  const Options& o_;
+  bool injected_ = false;
+  int checks_ = 0, failures_ = 0;
+};
+
+std::vector<Format> formats_of(const std::string& dtype) {
+  if (dtype == "fp8") return {Format::kFP8};
+  if (dtype == "bf16") return {Format::kBF16};
+  return {Format::kFP8, Format::kBF16};
+}
+
+std::unique_ptr<Engine> make_engine(World& world, const Options& o, const Shape& max_shape, bool* skipped) {
+  std::string backend = o.backend;
+#ifdef HYRUN_EP_WITH_CUDA
+  std::string why;
+  // Only a CUDA run touches the CUDA runtime (its initialization costs time and memory).
+  const bool gpu = backend != "host" && select_cuda_device(world.local_rank(), &why);
+  if (backend == "auto") backend = gpu ? "cuda" : "host";
+  if (backend == "cuda") {
+    if (!gpu) {
+      say(fmt::format("ep-check: rank {}: SKIPPED: --backend cuda: {}", world.rank(), why));
+      *skipped = true;
+      return nullptr;
+    }
+    if (o.disable_ll_nvlink || world.num_nodes() > 1)
+      return make_cuda_staged_engine(world, max_shape, std::chrono::milliseconds(o.timeout_ms));
+    return make_cuda_ipc_engine(world, max_shape);
+  }
+#else
+  if (backend == "auto") backend = "host";
+  if (backend == "cuda") {
+    say(fmt::format("ep-check: rank {}: SKIPPED: --backend cuda: this build has no CUDA backend", world.rank()));
+    *skipped = true;
+    return nullptr;
+  }
+#endif
+  return make_host_engine(world, max_shape, std::chrono::milliseconds(o.timeout_ms));
+}
+
+int run(const Options& o) {
+  World world;
+  const int me = world.rank(), size = world.size();
+  const int max_ranks = o.max_ranks > 0 ? o.max_ranks : size;
+  if (max_ranks < size)
+    throw UsageError(fmt::format("--max-ranks {} is below the world size {}", max_ranks, size));
+  const auto shapes = o.shapes.empty() ? default_shapes() : parse_shapes(o.shapes);
+  const auto formats = formats_of(o.dtype);
+  const int E = o.experts_per_rank;
+
+  // Buffers once, for the largest of everything.
+  Shape max_shape{max_ranks, 1, kScaleBlock, 1, E};
+  for (const auto& c : shapes) {
+    max_shape.max_tokens = std::max(max_shape.max_tokens, c.tokens);
+    max_shape.hidden = std::max(max_shape.hidden, c.hidden);
+    max_shape.topk = std::max(max_shape.topk, c.topk);
+  }
+  max_shape.validate();
+  bool skipped = false;
+  auto engine = make_engine(world, o, max_shape, &skipped);
+  // Every rank decides alike (same build, same options); a skip is still agreed on.
+  const std::byte skip_byte{static_cast<uint8_t>(skipped)};
+  const auto skips = world.allgather(std::span(&skip_byte, 1));
+  if (std::any_of(skips.begin(), skips.end(), [](std::byte b) { return b != std::byte{0}; })) return kSkipExitCode;
+  if (me == 0)
+    spdlog::info("ep-check: {} ranks, max_ranks {}, buffers for {} ({} bytes of receive region per rank)", size,
+                 max_ranks, max_shape.describe(), region_bytes(max_shape));
+
+  Checker checker(world, *engine, o);
+  const auto timeout = std::chrono::milliseconds(o.timeout_ms);
+  const Routing everyone = Routing::all(size);
+  auto inputs_of_all = [&](const CaseShape& c, int case_index) {
+    std::vector<RankInputs> all;
+    for (int r = 0; r < size; ++r) all.push_back(make_rank_inputs(c, size, E, r, o.seed, case_index));
+    return all;
+  };
+  auto shape_of = [&](const CaseShape& c) {
+    Shape s{max_ranks, c.tokens, c.hidden, c.topk, E};
+    s.validate();
+    return s;
+  };
+
+  for (std::size_t ci = 0; ci < shapes.size(); ++ci) {
+    const Shape s = shape_of(shapes[ci]);
+    const auto all = inputs_of_all(shapes[ci], static_cast<int>(ci));
+    engine->begin_shape(s, timeout);
+    for (Format f : formats) {
+      const std::string what = fmt::format("{} E={} {}", shapes[ci].describe(), E, to_string(f));
+      try {
+        checker.record(what, checker.round(s, f, everyone, all));
+      } catch (const Error& e) {
+        checker.record(what, false, e.what());
+        throw;  // the ranks are out of step now; hyrun stops the others
+      }
+    }
+  }
+
+  if (o.fault_rounds && size >= 2) {
+    const CaseShape& c = shapes[shapes.size() / 2];
+    const Shape s = shape_of(c);
+    const int victim = size - 1;
+    const int case_index = static_cast<int>(shapes.size());
+    const auto all = inputs_of_all(c, case_index);
+
+    // Masked round: the victim is inactive; its region is filled with a witness pattern
+    // that must survive, and the others must finish without it.
+    Routing masked{size, std::vector<uint8_t>(static_cast<std::size_t>(size), 1)};
+    masked.active[static_cast<std::size_t>(victim)] = 0;
+    engine->begin_shape(s, timeout);
+    constexpr uint8_t kWitness = 0xA5;
+    if (me == victim) engine->fill_region(kWitness);
+    world.barrier();
+    const std::string what = fmt::format("masked round (rank {} inactive) {} E={} fp8", victim, c.describe(), E);
+    if (me != victim) {
+      checker.record(what, checker.round(s, Format::kFP8, masked, all));
+    }
+    world.barrier();  // every active rank is done writing
+    if (me == victim) {
+      const std::size_t touched = engine->region_bytes_not(kWitness);
+      checker.record(what, touched == 0,
+                     touched == 0 ? "nobody wrote to the inactive rank's region"
+                                  : fmt::format("{} bytes of the inactive rank's region were written", touched));
+    }
+
+    // Timeout round: the victim is active in the routing but never dispatches.
+    const auto silent = std::chrono::milliseconds(o.silent_timeout_ms);
+    engine->begin_shape(s, silent);
+    const std::string what2 = fmt::format("timeout round (rank {} silent, {} ms)", victim, o.silent_timeout_ms);
+    if (me != victim) {
+      DispatchBuffers out(s, Format::kFP8);
+      const auto t0 = Clock::now();
+      try {
+        engine->dispatch(all[me], everyone, Format::kFP8, out);
+        checker.record(what2, false, "dispatch returned although a rank never sent");
+      } catch (const PeerTimeoutError& e) {
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+        const bool named = e.ranks() == std::vector<int>{victim};
+        checker.record(what2, named,
+                       fmt::format("rank(s) {} reported after {} ms{}", rank_list(e.ranks()), ms,
+                                   named ? "" : fmt::format(", expected exactly rank {}", victim)));
+      }
+    } else {
+      checker.record(what2, true, "stayed silent");
+    }
+    world.barrier();
+  }
+
+  // Summary: every rank learns every rank's result, so all exit alike.
+  const int32_t mine[2] = {checker.checks(), checker.failures()};
+  const auto gathered = world.allgather(std::as_bytes(std::span(mine)));
+  std::vector<int> failed_ranks;
+  int total_checks = 0, total_failures = 0;
+  for (int r = 0; r < size; ++r) {
+    int32_t v[2];
+    std::memcpy(v, gathered.data() + static_cast<std::size_t>(r) * sizeof v, sizeof v);
+    total_checks += v[0];
+    total_failures += v[1];
+    if (v[1] > 0) failed_ranks.push_back(r);
+  }
+  if (me == 0)
+    say(fmt::format("ep-check: SUMMARY {} ranks, {} shapes, backend {}: {} checks, {}", size, shapes.size(),
+                    engine->name(), total_checks,
+                    total_failures == 0 ? std::string("ALL PASSED")
+                                        : fmt::format("{} FAILED on rank(s) {}", total_failures, rank_list(failed_ranks))));
+  world.barrier();
+  return total_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace hyrun::ep::check
+
+int main(int argc, char** argv) {
+  using hyrun::ep::check::Options;
+  Options o;
+  CLI::App app{"ep-check: EP dispatch/combine reference checks across the ranks of a hyrun job"};
+  app.add_option("--shapes", o.shapes, "TOKENS:HIDDEN:TOPK,... (default: a sweep of hidden 2048..8192, tokens 1..256, top-k 1..8)");
+  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts per rank")->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--max-ranks", o.max_ranks, "largest world the buffers serve (default: the world size)")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", o.seed, "seed of the random routing")->capture_default_str();
+  app.add_option("--backend", o.backend, "host, cuda or auto")->capture_default_str()->check(CLI::IsMember({"host", "cuda", "auto"}));
+  app.add_option("--dispatch-dtype", o.dtype, "fp8, bf16 or both")->capture_default_str()->check(CLI::IsMember({"fp8", "bf16", "both"}));
+  app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--silent-timeout-ms", o.silent_timeout_ms, "time limit in the timeout round")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_flag("!--no-fault-rounds", o.fault_rounds, "skip the masked and timeout rounds");
+  app.add_flag("--disable-ll-nvlink", o.disable_ll_nvlink, "CUDA backend: no CUDA IPC; stage through pinned host memory and send with UCX");
+  app.add_option("--inject-corruption", o.inject_corruption, "debug: flip a byte of one received row on this rank (the checks must fail)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    hyrun::init_logging("ep-check", hyrun::log_level_from_environment("warn"));
+    return hyrun::ep::check::run(o);
+  } catch (const hyrun::Error& e) {
+    std::fprintf(stderr, "ep-check: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ep-check: internal error: %s\n", e.what());
+    return hyrun::exit_code::kLauncherError;
+  }
+}
