@@ -122,6 +122,14 @@ scancel)
   grep -q 'received SIGTERM; forwarding it to 2 rank' "$WORK/out" || fail "no hyrun reported the SIGTERM"
   ! grep -q 'was killed by signal 15' "$WORK/out" || fail "a rank stopped by the cancel was reported as a failure"
   ;;
+ep-check-4-nodes)  # EP dispatch/combine with every reference check, across 4 nodes over tcp
+  run_bounded 120 "${ucx[@]}" srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$EP_CHECK" \
+    --shapes 1:2048:1,32:4096:4,64:7168:8,128:8192:6
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  printf '%s\n' "$RUN_OUT" | grep -Eq '^ep-check: SUMMARY 8 ranks, 4 shapes, .*ALL PASSED' || fail "ep-check did not pass on 8 ranks"
+  ! printf '%s\n' "$RUN_OUT" | grep -q ': FAIL' || fail "a check failed"
+  check_no_leftovers "$EP_CHECK"
+  ;;
 repeat-50)
   for i in $(seq 1 50); do
     run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO" --bytes 4096 >/dev/null
