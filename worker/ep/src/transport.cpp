@@ -48,22 +48,9 @@ class InProcessFabric::RankTransport final : public Transport {
                              f);
     }
   }
-  std::vector<int> wait_signals(std::span<const int> peers, std::size_t first, uint64_t value,
-                                Clock::time_point deadline) override {
-    auto* base = fabric_.regions_[rank_].get() + first;
-    std::vector<int> missing;
-    for (;;) {
-      missing.clear();
-      for (int p : peers) {
-        auto& w = *reinterpret_cast<uint64_t*>(base + 8 * static_cast<std::size_t>(p));
-        if (std::atomic_ref<uint64_t>(w).load(std::memory_order_acquire) < value) missing.push_back(p);
-      }
-      if (missing.empty() || Clock::now() >= deadline) return missing;
-      std::this_thread::yield();
-    }
-  }
 
  private:
+  void progress_while_waiting() override { std::this_thread::yield(); }
   void check(int peer, std::size_t off, std::size_t len) const {
     if (peer < 0 || peer >= fabric_.num_ranks())
       throw Error(fmt::format("in-process transport: peer {} out of range [0, {})", peer, fabric_.num_ranks()));
@@ -92,5 +79,20 @@ std::span<std::byte> InProcessFabric::region(int rank) {
 }
 void InProcessFabric::kill(int rank) { dead_.at(static_cast<std::size_t>(rank)) = 1; }
 bool InProcessFabric::dead(int rank) const { return dead_.at(static_cast<std::size_t>(rank)) != 0; }
+
+std::vector<int> Transport::wait_signals(std::span<const int> peers, std::size_t first, uint64_t value,
+                                         Clock::time_point deadline) {
+  std::byte* base = region().data() + first;
+  std::vector<int> missing;
+  for (;;) {
+    missing.clear();
+    for (int p : peers) {
+      auto& w = *reinterpret_cast<uint64_t*>(base + 8 * static_cast<std::size_t>(p));
+      if (std::atomic_ref<uint64_t>(w).load(std::memory_order_acquire) < value) missing.push_back(p);
+    }
+    if (missing.empty() || Clock::now() >= deadline) return missing;
+    progress_while_waiting();
+  }
+}
 
 }  // namespace hyrun::ep

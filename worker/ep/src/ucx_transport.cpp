@@ -245,19 +245,4 @@ void UcxTransport::flush() {
   }
 }
 
-std::vector<int> UcxTransport::wait_signals(std::span<const int> peers, std::size_t first, uint64_t value,
-                                            Clock::time_point deadline) {
-  auto* base = static_cast<std::byte*>(base_) + first;
-  std::vector<int> missing;
-  for (;;) {
-    missing.clear();
-    for (int p : peers) {
-      auto& w = *reinterpret_cast<uint64_t*>(base + 8 * static_cast<std::size_t>(p));
-      if (std::atomic_ref<uint64_t>(w).load(std::memory_order_acquire) < value) missing.push_back(p);
-    }
-    if (missing.empty() || Clock::now() >= deadline) return missing;
-    progress_or_yield();  // software RMA (tcp, shm emulation) needs target-side progress
-  }
-}
-
 }  // namespace hyrun::ep

@@ -73,8 +73,13 @@ class Transport {
   /// `first_signal_offset + 8*r` of this rank's region is >= `value`, or until
   /// `deadline`. Drives the transport's progress while waiting. Returns the ranks whose
   /// signal did not arrive (empty on success).
-  virtual std::vector<int> wait_signals(std::span<const int> peers, std::size_t first_signal_offset, uint64_t value,
-                                        Clock::time_point deadline) = 0;
+  std::vector<int> wait_signals(std::span<const int> peers, std::size_t first_signal_offset, uint64_t value,
+                                Clock::time_point deadline);
+
+ protected:
+  /// Called between polls of the signal words: lets remote writes land (software RMA
+  /// needs the target's progress) and gives the CPU away when nothing happens.
+  virtual void progress_while_waiting() = 0;
 };
 
 /// Every rank's region in one process: a unit-test device for running the algorithm

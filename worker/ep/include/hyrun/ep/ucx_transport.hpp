@@ -59,8 +59,6 @@ class UcxTransport final : public Transport {
   void put(int peer, std::size_t remote_offset, const void* src, std::size_t len) override;
   void signal(int peer, std::size_t remote_offset, uint64_t value) override;
   void flush() override;
-  std::vector<int> wait_signals(std::span<const int> peers, std::size_t first_signal_offset, uint64_t value,
-                                Clock::time_point deadline) override;
 
  private:
   void init(const UcxBootstrap& boot);
@@ -72,6 +70,7 @@ class UcxTransport final : public Transport {
   /// One ucp_worker_progress; yields the CPU after kIdlePollsBeforeYield calls in a row
   /// that made no progress.
   void progress_or_yield();
+  void progress_while_waiting() override { progress_or_yield(); }
   static constexpr int kIdlePollsBeforeYield = 64;
   int idle_polls_ = 0;
 
