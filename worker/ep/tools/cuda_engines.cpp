@@ -14,9 +14,11 @@ namespace hyrun::ep::check {
 
 namespace {
 
-/// Device copies of one rank's inputs and outputs for one shape.
-struct DeviceTensors {
-  DeviceTensors(const Shape& s)
+/// One rank's inputs and outputs for one shape, in device (DeviceArray) or pinned host
+/// (PinnedArray) memory.
+template <template <class> class Array>
+struct RankTensors {
+  explicit RankTensors(const Shape& s)
       : x(static_cast<std::size_t>(s.max_tokens) * s.hidden),
         topk_idx(static_cast<std::size_t>(s.max_tokens) * s.topk),
         weights(topk_idx.size()),
@@ -28,13 +30,13 @@ struct DeviceTensors {
         recv_count(static_cast<std::size_t>(s.experts_per_rank)),
         expert_out(recv_rows(s) * s.hidden),
         y(x.size()) {}
-  DeviceArray<uint16_t> x;
-  DeviceArray<int64_t> topk_idx;
-  DeviceArray<float> weights;
-  DeviceArray<uint8_t> recv_x;
-  DeviceArray<float> recv_scales;
-  DeviceArray<int32_t> src_token, src_topk, layout_count, recv_count;
-  DeviceArray<uint16_t> expert_out, y;
+  Array<uint16_t> x;
+  Array<int64_t> topk_idx;
+  Array<float> weights;
+  Array<uint8_t> recv_x;
+  Array<float> recv_scales;
+  Array<int32_t> src_token, src_topk, layout_count, recv_count;
+  Array<uint16_t> expert_out, y;
 
   DispatchOutput view() {
     return DispatchOutput{recv_x.get(), recv_scales.get(), src_token.get(), src_topk.get(), layout_count.get(),
@@ -59,6 +61,7 @@ struct DeviceTensors {
     recv_count.download(out.recv_count.data(), out.recv_count.size());
   }
 };
+using DeviceTensors = RankTensors<DeviceArray>;
 
 class CudaIpcEngine final : public Engine {
  public:
@@ -132,31 +135,7 @@ class CudaIpcEngine final : public Engine {
 };
 
 /// Pinned host copies of the tensors the host backend works on.
-struct PinnedTensors {
-  PinnedTensors(const Shape& s)
-      : x(static_cast<std::size_t>(s.max_tokens) * s.hidden),
-        topk_idx(static_cast<std::size_t>(s.max_tokens) * s.topk),
-        weights(topk_idx.size()),
-        recv_x(recv_x_bytes(s, Format::kBF16)),
-        recv_scales(recv_scales_count(s)),
-        src_token(recv_rows(s)),
-        src_topk(recv_rows(s)),
-        layout_count(static_cast<std::size_t>(s.experts_per_rank) * s.max_ranks),
-        recv_count(static_cast<std::size_t>(s.experts_per_rank)),
-        expert_out(recv_rows(s) * s.hidden),
-        y(x.size()) {}
-  PinnedArray<uint16_t> x;
-  PinnedArray<int64_t> topk_idx;
-  PinnedArray<float> weights;
-  PinnedArray<uint8_t> recv_x;
-  PinnedArray<float> recv_scales;
-  PinnedArray<int32_t> src_token, src_topk, layout_count, recv_count;
-  PinnedArray<uint16_t> expert_out, y;
-  DispatchOutput view() {
-    return DispatchOutput{recv_x.get(), recv_scales.get(), src_token.get(), src_topk.get(), layout_count.get(),
-                          recv_count.get()};
-  }
-};
+using PinnedTensors = RankTensors<PinnedArray>;
 
 template <class T>
 void d2h(PinnedArray<T>& dst, const DeviceArray<T>& src) {
@@ -226,15 +205,8 @@ class CudaStagedEngine final : public Engine {
     dev_->y.download(y.data(), y.size());
   }
 
-  void fill_region(uint8_t value) override {
-    auto region = transport_.region();
-    std::memset(region.data(), value, region.size());
-  }
-  std::size_t region_bytes_not(uint8_t value) override {
-    std::size_t n = 0;
-    for (std::byte b : transport_.region()) n += std::to_integer<uint8_t>(b) != value;
-    return n;
-  }
+  void fill_region(uint8_t value) override { fill_bytes(transport_.region(), value); }
+  std::size_t region_bytes_not(uint8_t value) override { return count_bytes_not(transport_.region(), value); }
 
  private:
   World& world_;

@@ -2,6 +2,9 @@
 // One rank's EP under test in ep-check: a backend plus its transport, built once for the
 // largest shape and world (--max-ranks), re-armed for each test shape. Outputs always
 // come back to host buffers so that the same reference checks judge every backend.
+#include <algorithm>
+#include <cstring>
+#include <span>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -31,6 +34,15 @@ class Engine {
   /// Bytes of this rank's receive region that differ from `value`.
   virtual std::size_t region_bytes_not(uint8_t value) = 0;
 };
+
+/// fill_region / region_bytes_not for a receive region in host memory.
+inline void fill_bytes(std::span<std::byte> region, uint8_t value) {
+  std::memset(region.data(), value, region.size());
+}
+inline std::size_t count_bytes_not(std::span<const std::byte> region, uint8_t value) {
+  return static_cast<std::size_t>(
+      std::count_if(region.begin(), region.end(), [value](std::byte b) { return std::to_integer<uint8_t>(b) != value; }));
+}
 
 /// Host backend over UcxTransport: one region of region_bytes(max_shape), mapped once.
 std::unique_ptr<Engine> make_host_engine(World& world, const Shape& max_shape, std::chrono::milliseconds flush_timeout);

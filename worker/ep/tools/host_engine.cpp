@@ -35,16 +35,9 @@ class HostEngine final : public Engine {
                       backend_->shape().max_tokens, y.data());
   }
 
-  void fill_region(uint8_t value) override {
-    auto region = transport_.region();
-    std::memset(region.data(), value, region.size());
-  }
+  void fill_region(uint8_t value) override { fill_bytes(transport_.region(), value); }
 
-  std::size_t region_bytes_not(uint8_t value) override {
-    std::size_t n = 0;
-    for (std::byte b : transport_.region()) n += std::to_integer<uint8_t>(b) != value;
-    return n;
-  }
+  std::size_t region_bytes_not(uint8_t value) override { return count_bytes_not(transport_.region(), value); }
 
  private:
   World& world_;
