@@ -49,6 +49,13 @@ struct RankBinding {
   std::string describe() const;
 };
 
+/// Tells hyrun that this process's next exit (by any status or signal, SIGKILL included)
+/// is planned, not a failure; with `respawn`, hyrun then starts a new process for this rank
+/// (HYRUN_INCARNATION + 1), which joins again with World (see World::incarnation). Throws
+/// Error when hyrun gave no control channel (HYRUN_CONTROL_FD unset). Rank 0 cannot be
+/// restarted: it publishes the job's root address.
+void announce_planned_exit(bool respawn);
+
 /// Compact list form of OS indexes: {0,1,2,3,8} -> "0-3,8".
 std::string format_index_list(const std::vector<int>& indexes);
 
@@ -84,6 +91,30 @@ class World {
   std::vector<std::byte> recv(int peer, uint32_t tag = 0);
 
   RankBinding binding() const;
+
+  // ---- Elastic jobs: ranks whose process hyrun restarted (see respawn_after_exit) ----
+
+  /// 0 for the first process of this rank, k after hyrun restarted it k times. A World
+  /// constructed with incarnation > 0 does not take part in the collective start: it
+  /// joins rank 0 again and waits (bounded by the timeout) for rank 0 to admit it with
+  /// accept_rejoins(); it then has endpoints to every rank in rank 0's current table.
+  int incarnation() const;
+  /// This process's own UCX worker address.
+  std::vector<std::byte> own_address() const;
+  struct Rejoin {
+    int rank;
+    std::vector<std::byte> address;
+  };
+  /// Rank 0 only, non-blocking: admits every restarted rank whose join has arrived
+  /// (token checked), replaces its endpoint, sends it the current address table, and
+  /// returns who rejoined with their new addresses (to pass on to the other ranks).
+  std::vector<Rejoin> accept_rejoins();
+  /// `peer`'s process was replaced: force-closes the old endpoint and connects to
+  /// `address`; clears the peer's failed mark.
+  void replace_peer(int peer, std::span<const std::byte> address);
+  /// Ranks whose endpoint reported a failure (only with peer_error_handling), ascending.
+  std::vector<int> failed_peers() const;
+  bool peer_failed(int peer) const;
 
   /// Low-level access for one-sided transports built on this world (valid while it lives).
   ucp_context_h ucp_context() const;
