@@ -94,6 +94,7 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
 
   pmix.put(kNodeKey, to_bytes({{"ranks", options.ranks}, {"host", pmix.hostname()}}));
   RankSupervisor supervisor(options, signals);
+  supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node.rank(local_rank, false, incarnation); });
   std::optional<Error> root_failure;
   try {
     if (task == 0) {

@@ -19,6 +19,7 @@ int run_local(const LaunchOptions& options, SignalEvents& signals) {
   if (node.report_and_check()) return exit_code::kSuccess;  // --dry-run
 
   RankSupervisor supervisor(options, signals);
+  supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node.rank(local_rank, false, incarnation); });
   try {
     if (options.bootstrap == BootstrapMode::kUcx) {
       supervisor.start(node.rank(0, true));

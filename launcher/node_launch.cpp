@@ -33,8 +33,9 @@ bool NodeLaunch::report_and_check() {
   return false;
 }
 
-RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address) const {
+RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnation) const {
   RankEnvironment e = contract_;
+  e.incarnation = incarnation;
   e.local_rank = local_rank;
   e.rank = rank_offset_ + local_rank;
   const auto& placement = plan_.ranks().at(static_cast<std::size_t>(local_rank));
@@ -43,6 +44,7 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address) const {
   launch.local_rank = local_rank;
   launch.environment = build_rank_environment(e, placement.environment, exports_);
   launch.publishes_address = publishes_address;
+  launch.incarnation = incarnation;
   // Runs in the forked child: only the plain-data binding and system calls.
   launch.pre_exec = [binding = plan_.child_binding(local_rank)](char* message, std::size_t length) {
     const int rc = binding::apply_child_binding(binding, message, length);

@@ -28,7 +28,7 @@ class NodeLaunch {
 
   /// The launch of one local rank: its environment (binding, exports, contract) and the
   /// binding to apply in the child.
-  RankLaunch rank(int local_rank, bool publishes_address) const;
+  RankLaunch rank(int local_rank, bool publishes_address, int incarnation = 0) const;
 
  private:
   const LaunchOptions& options_;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,6 +65,13 @@ void RankSupervisor::start(RankLaunch launch) {
     spec.inherited_fds.emplace_back(publish_write.get(), kPublishFd);
     spec.environment.push_back(fmt::format("{}={}", env::kPublishFd, kPublishFd));
   }
+  // The control socket: datagrams keep each message whole; our end never blocks.
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) throw SystemError("socketpair", errno);
+  UniqueFd control(pair[0]), control_child(pair[1]);
+  set_nonblocking(control.get());
+  spec.inherited_fds.emplace_back(control_child.get(), kControlFd);
+  spec.environment.push_back(fmt::format("{}={}", env::kControlFd, kControlFd));
   pid_t pid;
   try {
     pid = spawn(spec);
@@ -73,7 +81,13 @@ void RankSupervisor::start(RankLaunch launch) {
     throw;
   }
   spdlog::debug("started rank {} (local rank {}) as pid {}", launch.global_rank, launch.local_rank, pid);
-  ranks_.push_back(Rank{launch.global_rank, launch.local_rank, pid});
+  Rank rank;
+  rank.global_rank = launch.global_rank;
+  rank.local_rank = launch.local_rank;
+  rank.pid = pid;
+  rank.incarnation = launch.incarnation;
+  rank.control = std::move(control);
+  ranks_.push_back(std::move(rank));
 }
 
 void RankSupervisor::poll_once(Clock::time_point deadline) {
@@ -81,6 +95,8 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
   fds.push_back({signals_.fd(), POLLIN, 0});
   if (publish_) fds.push_back({publish_.get(), POLLIN, 0});
   for (int fd : output_.open_fds()) fds.push_back({fd, POLLIN, 0});
+  for (const auto& rank : ranks_)
+    if (rank.control) fds.push_back({rank.control.get(), POLLIN, 0});
 
   auto until = deadline;
   if (stopping_ && !killed_) until = std::min(until, kill_deadline_);
@@ -94,6 +110,9 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
       on_signals();
     else if (publish_ && p.fd == publish_.get())
       on_publish_readable();
+    else if (auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.control.get() == p.fd; });
+             it != ranks_.end())
+      on_control_readable(*it);
     else
       output_.on_readable(p.fd);
   }
@@ -151,10 +170,55 @@ void RankSupervisor::reap_children() {
   }
 }
 
+void RankSupervisor::on_control_readable(Rank& rank) {
+  char message[256];
+  for (;;) {
+    const ssize_t n = ::recv(rank.control.get(), message, sizeof message, MSG_DONTWAIT);
+    if (n > 0) {
+      const auto respawn = parse_planned_exit(std::string_view(message, static_cast<std::size_t>(n)));
+      if (!respawn) {
+        spdlog::warn("rank {} sent an unknown control message '{:.60}'; ignored", rank.global_rank,
+                     std::string(message, static_cast<std::size_t>(n)));
+        continue;
+      }
+      rank.planned_exit = true;
+      rank.respawn = *respawn;
+      spdlog::info("rank {} (pid {}) announced a planned exit{}", rank.global_rank, rank.pid,
+                   *respawn ? "; it will be restarted" : "");
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    rank.control.reset();  // the rank closed it or exited
+    return;
+  }
+}
+
+void RankSupervisor::respawn(int local_rank, int global_rank, int incarnation) {
+  if (!relauncher_ || global_rank == 0) {
+    spdlog::warn("rank {} asked to be restarted, which {}; not restarted", global_rank,
+                 global_rank == 0 ? "rank 0 cannot be (it publishes the job's address)" : "this launch does not support");
+    return;
+  }
+  RankLaunch launch = relauncher_(local_rank, incarnation + 1);
+  launch.incarnation = incarnation + 1;
+  spdlog::info("restarting rank {} (incarnation {})", global_rank, launch.incarnation);
+  start(std::move(launch));
+}
+
 void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
   rank.running = false;
   rank.end.wait_status = wait_status;
   spdlog::debug("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
+  // A message sent just before death is still in the socket: read it before judging.
+  if (rank.control) on_control_readable(rank);
+  if (rank.planned_exit) {
+    spdlog::info("rank {} (pid {}) {}, as it announced", rank.global_rank, rank.pid, rank.end.describe());
+    if (rank.respawn && !stopping_) {
+      respawn(rank.local_rank, rank.global_rank, rank.incarnation);  // grows ranks_: `rank` is not used after this
+    }
+    return;
+  }
   if (awaiting_address_ && rank.global_rank == 0) return;  // await_root_address reports it
   if (!rank.end.failed() || job_exit_code_ || suspect_) return;
   if (WIFSIGNALED(wait_status) && (WTERMSIG(wait_status) == SIGTERM || WTERMSIG(wait_status) == SIGINT ||

@@ -25,12 +25,21 @@ struct RankLaunch {
   std::vector<std::string> environment;  ///< complete, as NAME=value
   bool publishes_address = false;        ///< rank 0 under --bootstrap=ucx: gets the publish fd
   std::function<int(char*, std::size_t)> pre_exec;  ///< binding, applied in the child
+  int incarnation = 0;                               ///< restarts of this rank so far
 };
 
 class RankSupervisor {
  public:
   /// The fd number rank 0 finds its publish pipe at (HYRUN_PUBLISH_FD).
   static constexpr int kPublishFd = 3;
+  /// The fd number every rank finds its control socket at (HYRUN_CONTROL_FD).
+  static constexpr int kControlFd = 4;
+
+  /// Builds the launch of a new process for `local_rank` (its `incarnation`-th restart):
+  /// used when a rank announced a planned exit with respawn. Without one, such a
+  /// request is refused with a warning and the exit is still treated as planned.
+  using Relauncher = std::function<RankLaunch(int local_rank, int incarnation)>;
+  void set_relauncher(Relauncher relauncher) { relauncher_ = std::move(relauncher); }
 
   RankSupervisor(const LaunchOptions& options, SignalEvents& signals);
   ~RankSupervisor();
@@ -64,10 +73,14 @@ class RankSupervisor {
 
  private:
   struct Rank {
-    int global_rank;
-    int local_rank;
-    pid_t pid;
+    int global_rank = 0;
+    int local_rank = 0;
+    pid_t pid = 0;
+    int incarnation = 0;
+    UniqueFd control;  // our end of the rank's control socket
     bool running = true;
+    bool planned_exit = false;  // the rank announced that its next exit is planned
+    bool respawn = false;       // ... and that hyrun should start a new process for it
     ProcessEnd end{};
   };
 
@@ -78,10 +91,13 @@ class RankSupervisor {
   void report_failure(const Rank& rank);
   void settle_suspect();
   void on_publish_readable();
+  void on_control_readable(Rank& rank);
+  void respawn(int local_rank, int global_rank, int incarnation);
   void signal_running(int signal);
   void kill_all_groups();
   void fail_bootstrap(const std::string& message, int exit_code);
 
+  Relauncher relauncher_;
   const LaunchOptions& options_;
   SignalEvents& signals_;
   OutputForwarder output_;

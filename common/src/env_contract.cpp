@@ -44,6 +44,7 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment::to_variables()
       {env::kNumNodes, std::to_string(num_nodes)},
       {env::kJobToken, job_token},
       {env::kBootstrapTimeoutMs, std::to_string(bootstrap_timeout_ms)},
+      {env::kIncarnation, std::to_string(incarnation)},
       {env::kCommonRank, std::to_string(rank)},
       {env::kCommonWorldSize, std::to_string(world_size)},
       {env::kCommonLocalRank, std::to_string(local_rank)},
@@ -51,6 +52,7 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment::to_variables()
   };
   if (root_address_hex) vars.emplace_back(env::kRootAddress, *root_address_hex);
   if (publish_fd) vars.emplace_back(env::kPublishFd, std::to_string(*publish_fd));
+  if (control_fd) vars.emplace_back(env::kControlFd, std::to_string(*control_fd));
   return vars;
 }
 
@@ -69,6 +71,8 @@ RankEnvironment RankEnvironment::from_environment() {
   e.job_token = token;
   if (const char* addr = lookup(env::kRootAddress)) e.root_address_hex = addr;
   if (const char* fd = lookup(env::kPublishFd)) e.publish_fd = parse_int(env::kPublishFd, fd, 0);
+  if (const char* fd = lookup(env::kControlFd)) e.control_fd = parse_int(env::kControlFd, fd, 0);
+  if (const char* k = lookup(env::kIncarnation)) e.incarnation = parse_int(env::kIncarnation, k, 0);
 
   if (e.rank >= e.world_size)
     throw UsageError(fmt::format("{}={} is outside the world: {}={}", env::kRank, e.rank, env::kWorldSize, e.world_size));
@@ -78,6 +82,14 @@ RankEnvironment RankEnvironment::from_environment() {
   if (e.node_rank >= e.num_nodes)
     throw UsageError(fmt::format("{}={} is outside {}={}", env::kNodeRank, e.node_rank, env::kNumNodes, e.num_nodes));
   return e;
+}
+
+std::string format_planned_exit(bool respawn) { return respawn ? "planned-exit respawn=1" : "planned-exit respawn=0"; }
+
+std::optional<bool> parse_planned_exit(std::string_view message) {
+  if (message == "planned-exit respawn=1") return true;
+  if (message == "planned-exit respawn=0") return false;
+  return std::nullopt;
 }
 
 std::string format_publish_line(const std::string& address_hex) {

@@ -97,6 +97,22 @@ hyrun-killed)  # ranks die with hyrun (parent-death signal), even when it cannot
   kill -KILL $hy; wait $hy
   expect_all_gone "$WORK/pids"
   ;;
+planned-exit)  # an exit the rank announced is not a failure, whatever its status
+  run_job 30 "$HYRUN" -n 3 --bootstrap=none -- "$TEST_RANK" --no-world --planned-exit-rank 1 --exit-code 9 --sleep 1
+  expect_rc 0
+  ! grep -q 'stopping' "$ERR" && pass "nothing was stopped" || fail "the planned exit was treated as a failure"
+  ;;
+respawn)  # a rank that announces a restart and SIGKILLs itself comes back as a new process that rejoins
+  run_job 60 "$HYRUN" -n 4 -- "$TEST_RANK" --respawn-rank 2
+  expect_rc 0
+  expect_stdout "^rank 2 incarnation 1 rejoined$"
+  expect_stdout "^rank 0: rank 2 came back as incarnation 1$"
+  ;;
+unannounced-kill-still-fails)  # the same kill without the announcement is a failure
+  run_job 30 "$HYRUN" -n 3 -- "$TEST_RANK" --signal-rank 2 --signal 9 --sleep 30
+  expect_rc 137
+  expect_stderr "rank 2 \(pid [0-9]+\) was killed by signal 9"
+  ;;
 missing-program)
   run_job 30 "$HYRUN" -n 2 -- /nonexistent/program
   expect_rc 127

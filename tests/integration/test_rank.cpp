@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
   std::string pid_dir;
   bool no_world = false, exit_before_publish = false, ignore_term = false, spawn_child = false;
   int fail_rank = -1, exit_code = 1, signal_rank = -1, signal_number = SIGKILL, long_line_rank = -1;
-  int wrong_token_rank = -1, flood_rank = -1;
+  int wrong_token_rank = -1, flood_rank = -1, planned_exit_rank = -1, respawn_rank = -1;
   long long long_line_bytes = 0, flood_lines = 0;
   double sleep_s = 0;
   app.add_option("--pid-dir", pid_dir, "write rank.<R> (and child.<R>) pid files here");
@@ -57,6 +58,11 @@ int main(int argc, char** argv) {
   app.add_flag("--ignore-term", ignore_term, "ignore SIGTERM, SIGINT and SIGHUP (to test the SIGKILL escalation)");
   app.add_flag("--spawn-child", spawn_child, "start a child process that sleeps (to test group cleanup)");
   app.add_option("--sleep", sleep_s, "seconds to sleep at the end");
+  app.add_option("--planned-exit-rank", planned_exit_rank,
+                 "this rank announces a planned exit, then exits with --exit-code (not a failure)");
+  app.add_option("--respawn-rank", respawn_rank,
+                 "this rank announces a planned exit with restart and kills itself; its new process rejoins rank 0 "
+                 "and reports; rank 0 waits for it");
   CLI11_PARSE(app, argc, argv);
 
   const int rank = env_rank();
@@ -75,7 +81,41 @@ int main(int argc, char** argv) {
   try {
     std::optional<hyrun::World> world;
     if (rank == wrong_token_rank) setenv("HYRUN_JOB_TOKEN", "00000000000000000000000000000000", 1);
-    if (!no_world) world.emplace();
+    hyrun::WorldOptions options;
+    options.peer_error_handling = respawn_rank >= 0;  // survivors must outlive the killed process
+    if (!no_world) world.emplace(options);
+    if (respawn_rank >= 0) {
+      constexpr uint32_t kHelloAgain = 77;
+      if (rank == respawn_rank && world->incarnation() == 0) {
+        hyrun::announce_planned_exit(true);
+        ::raise(SIGKILL);
+      }
+      if (rank == respawn_rank) {
+        const int incarnation = world->incarnation();
+        world->send(0, std::as_bytes(std::span(&incarnation, 1)), kHelloAgain);
+        std::printf("rank %d incarnation %d rejoined\n", rank, incarnation);
+        return 0;
+      }
+      if (rank == 0) {
+        const auto deadline = std::chrono::steady_clock::now() + world->timeout();
+        bool admitted = false;
+        while (!admitted && std::chrono::steady_clock::now() < deadline) {
+          for (const auto& r : world->accept_rejoins()) admitted |= r.rank == respawn_rank;
+          if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (!admitted) throw hyrun::TimeoutError("rank 0: the restarted rank never rejoined");
+        const auto bytes = world->recv(respawn_rank, kHelloAgain);
+        int incarnation = -1;
+        std::memcpy(&incarnation, bytes.data(), sizeof incarnation);
+        std::printf("rank 0: rank %d came back as incarnation %d\n", respawn_rank, incarnation);
+      }
+      std::fflush(stdout);
+      return 0;
+    }
+    if (rank == planned_exit_rank) {
+      hyrun::announce_planned_exit(false);
+      return exit_code;
+    }
     if (rank == long_line_rank) {
       std::string line(static_cast<std::size_t>(long_line_bytes), 'x');
       line += '\n';

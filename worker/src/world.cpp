@@ -27,6 +27,8 @@ struct World::Impl {
   ucx::Context context;
   ucx::Worker worker;
   std::vector<ucx::Endpoint> endpoints;  // by rank, self included
+  std::vector<std::vector<std::byte>> table;  // every rank's worker address, as last known
+  std::vector<char> failed;                    // by rank: its endpoint reported an error
   uint64_t collective_sequence = 0;
   // Messages a rank sends to itself are queued here: a blocking send to oneself could
   // otherwise never complete (a large message waits for its matching receive).
@@ -35,10 +37,17 @@ struct World::Impl {
 
   Clock::time_point deadline() const { return Clock::now() + timeout; }
 
-  static void on_peer_failure(void* arg, ucp_ep_h, ucs_status_t status) {
+  static void on_peer_failure(void* arg, ucp_ep_h ep, ucs_status_t status) {
     auto* self = static_cast<Impl*>(arg);
     ++self->failed_peer_count;
-    worker_log().warn("rank {}: a peer endpoint failed: {}", self->contract.rank, ucs_status_string(status));
+    for (std::size_t r = 0; r < self->endpoints.size(); ++r)
+      if (self->endpoints[r].get() == ep) {
+        self->failed[r] = 1;
+        worker_log().info("rank {}: the endpoint to rank {} failed: {}", self->contract.rank, r,
+                          ucs_status_string(status));
+        return;
+      }
+    worker_log().debug("rank {}: an endpoint failed: {}", self->contract.rank, ucs_status_string(status));
   }
 
   void wait(void* request, const std::string& what) {
@@ -49,11 +58,13 @@ struct World::Impl {
   }
 
   void send_tagged(ucp_ep_h ep, ucp_tag_t t, std::span<const std::byte> data, const std::string& what) {
+    if (!ep) throw Error(fmt::format("rank {}: {}: the peer is unreachable", contract.rank, what));
     ucp_request_param_t param{};
     wait(ucp_tag_send_nbx(ep, data.data(), data.size(), t, &param), what);
   }
 
   void* start_send(ucp_ep_h ep, ucp_tag_t t, std::span<const std::byte> data) {
+    if (!ep) throw Error(fmt::format("rank {}: a send to an unreachable peer", contract.rank));
     ucp_request_param_t param{};
     void* request = ucp_tag_send_nbx(ep, data.data(), data.size(), t, &param);
     if (UCS_PTR_IS_ERR(request)) ucx::check(UCS_PTR_STATUS(request), "starting a send");
@@ -78,11 +89,23 @@ struct World::Impl {
     return {std::move(data), info.sender_tag};
   }
 
-  void connect_endpoints(const std::vector<std::vector<std::byte>>& table) {
+  void connect_endpoints(std::vector<std::vector<std::byte>> addresses) {
+    table = std::move(addresses);
+    failed.assign(table.size(), 0);
     endpoints.clear();
     endpoints.reserve(table.size());
-    for (const auto& address : table)
-      endpoints.emplace_back(worker.get(), address, options.peer_error_handling, &Impl::on_peer_failure, this);
+    for (std::size_t r = 0; r < table.size(); ++r) {
+      try {
+        endpoints.emplace_back(worker.get(), table[r], options.peer_error_handling, &Impl::on_peer_failure, this);
+      } catch (const Error& e) {
+        // A restarted rank may find ranks in the table that are gone: it marks them
+        // failed instead of failing itself (at the collective start every rank is there).
+        if (contract.incarnation == 0) throw;
+        worker_log().info("rank {}: rank {} is unreachable ({}); marked failed", contract.rank, r, e.what());
+        endpoints.emplace_back();
+        failed[r] = 1;
+      }
+    }
   }
 
   void bootstrap_root(std::span<const std::byte> own_address) {
@@ -115,8 +138,8 @@ struct World::Impl {
       table[join.rank] = std::move(join.address);
       ++joined;
     }
-    connect_endpoints(table);
-    const auto encoded = bootstrap::encode_table(table);
+    connect_endpoints(std::move(table));
+    const auto encoded = bootstrap::encode_table(this->table);
     std::vector<void*> sends;
     for (int r = 1; r < contract.world_size; ++r)
       sends.push_back(start_send(endpoints[r].get(), tag::make(tag::Kind::kTable, 0, 0), encoded));
@@ -138,8 +161,36 @@ struct World::Impl {
       if (static_cast<int>(table.size()) != contract.world_size)
         throw Error(fmt::format("rank {}: the address table from rank 0 has {} entries, expected {} ({})", contract.rank,
                                 table.size(), contract.world_size, env::kWorldSize));
-      connect_endpoints(table);
+      connect_endpoints(std::move(table));
     }
+  }
+
+  /// Rank 0: admits one (re)join request if it is valid; returns its rank, or -1.
+  int admit_rejoin(std::span<const std::byte> bytes) {
+    bootstrap::JoinRequest join;
+    try {
+      join = bootstrap::decode_join(bytes);
+    } catch (const Error& e) {
+      worker_log().warn("rank 0: ignored a join: {}", e.what());
+      return -1;
+    }
+    if (join.job_token != contract.job_token) {
+      worker_log().warn("rank 0: ignored a join claiming rank {} that did not present this job's token", join.rank);
+      return -1;
+    }
+    if (join.rank <= 0 || join.rank >= contract.world_size) {
+      worker_log().warn("rank 0: ignored a join claiming rank {}, outside the world", join.rank);
+      return -1;
+    }
+    replace_peer(join.rank, join.address);
+    return join.rank;
+  }
+
+  void replace_peer(int peer, std::span<const std::byte> address) {
+    endpoints[peer].close(std::chrono::milliseconds(200));
+    endpoints[peer] = ucx::Endpoint(worker.get(), address, options.peer_error_handling, &Impl::on_peer_failure, this);
+    table[peer].assign(address.begin(), address.end());
+    failed[peer] = 0;
   }
 
   static void publish(int fd, const std::string& line) {
@@ -186,11 +237,17 @@ World::World(const WorldOptions& options) : impl_(std::make_unique<Impl>()) {
   s.context = ucx::make_context(options.extra_ucp_features);
   s.worker = ucx::make_worker(s.context.get());
   const ucx::WorkerAddress own(s.worker.get());
-  if (s.contract.rank == 0)
-    s.bootstrap_root(own.bytes());
-  else
+  if (s.contract.incarnation > 0) {
+    // A restarted rank: the others are past the collective start; rank 0 admits it with
+    // accept_rejoins() and sends the current table.
     s.bootstrap_member(own.bytes());
-  barrier();
+  } else {
+    if (s.contract.rank == 0)
+      s.bootstrap_root(own.bytes());
+    else
+      s.bootstrap_member(own.bytes());
+    barrier();
+  }
   worker_log().debug("rank {}: connected to {} ranks", s.contract.rank, s.contract.world_size);
 }
 
@@ -259,6 +316,51 @@ std::vector<std::byte> World::recv(int peer, uint32_t user_tag) {
       ->recv_tagged(tag::make(tag::Kind::kPointToPoint, peer, user_tag), tag::kFullMask,
                     fmt::format("a message from rank {} (tag {})", peer, user_tag), impl_->deadline())
       .first;
+}
+
+int World::incarnation() const { return impl_->contract.incarnation; }
+
+std::vector<std::byte> World::own_address() const {
+  const ucx::WorkerAddress own(impl_->worker.get());
+  return {own.bytes().begin(), own.bytes().end()};
+}
+
+std::vector<World::Rejoin> World::accept_rejoins() {
+  if (rank() != 0) throw Error(fmt::format("accept_rejoins: only rank 0 admits restarted ranks, this is rank {}", rank()));
+  auto& s = *impl_;
+  std::vector<Rejoin> admitted;
+  ucp_worker_progress(s.worker.get());
+  for (;;) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(s.worker.get(), tag::make(tag::Kind::kJoin, 0, 0), tag::kKindMask, 1, &info);
+    if (!message) break;
+    std::vector<std::byte> bytes(info.length);
+    ucp_request_param_t param{};
+    s.wait(ucp_tag_msg_recv_nbx(s.worker.get(), bytes.data(), bytes.size(), message, &param), "a rejoin request");
+    const int joined = s.admit_rejoin(bytes);
+    if (joined < 0) continue;
+    s.send_tagged(s.endpoints[joined].get(), tag::make(tag::Kind::kTable, 0, 0), bootstrap::encode_table(s.table),
+                  fmt::format("the address table for restarted rank {}", joined));
+    admitted.push_back({joined, s.table[joined]});
+  }
+  return admitted;
+}
+
+void World::replace_peer(int peer, std::span<const std::byte> address) {
+  if (peer < 0 || peer >= size() || peer == rank())
+    throw Error(fmt::format("replace_peer: {} is not another rank of the world of {}", peer, size()));
+  impl_->replace_peer(peer, address);
+}
+
+std::vector<int> World::failed_peers() const {
+  std::vector<int> out;
+  for (std::size_t r = 0; r < impl_->failed.size(); ++r)
+    if (impl_->failed[r]) out.push_back(static_cast<int>(r));
+  return out;
+}
+
+bool World::peer_failed(int peer) const {
+  return peer >= 0 && static_cast<std::size_t>(peer) < impl_->failed.size() && impl_->failed[peer];
 }
 
 ucp_context_h World::ucp_context() const { return impl_->context.get(); }

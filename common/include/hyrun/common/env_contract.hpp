@@ -4,6 +4,7 @@
 // describes them for users.
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,8 @@ inline constexpr const char* kJobToken = "HYRUN_JOB_TOKEN";           ///< rando
 inline constexpr const char* kPublishFd = "HYRUN_PUBLISH_FD";         ///< rank 0 only: fd to publish on
 inline constexpr const char* kBootstrapTimeoutMs = "HYRUN_BOOTSTRAP_TIMEOUT_MS";  ///< time limit of joins
 inline constexpr const char* kLogLevel = "HYRUN_LOG_LEVEL";           ///< spdlog level for hyrun and workers
+inline constexpr const char* kControlFd = "HYRUN_CONTROL_FD";         ///< socket to tell hyrun of planned exits
+inline constexpr const char* kIncarnation = "HYRUN_INCARNATION";      ///< 0, or how often hyrun restarted the rank
 // The names other frameworks read (torchrun, NCCL-style programs).
 inline constexpr const char* kCommonRank = "RANK";
 inline constexpr const char* kCommonWorldSize = "WORLD_SIZE";
@@ -40,6 +43,8 @@ struct RankEnvironment {
   std::optional<std::string> root_address_hex;  ///< absent for rank 0 and for --bootstrap=none
   std::optional<int> publish_fd;                ///< present for rank 0 only
   int bootstrap_timeout_ms = 60000;
+  int incarnation = 0;                          ///< restarts of this rank by hyrun
+  std::optional<int> control_fd;                ///< hyrun's control channel, when given
 
   /// NAME=value pairs for every variable of the contract, the common aliases included.
   std::vector<std::pair<std::string, std::string>> to_variables() const;
@@ -49,6 +54,12 @@ struct RankEnvironment {
   /// and UsageError naming the variable when a value is malformed or inconsistent.
   static RankEnvironment from_environment();
 };
+
+/// The message a rank sends on its control channel before an exit that is planned
+/// ("planned-exit respawn=0|1"), and its parser.
+std::string format_planned_exit(bool respawn);
+/// std::nullopt if `message` is not a planned-exit message; else whether to respawn.
+std::optional<bool> parse_planned_exit(std::string_view message);
 
 /// The line rank 0 writes on its publish fd: "hyrun-root v1 <hex address>\n".
 std::string format_publish_line(const std::string& address_hex);
