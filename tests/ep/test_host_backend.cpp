@@ -440,3 +440,133 @@ TEST(EpHostBackendElastic, JoiningRankNeedsAnAgreedEpoch) {
     }
   }
 }
+
+// ---- Elastic: a rank's process dies mid-phase and is replaced (in-process fabric) ----
+
+#include "elastic_checks.hpp"
+
+namespace {
+
+// One checked dispatch + combine round from one thread (split calls) on the ranks that
+// are active in `routing`; be[r] == nullptr for ranks without a backend.
+void checked_round(const Shape& s, std::vector<std::unique_ptr<HostBackend>>& be, const Routing& routing, int round) {
+  namespace et = ep_elastic_test;
+  const int n = routing.num_ranks;
+  std::vector<et::Input> in;
+  for (int r = 0; r < n; ++r) in.push_back(et::make_input(s, n, r, 31, round));
+  std::vector<DispatchBuffers> out;
+  for (int r = 0; r < n; ++r) out.emplace_back(s, Format::kFP8);
+  for (int r = 0; r < n; ++r)
+    if (routing.is_active(r)) be[r]->dispatch_send(in[r].x.data(), in[r].topk_idx.data(), s.max_tokens, routing, Format::kFP8);
+  std::vector<std::vector<uint16_t>> eo(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r)
+    if (routing.is_active(r)) {
+      out[r].poison();
+      be[r]->dispatch_recv(out[r].view());
+      eo[r] = et::check_dispatch(s, r, routing, in, out[r]);
+    }
+  for (int r = 0; r < n; ++r)
+    if (routing.is_active(r)) be[r]->combine_send(eo[r].data(), out[r].view());
+  for (int r = 0; r < n; ++r)
+    if (routing.is_active(r)) {
+      std::vector<uint16_t> y(static_cast<std::size_t>(s.max_tokens) * s.hidden, 0xFFFF);
+      be[r]->combine_recv(in[r].topk_idx.data(), in[r].weights.data(), s.max_tokens, y.data());
+      et::check_combine(s, r, routing, in[r], y);
+    }
+}
+
+}  // namespace
+
+// Rank 2 dies after dispatch. The survivors' combine names it at once although their
+// timeout is 10 minutes (the ctest TIMEOUT of this binary is the guard: a wait for the
+// deadline would fail the test), they mask it and go on, then a replacement process for
+// rank 2 joins with a fresh region and an agreed epoch. Every round is fully checked.
+TEST(EpHostBackendElastic, KilledRankIsReportedAtOnceMaskedThenReplaced) {
+  const Shape s{3, 16, 2048, 4, 2};
+  const auto forever = std::chrono::minutes(10);
+  InProcessFabric fabric(3, region_bytes(s));
+  std::vector<std::unique_ptr<HostBackend>> be;
+  for (int r = 0; r < 3; ++r) be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), forever));
+  const Routing all = Routing::all(3);
+  ASSERT_NO_THROW(checked_round(s, be, all, 0));
+
+  // Mid-phase: everyone dispatches, then rank 2's process dies before combining.
+  auto in = ep_elastic_test::make_input(s, 3, 0, 31, 1);
+  std::vector<DispatchBuffers> out;
+  for (int r = 0; r < 3; ++r) out.emplace_back(s, Format::kFP8);
+  for (int r = 0; r < 3; ++r) be[r]->dispatch_send(in.x.data(), in.topk_idx.data(), s.max_tokens, all, Format::kFP8);
+  for (int r = 0; r < 3; ++r) be[r]->dispatch_recv(out[r].view());
+  fabric.kill(2);
+  std::vector<uint16_t> eo(recv_rows(s) * s.hidden, 0), y(static_cast<std::size_t>(s.max_tokens) * s.hidden);
+  for (int r = 0; r < 2; ++r) {
+    try {
+      be[r]->combine_send(eo.data(), out[r].view());
+      FAIL() << "rank " << r << ": expected PeerFailureError for the writes to rank 2";
+    } catch (const PeerFailureError& e) {
+      EXPECT_EQ(e.ranks(), std::vector<int>{2}) << e.what();
+    }
+  }
+  // The survivors signalled each other despite the failure: each waits only for rank 2,
+  // which is known dead, so the 10-minute wait ends at once naming exactly rank 2.
+  for (int r = 0; r < 2; ++r) {
+    try {
+      be[r]->combine_recv(in.topk_idx.data(), in.weights.data(), s.max_tokens, y.data());
+      FAIL() << "rank " << r << ": expected PeerFailureError naming rank 2";
+    } catch (const PeerFailureError& e) {
+      EXPECT_EQ(e.ranks(), std::vector<int>{2}) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank(s) 2"), std::string::npos) << e.what();
+    }
+  }
+  // A live silent rank still holds the wait to its deadline (early return needs every
+  // missing rank to be dead): rank 1 never writes this value.
+  const RegionLayout l = region_layout(s);
+  const int both[] = {1, 2};
+  EXPECT_EQ(fabric.transport(0).wait_signals(both, l.dispatch_signals, ~uint64_t{0}, Clock::now() + 50ms),
+            (std::vector<int>{1, 2}));
+  EXPECT_TRUE(fabric.transport(0).known_failed(2));
+  EXPECT_FALSE(fabric.transport(0).known_failed(1));
+
+  // Survivors mask rank 2 (its region, a witness, must stay untouched) and go on.
+  auto dead_region = fabric.region(2);
+  std::memset(dead_region.data(), 0x5A, dead_region.size());
+  const Routing masked{3, {1, 1, 0}};
+  for (int r = 0; r < 2; ++r) be[r]->set_epoch(uint64_t{1} << 32);
+  ASSERT_NO_THROW(checked_round(s, be, masked, 2));
+  ASSERT_NO_THROW(checked_round(s, be, masked, 3));
+  for (std::size_t i = 0; i < dead_region.size(); ++i) ASSERT_EQ(dead_region[i], std::byte{0x5A}) << i;
+
+  // Rank 2's replacement: a fresh (zeroed) region and backend; every rank agrees on the
+  // next phase's epoch.
+  std::memset(dead_region.data(), 0, dead_region.size());
+  fabric.revive(2);
+  be[2] = std::make_unique<HostBackend>(s, fabric.transport(2), forever);
+  for (int r = 0; r < 3; ++r) be[r]->set_epoch(uint64_t{2} << 32);
+  ASSERT_NO_THROW(checked_round(s, be, all, 4));
+  ASSERT_NO_THROW(checked_round(s, be, all, 5));
+}
+
+// A send to a dead rank still signals the live ranks, so their wait names only the dead
+// rank, never the sender (dispatch side).
+TEST(EpHostBackendElastic, DispatchToDeadRankStillSignalsTheOthers) {
+  const Shape s{3, 8, 2048, 2, 1};
+  InProcessFabric fabric(3, region_bytes(s));
+  std::vector<std::unique_ptr<HostBackend>> be;
+  for (int r = 0; r < 3; ++r) be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), std::chrono::minutes(10)));
+  fabric.kill(2);
+  auto in = ep_elastic_test::make_input(s, 3, 0, 7, 0);
+  DispatchBuffers out(s, Format::kFP8);
+  for (int r = 0; r < 2; ++r) {
+    try {
+      be[r]->dispatch_send(in.x.data(), in.topk_idx.data(), s.max_tokens, Routing::all(3), Format::kFP8);
+      FAIL() << "expected PeerFailureError";
+    } catch (const PeerFailureError& e) {
+      EXPECT_EQ(e.ranks(), std::vector<int>{2});
+    }
+  }
+  try {
+    be[0]->dispatch_recv(out.view());
+    FAIL() << "expected PeerFailureError";
+  } catch (const PeerFailureError& e) {
+    EXPECT_EQ(e.ranks(), std::vector<int>{2}) << e.what();
+  }
+}

@@ -209,3 +209,275 @@ TEST(EpUcxTransport, HostBackendOverUcxThreeRanksInOneProcess) {
   EXPECT_EQ(timeouts[0], 1);
   EXPECT_EQ(timeouts[1], 1);
 }
+
+// ---- Elastic: deferred attachment, a rank's "process" dies and is replaced ----
+//
+// Each rank is a thread with its own UCP context and worker (its "process"). Peers are
+// attached with descriptors (no collective construction). Rank 2's process dies after
+// two rounds: the survivors learn it from peer_failed (what World's endpoint error
+// callback provides in a real job), get PeerFailureError naming rank 2 at once although
+// their timeout is 10 minutes (this binary's ctest TIMEOUT is the guard), detach it,
+// mask it and go on. Then a new process for rank 2 (new worker, new region) connects,
+// the survivors replace their endpoint to it and attach its new descriptor, and the full
+// world runs again. Every round checks every output element (elastic_checks.hpp).
+#include "elastic_checks.hpp"
+
+namespace {
+
+// One "process": UCP context + worker + endpoints (force-closed on destruction).
+class UcpProcess {
+ public:
+  explicit UcpProcess(int n) : eps_(static_cast<std::size_t>(n), nullptr) {
+    ucp_params_t up{};
+    up.field_mask = UCP_PARAM_FIELD_FEATURES;
+    up.features = UCP_FEATURE_RMA;
+    ucp_config_t* cfg = nullptr;
+    if (ucp_config_read(nullptr, nullptr, &cfg) != UCS_OK) throw hyrun::Error("ucp_config_read failed");
+    ucs_status_t st = ucp_init(&up, cfg, &ctx_);
+    ucp_config_release(cfg);
+    if (st != UCS_OK) throw hyrun::Error(std::string("ucp_init: ") + ucs_status_string(st));
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    st = ucp_worker_create(ctx_, &wp, &worker_);
+    if (st != UCS_OK) {
+      ucp_cleanup(ctx_);
+      throw hyrun::Error(std::string("ucp_worker_create: ") + ucs_status_string(st));
+    }
+  }
+  ~UcpProcess() {
+    for (int p = 0; p < static_cast<int>(eps_.size()); ++p) close(p);
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(ctx_);
+  }
+  UcpProcess(const UcpProcess&) = delete;
+  UcpProcess& operator=(const UcpProcess&) = delete;
+  ucp_context_h context() const { return ctx_; }
+  ucp_worker_h worker() const { return worker_; }
+  ucp_ep_h endpoint(int p) const { return eps_[p]; }
+  std::vector<std::byte> address() const {
+    ucp_address_t* a = nullptr;
+    std::size_t len = 0;
+    if (ucp_worker_get_address(worker_, &a, &len) != UCS_OK) throw hyrun::Error("ucp_worker_get_address failed");
+    std::vector<std::byte> v(reinterpret_cast<std::byte*>(a), reinterpret_cast<std::byte*>(a) + len);
+    ucp_worker_release_address(worker_, a);
+    return v;
+  }
+  /// World::replace_peer's stand-in: force-closes the old endpoint, connects to `address`.
+  void connect(int p, const std::vector<std::byte>& address) {
+    close(p);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+    if (ucp_ep_create(worker_, &ep, &eps_[p]) != UCS_OK) throw hyrun::Error("ucp_ep_create failed");
+  }
+  void close(int p) {
+    if (!eps_[p]) return;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* req = ucp_ep_close_nbx(eps_[p], &prm);
+    if (UCS_PTR_IS_PTR(req)) {
+      while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+      ucp_request_free(req);
+    }
+    eps_[p] = nullptr;
+  }
+
+ private:
+  ucp_context_h ctx_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<ucp_ep_h> eps_;
+};
+
+// One blocking dispatch + combine of rank `me`, every output element checked.
+void checked_round(const Shape& s, HostBackend& be, int me, const Routing& routing, int round) {
+  namespace et = ep_elastic_test;
+  std::vector<et::Input> in;
+  for (int r = 0; r < routing.num_ranks; ++r) in.push_back(et::make_input(s, routing.num_ranks, r, 99, round));
+  DispatchBuffers out(s, Format::kFP8);
+  out.poison();
+  be.dispatch(in[me].x.data(), in[me].topk_idx.data(), s.max_tokens, routing, Format::kFP8, out.view());
+  const auto eo = et::check_dispatch(s, me, routing, in, out);
+  std::vector<uint16_t> y(static_cast<std::size_t>(s.max_tokens) * s.hidden, 0xFFFF);
+  be.combine(eo.data(), out.view(), in[me].topk_idx.data(), in[me].weights.data(), s.max_tokens, y.data());
+  et::check_combine(s, me, routing, in[me], y);
+}
+
+constexpr int kVictim = 2;
+
+struct ElasticResult {
+  std::string error;
+  int failures_named_victim = 0;  // PeerFailureErrors naming exactly {kVictim}
+  int rounds_checked = 0;
+};
+
+void elastic_rank(int me, int n, Collective& coll, const Shape& s, std::vector<std::atomic<bool>>& failed_marks,
+                  ElasticResult& res) {
+  const auto forever = std::chrono::minutes(10);
+  auto failed = [&](int observer, int p) -> std::atomic<bool>& { return failed_marks[observer * n + p]; };
+  auto sync = [&](ucp_worker_h w) { coll.allgatherv(me, {}, w); };
+  std::unique_ptr<UcpProcess> proc;
+  try {
+    // ---- start of the job: connect, map without a collective, attach by descriptors
+    proc = std::make_unique<UcpProcess>(n);
+    auto addrs = coll.allgatherv(me, proc->address(), proc->worker());
+    for (int p = 0; p < n; ++p)
+      if (p != me) proc->connect(p, addrs[p]);
+    auto start_transport = [&] {
+      UcxBootstrap boot;
+      boot.rank = me;
+      boot.size = n;
+      boot.context = proc->context();
+      boot.worker = proc->worker();
+      boot.endpoint = [&](int p) { return proc->endpoint(p); };  // the current endpoint
+      boot.peer_failed = [&, me](int p) { return failed(me, p).load(); };
+      auto tx = std::make_unique<UcxTransport>(boot, nullptr, region_bytes(s), forever, PeerAttach::kDeferred);
+      if (tx->attached((me + 1) % n)) throw hyrun::Error("deferred transport attached a peer by itself");
+      return tx;
+    };
+    auto tx = start_transport();
+    auto descs = coll.allgatherv(me, tx->local_descriptor(), proc->worker());
+    for (int p = 0; p < n; ++p)
+      if (p != me) tx->attach_peer(p, descs[p]);
+    auto be = std::make_unique<HostBackend>(s, *tx, forever);
+    const Routing all = Routing::all(n);
+    for (int round = 0; round < 2; ++round, ++res.rounds_checked) checked_round(s, *be, me, all, round);
+    sync(proc->worker());
+
+    // ---- rank 2's process dies
+    if (me == kVictim) {
+      be.reset();
+      tx.reset();
+      proc.reset();
+      sync(nullptr);  // dead; the survivors now learn about it
+      sync(nullptr);  // survivors done with the masked phase
+    } else {
+      sync(proc->worker());
+      failed(me, kVictim) = true;  // World's endpoint error callback, in a real job
+      // Mid-phase: this dispatch still routes to rank 2. The send reports it (and still
+      // signals the other survivor); the wait for rank 2 ends at once, not in 10 minutes.
+      auto in = ep_elastic_test::make_input(s, n, me, 99, 2);
+      DispatchBuffers out(s, Format::kFP8);
+      try {
+        be->dispatch_send(in.x.data(), in.topk_idx.data(), s.max_tokens, all, Format::kFP8);
+      } catch (const PeerFailureError& e) {
+        if (e.ranks() == std::vector<int>{kVictim}) ++res.failures_named_victim;
+      }
+      try {
+        be->dispatch_recv(out.view());
+      } catch (const PeerFailureError& e) {
+        if (e.ranks() == std::vector<int>{kVictim}) ++res.failures_named_victim;
+      }
+      // Forget it: writes to a detached peer are not issued and reported by flush().
+      tx->detach_peer(kVictim);
+      const uint64_t word = 1;
+      tx->put(kVictim, 0, &word, 8);
+      try {
+        tx->flush();
+      } catch (const PeerFailureError& e) {
+        if (e.ranks() == std::vector<int>{kVictim}) ++res.failures_named_victim;
+      }
+      // Mask and go on, with an agreed new epoch.
+      std::vector<uint8_t> act(static_cast<std::size_t>(n), 1);
+      act[kVictim] = 0;
+      const Routing masked{n, act};
+      be->set_epoch(uint64_t{1} << 32);
+      for (int round = 3; round < 5; ++round, ++res.rounds_checked) checked_round(s, *be, me, masked, round);
+      sync(proc->worker());
+    }
+
+    // ---- rank 2's new process joins again (incarnation 1)
+    if (me == kVictim) {
+      proc = std::make_unique<UcpProcess>(n);
+      tx = start_transport();
+    }
+    addrs = coll.allgatherv(me, proc->address(), proc->worker());  // stand-in for accept_rejoins
+    if (me == kVictim) {
+      for (int p = 0; p < n; ++p)
+        if (p != me) proc->connect(p, addrs[p]);
+    } else {
+      proc->connect(kVictim, addrs[kVictim]);  // World::replace_peer
+      failed(me, kVictim) = false;             // replace_peer clears the mark
+    }
+    descs = coll.allgatherv(me, tx->local_descriptor(), proc->worker());
+    if (me == kVictim) {
+      for (int p = 0; p < n; ++p)
+        if (p != me) tx->attach_peer(p, descs[p]);
+      be = std::make_unique<HostBackend>(s, *tx, forever);
+    } else {
+      tx->attach_peer(kVictim, descs[kVictim]);  // unpacked on the new endpoint
+    }
+    be->set_epoch(uint64_t{2} << 32);
+    for (int round = 5; round < 8; ++round, ++res.rounds_checked) checked_round(s, *be, me, all, round);
+    sync(proc->worker());  // everyone done with puts before teardown
+    be.reset();
+    tx.reset();
+  } catch (const std::exception& e) {
+    res.error = e.what();
+  }
+  if (proc) sync(proc->worker());
+  else sync(nullptr);
+  proc.reset();
+}
+
+}  // namespace
+
+TEST(EpUcxTransportElastic, DeferredAttachFailedPeerAndReplacement) {
+  const int n = 3;
+  const Shape s{n, 16, 2048, 4, 2};
+  Collective coll(n);
+  std::vector<std::atomic<bool>> failed(static_cast<std::size_t>(n * n));
+  std::vector<ElasticResult> res(n);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r) th.emplace_back([&, r] { elastic_rank(r, n, coll, s, failed, res[r]); });
+  for (auto& t : th) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(res[r].error, "") << "rank " << r;
+  for (int r = 0; r < n; ++r)
+    if (r != kVictim) {
+      EXPECT_EQ(res[r].failures_named_victim, 3) << "rank " << r;
+      EXPECT_EQ(res[r].rounds_checked, 2 + 2 + 3) << "rank " << r;
+    } else {
+      EXPECT_EQ(res[r].rounds_checked, 2 + 3);
+    }
+}
+
+TEST(EpUcxTransportElastic, BadDescriptorsAreRejected) {
+  UcpProcess proc(2);
+  UcxBootstrap boot;
+  boot.rank = 0;
+  boot.size = 2;
+  boot.context = proc.context();
+  boot.worker = proc.worker();
+  boot.endpoint = [&](int p) { return proc.endpoint(p); };
+  // deferred construction needs no allgatherv; the collective one does
+  EXPECT_THROW(UcxTransport(boot, nullptr, 4096, 1000ms), hyrun::UsageError);
+  UcxTransport tx(boot, nullptr, 4096, 1000ms, PeerAttach::kDeferred);
+  const auto d = tx.local_descriptor();
+  ASSERT_GT(d.size(), 16u);
+  uint64_t addr = 0, len = 0;
+  std::memcpy(&addr, d.data(), 8);
+  std::memcpy(&len, d.data() + 8, 8);
+  EXPECT_EQ(addr, reinterpret_cast<uintptr_t>(tx.region().data()));
+  EXPECT_EQ(len, 4096u);
+  EXPECT_THROW(tx.attach_peer(1, std::span<const std::byte>(d.data(), 16)), hyrun::UsageError);
+  EXPECT_THROW(tx.attach_peer(2, d), hyrun::UsageError);
+  EXPECT_THROW(tx.detach_peer(0), hyrun::UsageError);
+  EXPECT_FALSE(tx.attached(1));
+  // never attached: the write is not issued, flush names the peer
+  const uint64_t w = 7;
+  tx.put(1, 0, &w, 8);
+  try {
+    tx.flush();
+    FAIL() << "expected PeerFailureError";
+  } catch (const PeerFailureError& e) {
+    EXPECT_EQ(e.ranks(), std::vector<int>{1});
+    EXPECT_NE(std::string(e.what()).find("not attached"), std::string::npos) << e.what();
+  }
+  // self writes need no attachment
+  tx.put(0, 8, &w, 8);
+  EXPECT_NO_THROW(tx.flush());
+  uint64_t got = 0;
+  std::memcpy(&got, tx.region().data() + 8, 8);
+  EXPECT_EQ(got, 7u);
+}

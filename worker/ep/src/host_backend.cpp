@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -38,6 +39,64 @@ HostBackend::HostBackend(const Shape& shape, Transport& transport, std::chrono::
     throw UsageError(fmt::format("EP host backend: the transport has {} ranks, more than max_ranks={}",
                                  transport_.num_ranks(), shape_.max_ranks));
   staging_.resize(send_staging_bytes(shape_));
+}
+
+namespace {
+void merge_into(std::vector<int>& into, const std::vector<int>& more) {
+  into.insert(into.end(), more.begin(), more.end());
+  std::sort(into.begin(), into.end());
+  into.erase(std::unique(into.begin(), into.end()), into.end());
+}
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+}  // namespace
+
+void HostBackend::signal_active(const std::vector<int>& active, std::size_t signals, const char* what) {
+  // A failed or stuck peer must not keep the others from their signals: otherwise every
+  // survivor would wait for this (healthy) rank and name it. So the data flush's errors
+  // are collected, every other active rank is signalled, and the errors are thrown last.
+  // A peer whose data did not complete gets no signal (it would claim data that is not there).
+  std::vector<int> failed, timed_out;
+  auto flush_collecting = [&] {
+    try {
+      transport_.flush();
+    } catch (const PeerFailureError& e) {
+      merge_into(failed, e.ranks());
+    } catch (const PeerTimeoutError& e) {
+      merge_into(timed_out, e.ranks());
+    }
+  };
+  flush_collecting();
+  const std::size_t mine = signals + 8 * static_cast<std::size_t>(transport_.rank());
+  for (int dst : active)
+    if (!contains(failed, dst) && !contains(timed_out, dst)) transport_.signal(dst, mine, epoch_);
+  flush_collecting();
+  if (!failed.empty()) {
+    std::vector<int> all = failed;
+    merge_into(all, timed_out);
+    throw PeerFailureError(fmt::format("EP {} (epoch {}): rank {}: writes to rank(s) {} failed{}; the other active "
+                                       "ranks were signalled",
+                                       what, epoch_, transport_.rank(), format_ranks(failed),
+                                       timed_out.empty() ? "" : ", to rank(s) " + format_ranks(timed_out) + " timed out"),
+                           all);
+  }
+  if (!timed_out.empty())
+    throw PeerTimeoutError(fmt::format("EP {} (epoch {}): rank {}: writes to rank(s) {} did not complete within the "
+                                       "transport's timeout; the other active ranks were signalled",
+                                       what, epoch_, transport_.rank(), format_ranks(timed_out)),
+                           timed_out);
+}
+
+void HostBackend::throw_missing(const char* what, const std::vector<int>& missing) {
+  const bool all_failed =
+      std::all_of(missing.begin(), missing.end(), [this](int p) { return transport_.known_failed(p); });
+  if (all_failed)
+    throw PeerFailureError(fmt::format("EP {} (epoch {}): rank {} got no completion signal from rank(s) {}, whose "
+                                       "process failed",
+                                       what, epoch_, transport_.rank(), format_ranks(missing)),
+                           missing);
+  throw PeerTimeoutError(fmt::format("EP {} (epoch {}): rank {} got no completion signal from rank(s) {} within {} ms",
+                                     what, epoch_, transport_.rank(), format_ranks(missing), timeout_.count()),
+                         missing);
 }
 
 std::vector<int> HostBackend::active_ranks() const {
@@ -100,9 +159,7 @@ void HostBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   for (int dst : active)
     transport_.put(dst, layout_.dispatch_counts + static_cast<std::size_t>(me) * E * sizeof(int32_t),
                    send_counts_.data() + static_cast<std::size_t>(dst) * E, E * sizeof(int32_t));
-  transport_.flush();
-  for (int dst : active) transport_.signal(dst, layout_.dispatch_signals + 8 * static_cast<std::size_t>(me), epoch_);
-  transport_.flush();
+  signal_active(active, layout_.dispatch_signals, "dispatch");
 }
 
 void HostBackend::dispatch_recv(const DispatchOutput& out) {
@@ -110,11 +167,7 @@ void HostBackend::dispatch_recv(const DispatchOutput& out) {
   const auto active = active_ranks();
   const auto missing =
       transport_.wait_signals(active, layout_.dispatch_signals, epoch_, Clock::now() + timeout_);
-  if (!missing.empty())
-    throw PeerTimeoutError(fmt::format("EP dispatch (epoch {}): rank {} got no completion signal from rank(s) {} "
-                                       "within {} ms",
-                                       epoch_, transport_.rank(), format_ranks(missing), timeout_.count()),
-                           missing);
+  if (!missing.empty()) throw_missing("dispatch", missing);
   const int E = s.experts_per_rank, H = s.hidden, R = s.max_ranks, T = s.max_tokens;
   const std::byte* region = transport_.region().data();
   const auto* counts = reinterpret_cast<const int32_t*>(region + layout_.dispatch_counts);
@@ -169,10 +222,7 @@ void HostBackend::combine_send(const uint16_t* expert_out, const DispatchOutput&
       }
     }
   }
-  transport_.flush();
-  for (int dst : active_ranks())
-    transport_.signal(dst, layout_.combine_signals + 8 * static_cast<std::size_t>(transport_.rank()), epoch_);
-  transport_.flush();
+  signal_active(active_ranks(), layout_.combine_signals, "combine");
 }
 
 void HostBackend::combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out) {
@@ -181,11 +231,7 @@ void HostBackend::combine_recv(const int64_t* topk_idx, const float* topk_weight
     throw UsageError(fmt::format("EP combine: num_tokens={} outside [0, max_tokens={}]", num_tokens, s.max_tokens));
   const auto active = active_ranks();
   const auto missing = transport_.wait_signals(active, layout_.combine_signals, epoch_, Clock::now() + timeout_);
-  if (!missing.empty())
-    throw PeerTimeoutError(fmt::format("EP combine (epoch {}): rank {} got no completion signal from rank(s) {} "
-                                       "within {} ms",
-                                       epoch_, transport_.rank(), format_ranks(missing), timeout_.count()),
-                           missing);
+  if (!missing.empty()) throw_missing("combine", missing);
   const int K = s.topk, H = s.hidden, E = s.experts_per_rank;
   const auto* data = reinterpret_cast<const uint16_t*>(transport_.region().data() + layout_.combine_data);
   std::vector<const uint16_t*> rows(static_cast<std::size_t>(K));

@@ -51,6 +51,7 @@ class InProcessFabric::RankTransport final : public Transport {
 
  private:
   void progress_while_waiting() override { std::this_thread::yield(); }
+  bool peer_known_failed(int peer) override { return peer >= 0 && peer < fabric_.num_ranks() && fabric_.dead(peer); }
   void check(int peer, std::size_t off, std::size_t len) const {
     if (peer < 0 || peer >= fabric_.num_ranks())
       throw Error(fmt::format("in-process transport: peer {} out of range [0, {})", peer, fabric_.num_ranks()));
@@ -77,8 +78,13 @@ Transport& InProcessFabric::transport(int rank) { return *transports_.at(static_
 std::span<std::byte> InProcessFabric::region(int rank) {
   return {regions_.at(static_cast<std::size_t>(rank)).get(), region_bytes_};
 }
-void InProcessFabric::kill(int rank) { dead_.at(static_cast<std::size_t>(rank)) = 1; }
-bool InProcessFabric::dead(int rank) const { return dead_.at(static_cast<std::size_t>(rank)) != 0; }
+void InProcessFabric::kill(int rank) { std::atomic_ref<uint8_t>(dead_.at(static_cast<std::size_t>(rank))).store(1); }
+void InProcessFabric::revive(int rank) { std::atomic_ref<uint8_t>(dead_.at(static_cast<std::size_t>(rank))).store(0); }
+bool InProcessFabric::dead(int rank) const {
+  // atomic: tests kill a rank from one thread while the others' transports wait
+  auto& mark = const_cast<uint8_t&>(dead_.at(static_cast<std::size_t>(rank)));
+  return std::atomic_ref<uint8_t>(mark).load() != 0;
+}
 
 std::vector<int> Transport::wait_signals(std::span<const int> peers, std::size_t first, uint64_t value,
                                          Clock::time_point deadline) {
@@ -91,6 +97,8 @@ std::vector<int> Transport::wait_signals(std::span<const int> peers, std::size_t
       if (std::atomic_ref<uint64_t>(w).load(std::memory_order_acquire) < value) missing.push_back(p);
     }
     if (missing.empty() || Clock::now() >= deadline) return missing;
+    // Nothing more can come from a dead process: do not sit out the deadline for it.
+    if (std::all_of(missing.begin(), missing.end(), [this](int p) { return known_failed(p); })) return missing;
     progress_while_waiting();
   }
 }

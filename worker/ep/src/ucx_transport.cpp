@@ -12,153 +12,204 @@ namespace hyrun::ep {
 
 namespace {
 std::string ucs(ucs_status_t s) { return ucs_status_string(s); }
+
+constexpr std::size_t kDescriptorHeader = 16;  // u64 address, u64 length, then the packed rkey
+
+struct RkeyBufferRelease {
+  void operator()(void* b) const noexcept { ucp_rkey_buffer_release(b); }
+};
+
+void sort_unique(std::vector<int>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
 }  // namespace
 
 UcxTransport::UcxTransport(const UcxBootstrap& boot, void* region, std::size_t region_bytes,
-                           std::chrono::milliseconds timeout)
-    : base_(region), bytes_(region_bytes), owned_(region == nullptr), timeout_(timeout) {
+                           std::chrono::milliseconds timeout, PeerAttach attach)
+    : rank_(boot.rank),
+      size_(boot.size),
+      context_(boot.context),
+      worker_(boot.worker),
+      endpoint_(boot.endpoint),
+      peer_failed_(boot.peer_failed),
+      bytes_(region_bytes),
+      timeout_(timeout),
+      region_mem_(region, FreeRegion{region == nullptr}) {
   if (region_bytes == 0) throw UsageError("UCX EP transport: region_bytes must be > 0");
-  if (owned_) {
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_ || !context_ || !worker_ || (size_ > 1 && !endpoint_) ||
+      (attach == PeerAttach::kCollective && !boot.allgatherv))
+    throw UsageError(
+        "UCX EP transport: incomplete bootstrap (rank, size, context, worker, endpoint, and allgatherv unless "
+        "PeerAttach::kDeferred)");
+  if (region == nullptr) {
     const std::size_t page = 4096, rounded = (region_bytes + page - 1) / page * page;
-    base_ = std::aligned_alloc(page, rounded);
-    if (base_ == nullptr) throw Error(fmt::format("UCX EP transport: cannot allocate {} bytes", rounded));
-    std::memset(base_, 0, rounded);
-  }
-  try {
-    init(boot);
-  } catch (...) {
-    cleanup();
-    throw;
-  }
-}
-
-void UcxTransport::init(const UcxBootstrap& boot) {
-  rank_ = boot.rank;
-  size_ = boot.size;
-  context_ = boot.context;
-  worker_ = boot.worker;
-  if (size_ < 1 || rank_ < 0 || rank_ >= size_ || !context_ || !worker_ || !boot.allgatherv ||
-      (size_ > 1 && !boot.endpoint))
-    throw UsageError("UCX EP transport: incomplete bootstrap (rank, size, context, worker, endpoint, allgatherv)");
-
-  ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-  mp.address = base_;
-  mp.length = bytes_;
-  ucs_status_t st = ucp_mem_map(context_, &mp, &memh_);
-  if (st != UCS_OK) {
-    memh_ = nullptr;
-    throw Error(fmt::format("UCX EP transport: ucp_mem_map of {} bytes failed: {}", bytes_, ucs(st)));
-  }
-
-  void* rkey_buf = nullptr;
-  std::size_t rkey_len = 0;
-  st = ucp_rkey_pack(context_, memh_, &rkey_buf, &rkey_len);
-  if (st != UCS_OK) {
-    cleanup();
-    throw Error(fmt::format("UCX EP transport: ucp_rkey_pack failed: {}", ucs(st)));
-  }
-  // Contribution: u64 address, u64 length, rkey bytes.
-  std::vector<std::byte> mine(16 + rkey_len);
-  const uint64_t addr = reinterpret_cast<uintptr_t>(base_), len = bytes_;
-  std::memcpy(mine.data(), &addr, 8);
-  std::memcpy(mine.data() + 8, &len, 8);
-  std::memcpy(mine.data() + 16, rkey_buf, rkey_len);
-  ucp_rkey_buffer_release(rkey_buf);
-
-  std::vector<std::vector<std::byte>> all;
-  try {
-    all = boot.allgatherv(mine);
-  } catch (...) {
-    cleanup();
-    throw;
+    region_mem_.reset(std::aligned_alloc(page, rounded));
+    if (!region_mem_) throw Error(fmt::format("UCX EP transport: cannot allocate {} bytes", rounded));
+    std::memset(region_mem_.get(), 0, rounded);
   }
   peers_.resize(static_cast<std::size_t>(size_));
-  for (int p = 0; p < size_; ++p) {
-    static const std::vector<std::byte> kEmpty;
-    const auto& b = p < static_cast<int>(all.size()) ? all[static_cast<std::size_t>(p)] : kEmpty;
-    if (all.size() != static_cast<std::size_t>(size_) || b.size() < 16) {
-      cleanup();
-      throw Error(fmt::format("UCX EP transport: rank {} sent a {}-byte region descriptor", p, b.size()));
-    }
-    Peer& peer = peers_[static_cast<std::size_t>(p)];
-    std::memcpy(&peer.address, b.data(), 8);
-    uint64_t l;
-    std::memcpy(&l, b.data() + 8, 8);
-    peer.length = l;
-    if (p == rank_) continue;
-    peer.ep = boot.endpoint(p);
-    st = ucp_ep_rkey_unpack(peer.ep, b.data() + 16, &peer.rkey);
-    if (st != UCS_OK) {
-      const std::string m = fmt::format("UCX EP transport: ucp_ep_rkey_unpack of rank {}'s key failed: {}", p, ucs(st));
-      cleanup();
-      throw Error(m);
-    }
-  }
+  peers_[static_cast<std::size_t>(rank_)].length = bytes_;  // self writes are memcpy
+  map_region();
+  if (attach == PeerAttach::kDeferred) return;
+
+  // Members own every handle, so a throw below releases everything acquired so far.
+  const auto all = boot.allgatherv(descriptor_);
+  if (all.size() != static_cast<std::size_t>(size_))
+    throw Error(fmt::format("UCX EP transport: the descriptor exchange returned {} entries for {} ranks", all.size(),
+                            size_));
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) attach_peer(p, all[static_cast<std::size_t>(p)]);
 }
 
-UcxTransport::~UcxTransport() { cleanup(); }
+void UcxTransport::map_region() {
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = region_mem_.get();
+  mp.length = bytes_;
+  ucp_mem_h m = nullptr;
+  ucs_status_t st = ucp_mem_map(context_, &mp, &m);
+  if (st != UCS_OK) throw Error(fmt::format("UCX EP transport: ucp_mem_map of {} bytes failed: {}", bytes_, ucs(st)));
+  memh_ = MemHandle(m, MemUnmap{context_});
 
-void UcxTransport::cleanup() noexcept {
-  // Best effort: complete what is outstanding without throwing, within one timeout.
-  const auto deadline = Clock::now() + timeout_;
-  for (auto& [peer, req] : pending_) {
-    (void)peer;
-    while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress(worker_);
-    ucp_request_free(req);  // releases it even if still in progress (RMA requests cannot be cancelled)
+  void* buf = nullptr;
+  std::size_t len = 0;
+  st = ucp_rkey_pack(context_, memh_.get(), &buf, &len);
+  if (st != UCS_OK) throw Error(fmt::format("UCX EP transport: ucp_rkey_pack failed: {}", ucs(st)));
+  std::unique_ptr<void, RkeyBufferRelease> packed(buf);
+  descriptor_.resize(kDescriptorHeader + len);
+  const uint64_t addr = reinterpret_cast<uintptr_t>(region_mem_.get()), bytes = bytes_;
+  std::memcpy(descriptor_.data(), &addr, 8);
+  std::memcpy(descriptor_.data() + 8, &bytes, 8);
+  std::memcpy(descriptor_.data() + kDescriptorHeader, packed.get(), len);
+}
+
+UcxTransport::~UcxTransport() {
+  // Best effort: complete what is outstanding without throwing, within one timeout;
+  // the members then destroy the rkeys, unmap and free the region.
+  drain(-1, Clock::now() + timeout_);
+}
+
+bool UcxTransport::attached(int peer) const {
+  if (peer < 0 || peer >= size_) return false;
+  return peer == rank_ || peers_[static_cast<std::size_t>(peer)].rkey != nullptr;
+}
+
+void UcxTransport::attach_peer(int peer, std::span<const std::byte> d) {
+  if (peer < 0 || peer >= size_)
+    throw UsageError(fmt::format("UCX EP transport: attach_peer: peer {} out of range [0, {})", peer, size_));
+  if (peer == rank_) return;
+  if (d.size() <= kDescriptorHeader)
+    throw UsageError(fmt::format("UCX EP transport: rank {}'s region descriptor has {} bytes, expected more than {}",
+                                 peer, d.size(), kDescriptorHeader));
+  uint64_t addr, len;
+  std::memcpy(&addr, d.data(), 8);
+  std::memcpy(&len, d.data() + 8, 8);
+  if (addr == 0 || len == 0)
+    throw UsageError(fmt::format("UCX EP transport: rank {}'s region descriptor is empty (address {:#x}, {} bytes)",
+                                 peer, addr, len));
+  ucp_ep_h ep = endpoint_(peer);
+  if (ep == nullptr) throw Error(fmt::format("UCX EP transport: no endpoint to rank {}", peer));
+  ucp_rkey_h raw = nullptr;
+  const ucs_status_t st = ucp_ep_rkey_unpack(ep, d.data() + kDescriptorHeader, &raw);
+  if (st != UCS_OK)
+    throw Error(fmt::format("UCX EP transport: ucp_ep_rkey_unpack of rank {}'s key failed: {}", peer, ucs(st)));
+  Rkey key(raw);
+  // Requests in flight used the old key and endpoint: finish with them before replacing.
+  drain(peer, Clock::now() + timeout_);
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  p.ep = ep;
+  p.rkey = std::move(key);  // destroys the previous key
+  p.address = addr;
+  p.length = len;
+  p.dirty = false;
+}
+
+void UcxTransport::detach_peer(int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw UsageError(fmt::format("UCX EP transport: detach_peer: peer {} is not another rank in [0, {})", peer, size_));
+  drain(peer, Clock::now() + timeout_);
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  p.rkey.reset();
+  p = Peer{};
+}
+
+void UcxTransport::drain(int peer, Clock::time_point deadline) noexcept {
+  auto mine = [peer](const std::pair<int, void*>& r) { return peer < 0 || r.first == peer; };
+  for (auto& r : pending_) {
+    if (!mine(r)) continue;
+    (void)wait_request(r.first, r.second, deadline);
+    ucp_request_free(r.second);  // releases it even if still in progress (RMA requests cannot be cancelled)
   }
-  pending_.clear();
-  for (auto& p : peers_)
-    if (p.rkey) ucp_rkey_destroy(p.rkey), p.rkey = nullptr;
-  if (memh_) ucp_mem_unmap(context_, memh_), memh_ = nullptr;
-  if (owned_ && base_) std::free(base_), base_ = nullptr;
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(), mine), pending_.end());
+  if (peer >= 0) {
+    peers_[static_cast<std::size_t>(peer)].dirty = false;
+    failed_.erase(std::remove(failed_.begin(), failed_.end(), peer), failed_.end());
+    skipped_.erase(std::remove(skipped_.begin(), skipped_.end(), peer), skipped_.end());
+  } else {
+    pending_.clear();
+  }
 }
 
 void UcxTransport::check(int peer, std::size_t off, std::size_t len) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(fmt::format("UCX EP transport: peer {} out of range [0, {})", peer, size_));
   const std::size_t limit = peers_[static_cast<std::size_t>(peer)].length;
   if (off > limit || len > limit - off)
     throw Error(fmt::format("UCX EP transport: write of {} bytes at offset {} exceeds rank {}'s region of {} bytes",
                             len, off, peer, limit));
 }
 
-void UcxTransport::track(int peer, ucs_status_ptr_t sp, const char* what) {
+bool UcxTransport::writable(int peer) {
+  if (peer < 0 || peer >= size_)
+    throw Error(fmt::format("UCX EP transport: peer {} out of range [0, {})", peer, size_));
+  if (peer == rank_) return true;
+  if (!peers_[static_cast<std::size_t>(peer)].rkey) {
+    skipped_.push_back(peer);
+    return false;
+  }
+  if (known_failed(peer)) {
+    failed_.push_back(peer);
+    return false;
+  }
+  return true;
+}
+
+void UcxTransport::track(int peer, ucs_status_ptr_t sp) {
   peers_[static_cast<std::size_t>(peer)].dirty = true;
   if (sp == nullptr) return;  // completed in place
   if (UCS_PTR_IS_ERR(sp)) {
     failed_.push_back(peer);
-    (void)what;
     return;
   }
   pending_.emplace_back(peer, sp);
 }
 
 void UcxTransport::put(int peer, std::size_t off, const void* src, std::size_t len) {
+  if (!writable(peer)) return;
   check(peer, off, len);
   if (len == 0) return;
   if (peer == rank_) {
-    std::memcpy(static_cast<std::byte*>(base_) + off, src, len);
+    std::memcpy(static_cast<std::byte*>(region_mem_.get()) + off, src, len);
     return;
   }
   const Peer& p = peers_[static_cast<std::size_t>(peer)];
   ucp_request_param_t prm{};
-  track(peer, ucp_put_nbx(p.ep, src, len, p.address + off, p.rkey, &prm), "put");
+  track(peer, ucp_put_nbx(p.ep, src, len, p.address + off, p.rkey.get(), &prm));
 }
 
 void UcxTransport::signal(int peer, std::size_t off, uint64_t value) {
+  if (!writable(peer)) return;
   check(peer, off, 8);
   if (off % 8 != 0) throw Error(fmt::format("UCX EP transport: signal offset {} is not 8-aligned", off));
   if (peer == rank_) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(static_cast<std::byte*>(base_) + off))
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(static_cast<std::byte*>(region_mem_.get()) + off))
         .store(value, std::memory_order_release);
     return;
   }
   signal_values_.push_back(value);  // deque: the address stays valid until flush
   const Peer& p = peers_[static_cast<std::size_t>(peer)];
   ucp_request_param_t prm{};
-  track(peer, ucp_put_nbx(p.ep, &signal_values_.back(), 8, p.address + off, p.rkey, &prm), "signal");
+  track(peer, ucp_put_nbx(p.ep, &signal_values_.back(), 8, p.address + off, p.rkey.get(), &prm));
 }
 
 void UcxTransport::progress_or_yield() {
@@ -174,9 +225,12 @@ void UcxTransport::progress_or_yield() {
   }
 }
 
-ucs_status_t UcxTransport::wait_request(void* req, Clock::time_point deadline) {
+ucs_status_t UcxTransport::wait_request(int peer, void* req, Clock::time_point deadline) {
   ucs_status_t st;
   while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+    // UCX fails a dead peer's requests before it reports the peer (error callback), so
+    // nothing more will complete here: stop waiting.
+    if (known_failed(peer)) return UCS_ERR_CONNECTION_RESET;
     if (Clock::now() >= deadline) return UCS_ERR_TIMED_OUT;
     progress_or_yield();
   }
@@ -188,7 +242,7 @@ void UcxTransport::flush() {
   std::vector<int> timed_out;
   // 1. Local completion of every request (their source buffers may be reused after this).
   for (auto& [peer, req] : pending_) {
-    ucs_status_t st = wait_request(req, deadline);
+    ucs_status_t st = wait_request(peer, req, deadline);
     if (st == UCS_ERR_TIMED_OUT) {
       timed_out.push_back(peer);  // ucp_request_free below lets UCX finish or drop it internally
     } else if (st != UCS_OK) {
@@ -197,15 +251,18 @@ void UcxTransport::flush() {
     ucp_request_free(req);
   }
   pending_.clear();
-  // 2. Remote completion: flush every endpoint written since the last flush.
+  // 2. Remote completion: flush every endpoint written since the last flush (not those of
+  // failed peers: their endpoint is dead, the data lost anyway).
   std::vector<std::pair<int, void*>> flushes;
   for (int p = 0; p < size_; ++p) {
     Peer& peer = peers_[static_cast<std::size_t>(p)];
-    if (!peer.dirty || p == rank_) {
-      peer.dirty = false;
+    const bool dirty = peer.dirty;
+    peer.dirty = false;
+    if (!dirty || p == rank_) continue;
+    if (known_failed(p)) {
+      failed_.push_back(p);
       continue;
     }
-    peer.dirty = false;
     ucp_request_param_t prm{};
     ucs_status_ptr_t sp = ucp_ep_flush_nbx(peer.ep, &prm);
     if (sp == nullptr) continue;
@@ -216,7 +273,7 @@ void UcxTransport::flush() {
     flushes.emplace_back(p, sp);
   }
   for (auto& [p, req] : flushes) {
-    ucs_status_t st = wait_request(req, deadline);
+    ucs_status_t st = wait_request(p, req, deadline);
     if (st == UCS_ERR_TIMED_OUT) {
       timed_out.push_back(p);
     } else if (st != UCS_OK) {
@@ -226,19 +283,24 @@ void UcxTransport::flush() {
   }
   signal_values_.clear();
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  auto uniq = [](std::vector<int>& v) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-  };
-  if (!failed_.empty()) {
-    std::vector<int> f = std::move(failed_);
-    failed_.clear();
-    uniq(f);
-    throw PeerFailureError(
-        fmt::format("UCX EP transport: rank {}: one-sided writes to rank(s) {} failed", rank_, format_ranks(f)), f);
+  std::vector<int> failed = std::move(failed_), skipped = std::move(skipped_);
+  failed_.clear();
+  skipped_.clear();
+  sort_unique(failed);
+  sort_unique(skipped);
+  if (!failed.empty() || !skipped.empty()) {
+    std::vector<int> all = failed;
+    all.insert(all.end(), skipped.begin(), skipped.end());
+    sort_unique(all);
+    std::string what;
+    if (!failed.empty()) what = fmt::format("one-sided writes to rank(s) {} failed", format_ranks(failed));
+    if (!skipped.empty())
+      what += fmt::format("{}rank(s) {} not attached (detached or never attached; writes not issued)",
+                          what.empty() ? "" : "; ", format_ranks(skipped));
+    throw PeerFailureError(fmt::format("UCX EP transport: rank {}: {}", rank_, what), all);
   }
   if (!timed_out.empty()) {
-    uniq(timed_out);
+    sort_unique(timed_out);
     throw PeerTimeoutError(fmt::format("UCX EP transport: rank {}: writes to rank(s) {} did not complete within {} ms",
                                        rank_, format_ranks(timed_out), timeout_.count()),
                            timed_out);

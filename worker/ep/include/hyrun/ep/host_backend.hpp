@@ -24,6 +24,13 @@
 //    ranks; the caller may mark them inactive and run the next call with the new
 //    routing. (Late data of the failed epoch can land in the region afterwards; the
 //    epoch numbers in the signal words make it harmless for the signal logic.)
+//  * Failed peers: when every missing rank is known dead (Transport::known_failed) the
+//    wait ends at once with PeerFailureError naming them. *_send signals every healthy
+//    active rank even when writes to some ranks failed, then throws PeerFailureError
+//    (or PeerTimeoutError for writes that did not complete) naming only those ranks, so
+//    the survivors' waits name the dead rank and not the sender. Recovery: every
+//    survivor masks the ranks in Routing::active, calls set_epoch with an agreed new
+//    epoch, and goes on with the next dispatch.
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -104,6 +111,10 @@ class HostBackend {
 
  private:
   std::vector<int> active_ranks() const;
+  /// Flushes the data, signals `active` at `signals`, flushes; throws after signalling.
+  void signal_active(const std::vector<int>& active, std::size_t signals, const char* what);
+  /// PeerFailureError when every missing rank is known failed, else PeerTimeoutError.
+  [[noreturn]] void throw_missing(const char* what, const std::vector<int>& missing);
   Shape shape_;
   Transport& transport_;
   std::chrono::milliseconds timeout_;

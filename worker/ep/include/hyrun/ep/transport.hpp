@@ -12,6 +12,11 @@
 // and the receiver waits with wait_signals(): the word of each expected source reaches
 // the epoch, or the deadline passes and the silent ranks are returned (never a wait
 // without limit). There are no per-token two-sided messages.
+//
+// Failed peers (elastic jobs): a transport may know that a peer's process died
+// (peer_known_failed). Puts and signals to such a peer are not issued; the next flush()
+// reports it in PeerFailureError without waiting for the timeout, and wait_signals()
+// returns as soon as every rank still missing is known failed.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -60,23 +65,38 @@ class Transport {
   virtual std::span<std::byte> region() = 0;
   /// Starts a write of `len` bytes from `src` to offset `remote_offset` of `peer`'s
   /// region (peer == rank() allowed). `src` must stay valid and unchanged until the
-  /// next flush() returns. Throws PeerFailureError if the peer is known to be dead.
+  /// next flush() returns. A write to a peer known to be dead (or not attached, see
+  /// UcxTransport) is not issued and is reported by the next flush() as a
+  /// PeerFailureError: the put itself does not throw, so that a send loop still reaches
+  /// every other peer.
   virtual void put(int peer, std::size_t remote_offset, const void* src, std::size_t len) = 0;
   /// Writes the 8-byte `value` at `remote_offset` (8-aligned) of `peer`'s region, after
   /// every put that a preceding flush() completed. Delivered by the next flush().
   virtual void signal(int peer, std::size_t remote_offset, uint64_t value) = 0;
   /// Completes every put and signal issued so far at its target. Throws
-  /// PeerFailureError naming the peers whose operations failed, TimeoutError when it
-  /// cannot complete within the transport's timeout.
+  /// PeerFailureError naming the peers whose operations failed or that are known dead
+  /// (operations to them are abandoned at once, not waited for), PeerTimeoutError when
+  /// it cannot complete within the transport's timeout. Either way every operation is
+  /// finished with: the next put starts a new batch.
   virtual void flush() = 0;
   /// Waits until, for every rank r in `peers`, the uint64 at
-  /// `first_signal_offset + 8*r` of this rank's region is >= `value`, or until
-  /// `deadline`. Drives the transport's progress while waiting. Returns the ranks whose
-  /// signal did not arrive (empty on success).
+  /// `first_signal_offset + 8*r` of this rank's region is >= `value`, until every rank
+  /// still missing is known failed (known_failed), or until `deadline`. Drives the
+  /// transport's progress while waiting. Returns the ranks whose signal did not arrive
+  /// (empty on success).
   std::vector<int> wait_signals(std::span<const int> peers, std::size_t first_signal_offset, uint64_t value,
                                 Clock::time_point deadline);
+  /// True when this transport knows that `peer`'s process died (e.g. UCX reported its
+  /// endpoint failed). Never true for rank() itself. A cleared mark (the peer was
+  /// replaced) makes it false again.
+  bool known_failed(int peer) { return peer != rank() && peer_known_failed(peer); }
 
  protected:
+  /// The failure knowledge behind known_failed(); default: none (waits end at the deadline).
+  virtual bool peer_known_failed(int peer) {
+    (void)peer;
+    return false;
+  }
   /// Called between polls of the signal words: lets remote writes land (software RMA
   /// needs the target's progress) and gives the CPU away when nothing happens.
   virtual void progress_while_waiting() = 0;
@@ -94,8 +114,11 @@ class InProcessFabric {
   Transport& transport(int rank);
   /// Direct access to a rank's region (tests poison it or inspect it).
   std::span<std::byte> region(int rank);
-  /// Marks a rank dead: puts to it throw PeerFailureError from flush() and it never signals.
+  /// Marks a rank dead: puts to it throw PeerFailureError from flush(), it never signals,
+  /// and every other rank's transport knows it failed (waits for it end at once).
   void kill(int rank);
+  /// Clears a kill mark (the rank's process was replaced; the caller re-zeroes its region).
+  void revive(int rank);
   bool dead(int rank) const;
 
  private:

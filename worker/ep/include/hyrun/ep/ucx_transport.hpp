@@ -14,12 +14,30 @@
 // timeout (a failing peer is reported by rank in PeerFailureError); signal() is an
 // 8-byte ucp_put_nbx of the epoch; wait_signals() polls the local words while driving
 // ucp_worker_progress until the deadline. Writes to this rank itself are memcpy.
+//
+// Elastic jobs (ranks whose process dies and is replaced), deferred attachment:
+//
+//   UcxTransport tx(world, bytes, timeout, PeerAttach::kDeferred);  // maps, no collective
+//   auto mine = tx.local_descriptor();         // send it to the peers (any channel)
+//   tx.attach_peer(p, descriptor_of_p);         // for each peer, once its descriptor is here
+//   ...                                          // p's process dies (World marks it failed):
+//   tx.detach_peer(p);                           // forget its rkey; writes to p fail at once
+//   world.replace_peer(p, new_address);          // p restarted: new endpoint
+//   tx.attach_peer(p, new_descriptor_of_p);      // rkey unpacked on the new endpoint
+//
+// A peer whose process is known failed (UcxBootstrap::peer_failed, i.e.
+// World::peer_failed with WorldOptions::peer_error_handling) gets no more operations:
+// puts to it are skipped, outstanding requests to it are abandoned by flush(), which
+// reports it in PeerFailureError at once, and wait_signals() does not wait for it.
 #include <ucp/api/ucp.h>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <deque>
 #include <functional>
+#include <memory>
+#include <type_traits>
 #include <span>
 #include <vector>
 
@@ -35,38 +53,94 @@ struct UcxBootstrap {
   int size = 1;
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
-  std::function<ucp_ep_h(int peer)> endpoint;  ///< never called for peer == rank
+  /// The current endpoint to `peer` (never called for peer == rank). Called by every
+  /// attach_peer, so after the peer was replaced it must return the new endpoint.
+  std::function<ucp_ep_h(int peer)> endpoint;
+  /// Collective exchange; needed only by PeerAttach::kCollective construction.
   std::function<std::vector<std::vector<std::byte>>(std::span<const std::byte>)> allgatherv;
+  /// Optional: true when `peer`'s process is known to have died (World::peer_failed).
+  /// Empty: no failure knowledge, waits for a dead peer end at their deadline.
+  std::function<bool(int peer)> peer_failed;
+};
+
+/// How a UcxTransport learns its peers' regions.
+enum class PeerAttach {
+  kCollective,  ///< construction exchanges descriptors with every rank (allgatherv)
+  kDeferred,    ///< no exchange: the caller calls attach_peer for each peer (restarted ranks)
 };
 
 class UcxTransport final : public Transport {
  public:
   /// Allocates and maps `region_bytes` of zeroed host memory. `timeout` bounds flushes.
-  /// (Defined in ucx_transport_world.cpp: the only code that needs World.)
-  UcxTransport(World& world, std::size_t region_bytes, std::chrono::milliseconds timeout);
+  /// (Defined in ucx_transport_world.cpp: the only code that needs World. The World must
+  /// outlive the transport; peer_failed comes from World::peer_failed.)
+  UcxTransport(World& world, std::size_t region_bytes, std::chrono::milliseconds timeout,
+               PeerAttach attach = PeerAttach::kCollective);
   /// Maps caller-owned memory (e.g. cudaMalloc'ed, if UCX was built with CUDA support);
   /// the caller zeroes it and keeps it alive longer than the transport.
-  UcxTransport(World& world, void* region, std::size_t region_bytes, std::chrono::milliseconds timeout);
+  UcxTransport(World& world, void* region, std::size_t region_bytes, std::chrono::milliseconds timeout,
+               PeerAttach attach = PeerAttach::kCollective);
   /// The same from an explicit bootstrap (region == nullptr: allocate and zero).
-  UcxTransport(const UcxBootstrap& boot, void* region, std::size_t region_bytes, std::chrono::milliseconds timeout);
+  UcxTransport(const UcxBootstrap& boot, void* region, std::size_t region_bytes, std::chrono::milliseconds timeout,
+               PeerAttach attach = PeerAttach::kCollective);
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   int rank() const override { return rank_; }
   int num_ranks() const override { return size_; }
-  std::span<std::byte> region() override { return {static_cast<std::byte*>(base_), bytes_}; }
+  std::span<std::byte> region() override { return {static_cast<std::byte*>(region_mem_.get()), bytes_}; }
   void put(int peer, std::size_t remote_offset, const void* src, std::size_t len) override;
   void signal(int peer, std::size_t remote_offset, uint64_t value) override;
   void flush() override;
 
+  /// This rank's region descriptor: u64 address, u64 length, packed rkey (the bytes the
+  /// collective construction exchanges). Valid for this process's lifetime of the transport.
+  std::vector<std::byte> local_descriptor() const { return descriptor_; }
+  /// Unpacks `descriptor` (another rank's local_descriptor()) on the bootstrap's current
+  /// endpoint to `peer`, replacing any previous rkey of that peer (destroyed). Operations
+  /// still outstanding to the peer are completed or abandoned first. peer == rank() is a
+  /// no-op. Throws UsageError for a bad peer or descriptor, Error if UCX rejects the key
+  /// (the previous attachment then stays as it was).
+  void attach_peer(int peer, std::span<const std::byte> descriptor);
+  /// Forgets `peer` (destroys its rkey; outstanding operations completed or abandoned):
+  /// later writes to it are not issued and flush() reports them as PeerFailureError.
+  /// Call it when the peer failed, before World::replace_peer closes its endpoint.
+  void detach_peer(int peer);
+  bool attached(int peer) const;
+
+ protected:
+  bool peer_known_failed(int peer) override { return peer_failed_ && peer_failed_(peer); }
+
  private:
-  void init(const UcxBootstrap& boot);
-  void cleanup() noexcept;
+  struct RkeyDestroy {
+    void operator()(ucp_rkey_h k) const noexcept { ucp_rkey_destroy(k); }
+  };
+  using Rkey = std::unique_ptr<std::remove_pointer_t<ucp_rkey_h>, RkeyDestroy>;
+  // (no member initializers: GCC cannot default-construct a nested class with them here)
+  struct MemUnmap {
+    ucp_context_h context;
+    void operator()(ucp_mem_h m) const noexcept { ucp_mem_unmap(context, m); }
+  };
+  using MemHandle = std::unique_ptr<std::remove_pointer_t<ucp_mem_h>, MemUnmap>;
+  struct FreeRegion {
+    bool owned;
+    void operator()(void* p) const noexcept {
+      if (owned) std::free(p);
+    }
+  };
+
+  void map_region();
   void check(int peer, std::size_t off, std::size_t len) const;
-  void track(int peer, ucs_status_ptr_t sp, const char* what);
-  /// Waits for `req` until `deadline`; returns its status (UCS_ERR_TIMED_OUT on deadline).
-  ucs_status_t wait_request(void* req, Clock::time_point deadline);
+  /// False when writes to `peer` must not be issued (detached, or known failed).
+  bool writable(int peer);
+  void track(int peer, ucs_status_ptr_t sp);
+  /// Completes or abandons (known failed, or `deadline`) the requests to `peer`
+  /// (-1: all), without throwing.
+  void drain(int peer, Clock::time_point deadline) noexcept;
+  /// Waits for `req` to `peer` until `deadline`; returns its status (UCS_ERR_TIMED_OUT on
+  /// deadline, UCS_ERR_CONNECTION_RESET when the peer is known failed meanwhile).
+  ucs_status_t wait_request(int peer, void* req, Clock::time_point deadline);
   /// One ucp_worker_progress; yields the CPU after kIdlePollsBeforeYield calls in a row
   /// that made no progress.
   void progress_or_yield();
@@ -76,7 +150,7 @@ class UcxTransport final : public Transport {
 
   struct Peer {
     ucp_ep_h ep = nullptr;
-    ucp_rkey_h rkey = nullptr;
+    Rkey rkey;
     uint64_t address = 0;
     std::size_t length = 0;
     bool dirty = false;  // written since the last flush
@@ -85,15 +159,19 @@ class UcxTransport final : public Transport {
   int size_ = 0;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  void* base_ = nullptr;
+  std::function<ucp_ep_h(int)> endpoint_;
+  std::function<bool(int)> peer_failed_;
   std::size_t bytes_ = 0;
-  bool owned_ = false;
-  ucp_mem_h memh_ = nullptr;
   std::chrono::milliseconds timeout_;
+  // Declaration order is teardown order in reverse: rkeys, then the mapping, then memory.
+  std::unique_ptr<void, FreeRegion> region_mem_;
+  MemHandle memh_;
+  std::vector<std::byte> descriptor_;
   std::vector<Peer> peers_;
   std::vector<std::pair<int, void*>> pending_;  // (peer, request) of puts/signals not yet completed
   std::deque<uint64_t> signal_values_;          // sources of signal puts, stable until flush
   std::vector<int> failed_;                     // peers whose operations failed since the last flush
+  std::vector<int> skipped_;                    // detached peers written to since the last flush
 };
 
 }  // namespace hyrun::ep
