@@ -74,7 +74,10 @@ std::optional<double> phase_mean_gbps(const std::vector<const PhaseSample*>& sam
   double sum = 0;
   int n = 0;
   for (const auto* s : samples)
-    if (s->bandwidth) sum += s->bandwidth->gbps, ++n;
+    if (s->bandwidth) {
+      sum += s->bandwidth->gbps;
+      ++n;
+    }
   if (n == 0) return std::nullopt;
   return sum / n;
 }
@@ -92,13 +95,17 @@ std::string gp_quote(std::string_view text) {
 std::string gp_value(const std::optional<double>& v) { return v ? fmt::format("{}", *v) : "-"; }
 
 // Runs gnuplot on `script`; returns "" on success, otherwise why not.
+// It runs in the script's directory: the script names its files relative to it.
 std::string run_gnuplot(const std::string& program, const std::filesystem::path& script, const std::filesystem::path& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  const std::string dir = script.parent_path().empty() ? std::string(".") : script.parent_path().string();
+  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const std::string log_name = log.filename().string();  // log lies beside the script
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_name.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  std::string script_arg = script.string();
+  std::string script_arg = script.filename().string();
   std::string program_arg = program;
   char* argv[] = {program_arg.data(), script_arg.data(), nullptr};
   pid_t pid = -1;
@@ -133,7 +140,11 @@ std::string plot_files(const std::filesystem::path& dir, const RunResults& r, co
   for (auto& [rank, points] : per_rank) {
     std::sort(points.begin(), points.end());
     data += fmt::format("# rank {}\n", rank);
-    for (const auto& [phase, gbps] : points) data += fmt::format("{} {}\n", phase, gbps);
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      // A blank line breaks the line: a rank absent from a phase must not look measured there.
+      if (i > 0 && points[i].first != points[i - 1].first + 1) data += "\n";
+      data += fmt::format("{} {}\n", points[i].first, points[i].second);
+    }
     data += "\n\n";
     rank_words += fmt::format("{}{}", rank_words.empty() ? "" : " ", rank);
   }
@@ -158,7 +169,7 @@ std::string plot_files(const std::filesystem::path& dir, const RunResults& r, co
   std::string gp;
   gp += "# Drawn by ep-bench; rerun with: gnuplot bandwidth.gp\n";
   gp += "set terminal png size 1100,900\n";
-  gp += fmt::format("set output {}\n", gp_quote(image.string()));
+  gp += fmt::format("set output {}\n", gp_quote(image.filename().string()));
   gp += "set datafile missing '-'\n";
   gp += fmt::format("set multiplot layout 2,1 title {}\n", gp_quote(title));
   gp += "set grid\nset xtics 1\n";
@@ -170,7 +181,7 @@ std::string plot_files(const std::filesystem::path& dir, const RunResults& r, co
   } else {
     gp += fmt::format("ranks = '{}'\n", rank_words);
     gp += fmt::format("plot for [i=1:words(ranks)] {} index (i-1) using 1:2 with linespoints title 'rank '.word(ranks, i)\n",
-                      gp_quote(bandwidth_dat.string()));
+                      gp_quote(bandwidth_dat.filename().string()));
   }
   gp += "set title 'Phase transitions (largest over ranks)'\nset ylabel 'ms'\n";
   if (!any_transition) {
@@ -178,7 +189,7 @@ std::string plot_files(const std::filesystem::path& dir, const RunResults& r, co
   } else {
     gp += "set yrange [0:*]\nset style fill solid 0.6\nset boxwidth 0.3\n";
     gp += fmt::format("plot {0} using ($1-0.15):2 with boxes title 'join ms', {0} using ($1+0.15):3 with boxes title 'failure detection ms'\n",
-                      gp_quote(transitions_dat.string()));
+                      gp_quote(transitions_dat.filename().string()));
   }
   gp += "unset multiplot\n";
   write_file_atomically(script, gp);
@@ -252,7 +263,10 @@ std::string results_json(const RunResults& r) {
   // Samples of phases the plan does not have would be a runtime bug; keep them visible, not dropped.
   json stray = json::array();
   for (const auto& s : r.samples)
-    if (s.phase < 0 || static_cast<std::size_t>(s.phase) >= r.plan.num_phases()) stray.push_back(sample_json(s)), stray.back()["phase"] = s.phase;
+    if (s.phase < 0 || static_cast<std::size_t>(s.phase) >= r.plan.num_phases()) {
+      stray.push_back(sample_json(s));
+      stray.back()["phase"] = s.phase;
+    }
   if (!stray.empty()) doc["samples_outside_plan"] = std::move(stray);
   return doc.dump(2) + "\n";
 }
