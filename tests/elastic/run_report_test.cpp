@@ -1,0 +1,180 @@
+// results.json, plan.json and the gnuplot plot written into a temporary directory and read back.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "hyrun/common/error.hpp"
+#include "hyrun/ep/bench/run_report.hpp"
+
+namespace hyrun::ep::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+class RunReport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("hyrun-report-test-{}-{}", ::getpid(),
+                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static RunResults run() {
+    RunResults r{.parameters = {}, .plan = ElasticPlan::parse("[[0,1],[0,1,2,3],[0,1,-2,3],[0,3]]", 6, "test plan"), .samples = {},
+                 .phase_duration_ms = {1200.5, 900}};
+    r.parameters.world_size = 6;
+    r.parameters.seed = 42;
+    auto add = [&](int phase, int rank, PhaseRole state, std::optional<double> gbps, std::optional<double> join = {},
+                   std::optional<double> detect = {}) {
+      PhaseSample s;
+      s.phase = phase;
+      s.rank = rank;
+      s.node = rank < 2 ? "node-a" : "node-b";
+      s.local_rank = rank % 2;
+      s.state = state;
+      if (gbps) s.bandwidth = BandwidthStats{*gbps, 50, 40, 60};
+      if (gbps) s.split = SplitBandwidth{*gbps / 2, 20, *gbps * 2, 30};
+      s.join_ms = join;
+      s.detect_ms = detect;
+      if (detect) s.detected_ranks = {2};
+      r.samples.push_back(s);
+    };
+    add(0, 1, PhaseRole::joined, 12, 6.5);
+    add(0, 0, PhaseRole::joined, 10, 5.0);
+    add(1, 0, PhaseRole::active, 20);
+    add(1, 2, PhaseRole::joined, 18, 40.0);
+    add(2, 0, PhaseRole::active, 8, {}, 30.5);
+    add(2, 2, PhaseRole::killed, {});
+    add(2, 3, PhaseRole::active, 7, {}, 35.0);
+    add(3, 0, PhaseRole::active, 30);
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(RunReport, ResultsJsonHasParametersPlanPhasesAndSamples) {
+  const auto files = write_report(dir_, run(), {.plot = false});
+  EXPECT_EQ(files.results_json, dir_ / "results.json");
+  EXPECT_EQ(read(dir_ / "plan.json"), "[[0,1],[0,1,2,3],[0,1,-2,3],[0,3]]\n");
+
+  const auto doc = nlohmann::json::parse(read(files.results_json));
+  EXPECT_EQ(doc["schema"], "hyrun-ep-bench-results/1");
+  EXPECT_EQ(doc["parameters"]["num_tokens"], 128);
+  EXPECT_EQ(doc["parameters"]["hidden_dim"], 7168);
+  EXPECT_EQ(doc["parameters"]["num_topk"], 8);
+  EXPECT_EQ(doc["parameters"]["num_experts_per_rank"], 2);
+  EXPECT_EQ(doc["parameters"]["num_experts"], 8);
+  EXPECT_EQ(doc["parameters"]["timeout_ms"], 30000);
+  EXPECT_EQ(doc["parameters"]["seed"], 42);
+  EXPECT_EQ(doc["parameters"]["dispatch_dtype"], "fp8");
+  EXPECT_EQ(doc["plan"], nlohmann::json::parse("[[0,1],[0,1,2,3],[0,1,-2,3],[0,3]]"));
+  EXPECT_EQ(doc["plan_source"], "test plan");
+  EXPECT_EQ(doc["unused_ranks"], nlohmann::json::parse("[4,5]"));
+  EXPECT_EQ(doc["bandwidth_kind"], "logical");
+  EXPECT_DOUBLE_EQ(doc["overall_mean_gbps"].get<double>(), (12 + 10 + 20 + 18 + 8 + 7 + 30) / 7.0);
+
+  const auto& phases = doc["phases"];
+  ASSERT_EQ(phases.size(), 4u);
+  EXPECT_EQ(phases[2]["entries"], nlohmann::json::parse("[0,1,-2,3]"));
+  EXPECT_EQ(phases[2]["killed"], nlohmann::json::parse("[2]"));
+  EXPECT_EQ(phases[2]["survivors"], nlohmann::json::parse("[0,1,3]"));
+  EXPECT_EQ(phases[1]["joining"], nlohmann::json::parse("[2,3]"));
+  EXPECT_EQ(phases[3]["leaving"], nlohmann::json::parse("[1]"));
+  EXPECT_EQ(phases[3]["new_processes"], nlohmann::json::array());
+  EXPECT_DOUBLE_EQ(phases[0]["duration_ms"].get<double>(), 1200.5);
+  EXPECT_TRUE(phases[2]["duration_ms"].is_null());
+  EXPECT_DOUBLE_EQ(phases[0]["max_join_ms"].get<double>(), 6.5);
+  EXPECT_DOUBLE_EQ(phases[2]["max_detect_ms"].get<double>(), 35.0);
+  EXPECT_TRUE(phases[3]["max_join_ms"].is_null());
+  EXPECT_DOUBLE_EQ(phases[1]["mean_gbps"].get<double>(), 19.0);
+
+  // Samples sorted by rank within a phase; every field present, null when not measured.
+  const auto& p0 = phases[0]["samples"];
+  ASSERT_EQ(p0.size(), 2u);
+  EXPECT_EQ(p0[0]["rank"], 0);
+  EXPECT_EQ(p0[1]["rank"], 1);
+  EXPECT_EQ(p0[1]["node"], "node-a");
+  EXPECT_EQ(p0[1]["local_rank"], 1);
+  EXPECT_EQ(p0[1]["state"], "joined");
+  EXPECT_DOUBLE_EQ(p0[1]["gbps"].get<double>(), 12);
+  EXPECT_DOUBLE_EQ(p0[1]["avg_us"].get<double>(), 50);
+  EXPECT_DOUBLE_EQ(p0[1]["min_us"].get<double>(), 40);
+  EXPECT_DOUBLE_EQ(p0[1]["max_us"].get<double>(), 60);
+  EXPECT_DOUBLE_EQ(p0[1]["dispatch_gbps"].get<double>(), 6);
+  EXPECT_DOUBLE_EQ(p0[1]["combine_gbps"].get<double>(), 24);
+  EXPECT_DOUBLE_EQ(p0[1]["join_ms"].get<double>(), 6.5);
+  EXPECT_TRUE(p0[1]["detect_ms"].is_null());
+  const auto& killed = phases[2]["samples"][1];
+  EXPECT_EQ(killed["rank"], 2);
+  EXPECT_EQ(killed["state"], "killed");
+  EXPECT_TRUE(killed["gbps"].is_null());
+  EXPECT_EQ(phases[2]["samples"][0]["detected_ranks"], nlohmann::json::parse("[2]"));
+
+  // No temporary files left behind by the atomic writes.
+  for (const auto& entry : fs::directory_iterator(dir_)) EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "bandwidth.png"));
+}
+
+TEST_F(RunReport, DrawsThePlotWithGnuplot) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)";
+  const auto files = write_report(dir_, run());
+  EXPECT_EQ(files.plot_warning, "");
+  ASSERT_EQ(files.plot_png, dir_ / "bandwidth.png");
+  const std::string png = read(files.plot_png);
+  ASSERT_GE(png.size(), 8u);
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_TRUE(fs::exists(dir_ / "bandwidth.gp"));
+  EXPECT_TRUE(fs::exists(dir_ / "bandwidth.dat"));
+  EXPECT_TRUE(fs::exists(dir_ / "transitions.dat"));
+}
+
+TEST_F(RunReport, PlotsARunWithoutMeasurements) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  RunResults r{.parameters = {}, .plan = ElasticPlan::parse("[[0]]", 1), .samples = {}, .phase_duration_ms = {}};
+  const auto files = write_report(dir_, r);
+  EXPECT_EQ(files.plot_warning, "");
+  EXPECT_TRUE(nlohmann::json::parse(read(files.results_json))["overall_mean_gbps"].is_null());
+}
+
+TEST_F(RunReport, MissingGnuplotIsAWarningAndTheJsonIsStillWritten) {
+  const auto files = write_report(dir_, run(), {.plot = true, .gnuplot = "hyrun-no-such-gnuplot"});
+  EXPECT_NE(files.plot_warning.find("cannot run 'hyrun-no-such-gnuplot'"), std::string::npos) << files.plot_warning;
+  EXPECT_TRUE(files.plot_png.empty());
+  EXPECT_EQ(nlohmann::json::parse(read(files.results_json))["phases"].size(), 4u);
+}
+
+TEST_F(RunReport, FailingGnuplotIsAWarning) {
+  const auto files = write_report(dir_, run(), {.plot = true, .gnuplot = "false"});
+  EXPECT_NE(files.plot_warning.find("exited with status 1"), std::string::npos) << files.plot_warning;
+  EXPECT_TRUE(fs::exists(files.results_json));
+}
+
+TEST_F(RunReport, UnwritableDirectoryNamesIt) {
+  try {
+    write_report("/proc/hyrun-no-such-dir/report", run(), {.plot = false});
+    FAIL();
+  } catch (const SystemError& e) {
+    EXPECT_NE(std::string(e.what()).find("/proc/hyrun-no-such-dir/report"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hyrun::ep::bench

@@ -1,0 +1,69 @@
+// The end-of-run summary for a small hand-made run of expansion_fault_contraction on two nodes.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "hyrun/ep/bench/summary_table.hpp"
+
+namespace hyrun::ep::bench {
+namespace {
+
+PhaseSample sample(int phase, int rank, PhaseRole state, std::optional<double> gbps, std::optional<double> join_ms = {},
+                   std::optional<double> detect_ms = {}) {
+  PhaseSample s;
+  s.phase = phase;
+  s.rank = rank;
+  s.node = rank < 2 ? "node-a" : "node-b";
+  s.local_rank = rank % 2;
+  s.state = state;
+  if (gbps) s.bandwidth = BandwidthStats{*gbps, 100, 90, 110};
+  s.join_ms = join_ms;
+  s.detect_ms = detect_ms;
+  if (detect_ms) s.detected_ranks = {2};
+  return s;
+}
+
+// Plan [[0,1],[0,1,2,3],[0,1,-2,3],[0,3]]: rank 2 is killed in phase 2, rank 1 leaves in phase 3.
+std::vector<PhaseSample> hand_made_run() {
+  using R = PhaseRole;
+  return {
+      sample(0, 0, R::joined, 10, 5.0),  sample(0, 1, R::joined, 12, 6.5),
+      sample(1, 0, R::active, 20),       sample(1, 1, R::active, 22),         sample(1, 2, R::joined, 18, 40.4), sample(1, 3, R::joined, 16, 41.0),
+      sample(2, 0, R::active, 8, {}, 30.5), sample(2, 1, R::active, 9, {}, 31.0), sample(2, 2, R::killed, {}), sample(2, 3, R::active, 7, {}, 29.7),
+      sample(3, 3, R::active, 28),       sample(3, 0, R::active, 30),
+  };
+}
+
+TEST(SummaryTable, PlainText) {
+  const auto samples = hand_made_run();
+  const std::string expected =
+      "node    rank  P0      P1      P2      P3      GB/s avg  GB/s min  GB/s max   join ms  detect ms\n"
+      "node-a     0  joined  active  active  active     17.00      8.00     30.00       5.0       30.5\n"
+      "node-a     1  joined  active  active  left       14.33      9.00     22.00       6.5       31.0\n"
+      "node-b     2  idle    joined  killed  idle       18.00     18.00     18.00      40.4          -\n"
+      "node-b     3  idle    joined  active  active     17.00      7.00     28.00      41.0       29.7\n"
+      "Overall mean dispatch + combine bandwidth: 16.36 GB/s over 11 rank-phase samples (logical bandwidth: bytes counted per "
+      "selection, traffic to self included)\n";
+  EXPECT_EQ(format_summary(samples, 4), expected);
+  EXPECT_EQ(format_summary(samples, 4).find('\x1b'), std::string::npos);
+}
+
+TEST(SummaryTable, ColoursMarksOnlyWhenAsked) {
+  const auto text = format_summary(hand_made_run(), 4, {.color = true});
+  EXPECT_NE(text.find("\x1b[32mjoined\x1b[0m"), std::string::npos) << text;
+  EXPECT_NE(text.find("\x1b[32mactive\x1b[0m"), std::string::npos) << text;
+  EXPECT_NE(text.find("\x1b[31mkilled\x1b[0m"), std::string::npos) << text;
+  EXPECT_NE(text.find("left  "), std::string::npos) << text;
+}
+
+TEST(SummaryTable, OverallMeanIsTheMeanOfEveryBandwidthLine) {
+  const auto samples = hand_made_run();
+  ASSERT_TRUE(overall_mean_gbps(samples).has_value());
+  EXPECT_DOUBLE_EQ(*overall_mean_gbps(samples), 180.0 / 11.0);
+  EXPECT_FALSE(overall_mean_gbps(std::vector<PhaseSample>{}).has_value());
+  EXPECT_NE(format_summary(std::vector<PhaseSample>{}, 1).find("none measured"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hyrun::ep::bench
