@@ -68,19 +68,17 @@ Endpoint& Endpoint::operator=(Endpoint&& other) noexcept {
   return *this;
 }
 
-void Endpoint::close(std::chrono::milliseconds timeout) noexcept {
+void Endpoint::close(std::chrono::milliseconds timeout, bool force) noexcept {
   if (!ep_) return;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // One close per endpoint: a second one is an error even when the first failed. A close
+  // that does not finish in time is left to UCX (wait_request frees it on completion).
   ucp_request_param_t param{};
-  void* request = ucp_ep_close_nbx(ep_, &param);
-  if (wait_request(worker_, request, deadline) != UCS_OK) {
-    // Flushing failed or timed out (a dead peer): force the close so nothing lingers.
+  if (force) {  // the peer is known dead: flushing could only fail; needs peer error handling
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    void* forced = ucp_ep_close_nbx(ep_, &param);
-    wait_request(worker_, forced, std::chrono::steady_clock::now() + std::chrono::seconds(1));
   }
-  ep_ = nullptr;
+  wait_request(worker_, ucp_ep_close_nbx(std::exchange(ep_, nullptr), &param),
+               std::chrono::steady_clock::now() + timeout);
 }
 
 void Progress::operator()(ucp_worker_h worker) {

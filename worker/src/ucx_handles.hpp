@@ -60,7 +60,8 @@ class Endpoint {
   Endpoint& operator=(const Endpoint&) = delete;
 
   ucp_ep_h get() const { return ep_; }
-  void close(std::chrono::milliseconds timeout) noexcept;
+  /// Closes (flushing, or at once with `force`, which needs peer error handling) within `timeout`.
+  void close(std::chrono::milliseconds timeout, bool force = false) noexcept;
   /// Starts a flushing close and gives up ownership; the caller waits for the request
   /// (wait_request) so that many endpoints can close under one deadline.
   void* start_close() noexcept;

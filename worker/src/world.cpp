@@ -95,6 +95,10 @@ struct World::Impl {
     endpoints.clear();
     endpoints.reserve(table.size());
     for (std::size_t r = 0; r < table.size(); ++r) {
+      if (contract.incarnation > 0 && r != 0) {  // a restarted rank connects when it needs a peer
+        endpoints.emplace_back();
+        continue;
+      }
       try {
         endpoints.emplace_back(worker.get(), table[r], options.peer_error_handling, &Impl::on_peer_failure, this);
       } catch (const Error& e) {
@@ -186,8 +190,23 @@ struct World::Impl {
     return join.rank;
   }
 
+  /// The endpoint to `peer`, connected on first use (a restarted rank connects only to the
+  /// ranks it talks to: others in its table may be gone); nullptr when unreachable.
+  ucp_ep_h endpoint_to(int peer) {
+    auto& ep = endpoints[peer];
+    if (!ep.get() && !failed[peer] && !table[peer].empty()) {
+      try {
+        ep = ucx::Endpoint(worker.get(), table[peer], options.peer_error_handling, &Impl::on_peer_failure, this);
+      } catch (const Error& e) {
+        worker_log().info("rank {}: rank {} is unreachable ({}); marked failed", contract.rank, peer, e.what());
+        failed[peer] = 1;
+      }
+    }
+    return ep.get();
+  }
+
   void replace_peer(int peer, std::span<const std::byte> address) {
-    endpoints[peer].close(std::chrono::milliseconds(200));
+    endpoints[peer].close(std::chrono::milliseconds(200), failed[peer] && options.peer_error_handling);
     endpoints[peer] = ucx::Endpoint(worker.get(), address, options.peer_error_handling, &Impl::on_peer_failure, this);
     table[peer].assign(address.begin(), address.end());
     failed[peer] = 0;
@@ -212,7 +231,7 @@ struct World::Impl {
     std::vector<void*> sends;
     for (int peer = 0; peer < n; ++peer)
       if (peer != contract.rank)
-        sends.push_back(start_send(endpoints[peer].get(), tag::make(tag::Kind::kCollective, contract.rank, seq), mine));
+        sends.push_back(start_send(endpoint_to(peer), tag::make(tag::Kind::kCollective, contract.rank, seq), mine));
     std::vector<std::vector<std::byte>> all(n);
     all[contract.rank].assign(mine.begin(), mine.end());
     const auto until = deadline();
@@ -298,7 +317,7 @@ void World::send(int peer, std::span<const std::byte> data, uint32_t user_tag) {
     impl_->self_messages[user_tag].emplace_back(data.begin(), data.end());
     return;
   }
-  impl_->send_tagged(endpoint(peer), tag::make(tag::Kind::kPointToPoint, rank(), user_tag), data,
+  impl_->send_tagged(impl_->endpoint_to(peer), tag::make(tag::Kind::kPointToPoint, rank(), user_tag), data,
                      fmt::format("send of {} bytes to rank {}", data.size(), peer));
 }
 
@@ -365,7 +384,10 @@ bool World::peer_failed(int peer) const {
 
 ucp_context_h World::ucp_context() const { return impl_->context.get(); }
 ucp_worker_h World::ucp_worker() const { return impl_->worker.get(); }
-ucp_ep_h World::endpoint(int peer) const { return impl_->endpoints.at(peer).get(); }
+ucp_ep_h World::endpoint(int peer) const {
+  if (peer < 0 || peer >= size()) throw Error(fmt::format("endpoint: {} is outside the world of {} ranks", peer, size()));
+  return impl_->endpoint_to(peer);
+}
 void World::wait(void* request, const std::string& what) { impl_->wait(request, what); }
 
 }  // namespace hyrun

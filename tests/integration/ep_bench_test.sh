@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# ep-bench under hyrun in local mode, as a user and CloudAI see it: ep_bench_test.sh CASE [PLAN]
+source "$(dirname "$0")/lib.sh"
+case_name=$1
+plans=$PLANS_DIR
+small=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --num-experts-per-rank 2 --warmup 2 --iters 6 --timeout-ms 20000)
+
+# cloudai_check PLAN_JSON: CloudAI's regexes find an end-phase line for every rank in every
+# phase it runs to the end, and bandwidth lines; none of CloudAI's failure patterns appear.
+cloudai_check() {
+  python3 - "$1" "$OUT" "$ERR" <<'PY'
+import json, re, sys
+plan = json.load(open(sys.argv[1]))
+out = open(sys.argv[2]).read()
+err = open(sys.argv[3]).read()
+F = r'[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?'
+bw = re.compile(r'\[rank (?P<rank>\d+)\] Dispatch \+ combine bandwidth: (?P<bandwidth>' + F + r') GB/s, avg_t=(?P<avg_time>' + F +
+                r') us, min_t=(?P<min_time>' + F + r') us, max_t=(?P<max_time>' + F + r') us')
+end = re.compile(r'global_rank=(\d+), local_rank=\d+ -> end phase (\d+)')
+ends = {(int(m.group(1)), int(m.group(2))) for m in end.finditer(out)}
+for p, phase in enumerate(plan):
+    for r in phase:
+        if r >= 0:
+            assert (r, p) in ends, f"no end-phase line for rank {r} in phase {p}"
+        else:
+            assert (-r, p) not in ends, f"killed rank {-r} ended phase {p}"
+found = list(bw.finditer(out))
+rates = [float(m.group('bandwidth')) for m in found]
+# Tiny test shapes on 2 busy cores may print 0.00 GB/s; the times are what must be real.
+assert found and all(float(m.group('avg_time')) > 0 and float(m.group('min_time')) <= float(m.group('avg_time')) <= float(m.group('max_time'))
+                     for m in found), "no sane bandwidth line"
+for pattern in ('Traceback (most recent call last):', 'no plan phases were found for rank', 'srun: error:', 'Exited with exit code'):
+    assert pattern not in out and pattern not in err, f"failure pattern {pattern!r} printed"
+print(f"cloudai: {len(ends)} end-phase lines, {len(rates)} bandwidth lines, mean {sum(rates)/len(rates):.3f} GB/s")
+PY
+}
+
+case $case_name in
+plan)  # one reference plan: phases run, kills detected as planned, CloudAI parses everything
+  plan=$plans/$2.json
+  n=$(python3 -c "import json,sys; print(max(abs(r) for ph in json.load(open(sys.argv[1])) for r in ph) + 1)" "$plan")
+  run_job 240 "$HYRUN" -n "$n" -- "$EP_BENCH" --plan "$plan" "${small[@]}" --validate-phase-failures --report-dir "$WORK/report"
+  expect_rc 0
+  cloudai_check "$plan" && pass "CloudAI's regexes find every rank and phase" || { fail "CloudAI check"; show_output; }
+  python3 - "$plan" "$OUT" <<'PY' && pass "every killed rank detected by every survivor" || fail "kill detection"
+import json, re, sys
+plan = json.load(open(sys.argv[1])); out = open(sys.argv[2]).read()
+for p, phase in enumerate(plan):
+    killed = sorted(-r for r in phase if r < 0)
+    if not killed: continue
+    for r in (r for r in phase if r >= 0):
+        m = re.search(rf'global_rank={r}, local_rank=\d+ -> detected failed ranks \[([0-9, ]*)\] in ([0-9.]+) ms', out)
+        assert m, f"rank {r} did not report the failure of {killed} in phase {p}"
+        assert sorted(int(x) for x in m.group(1).split(',')) == killed, (r, m.group(1), killed)
+PY
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d" "$WORK/report/results.json" && pass "results.json parses" || fail "results.json"
+  [ -s "$WORK/report/plan.json" ] && pass "plan.json written" || fail "no plan.json"
+  ;;
+two-plans)  # two plans one after the other in one launch, a result set each
+  run_job 240 "$HYRUN" -n 4 -- "$EP_BENCH" --plan '[[0,1],[0,1,2,3]]' --plan "$plans/no_expansion.json" "${small[@]}" --report-dir "$WORK/r"
+  expect_rc 0
+  [ -s "$WORK/r/plan-1/results.json" ] && [ -s "$WORK/r/plan-2/results.json" ] && pass "a result set per plan" || fail "result sets"
+  [ "$(grep -ci 'overall mean' "$OUT")" -ge 2 ] && pass "a summary per plan" || { fail "summaries"; show_output; }
+  ;;
+unused-rank)  # a rank of the world that no phase uses exits 0 with a note
+  run_job 120 "$HYRUN" -n 3 -- "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
+  expect_rc 0
+  expect_stdout "global_rank=2, .*not used by any phase"
+  ;;
+unplanned-death)  # a rank dying outside the plan fails the job with its name
+  mkdir "$WORK/p"
+  "$HYRUN" -n 4 -- "$EP_BENCH" --plan '[[0,1,2,3]]' --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 \
+    --iters 1000000 >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  for _ in $(seq 100); do grep -q 'start phase 0' "$WORK/o" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.5
+  victim=$(pgrep -P $hy | while read -r p; do tr '\0' '\n' </proc/$p/environ | grep -qx 'HYRUN_RANK=2' && echo $p; done)
+  [ -n "$victim" ] || fail "no process of rank 2"
+  kill -9 $victim; wait $hy; RC=$?; OUT=$WORK/o; ERR=$WORK/e
+  expect_rc 137
+  expect_stderr "^hyrun: rank 2 \(pid $victim\) was killed by signal 9 \(SIGKILL\)"
+  ;;
+bad-plans)  # every plan error is named before anything runs
+  for bad in 'not json' '[]' '[[]]' '[[0,"x"]]' '[[0,1],[0,9]]' '[[1,2]]' '[[0,1],[0,-3]]' '[[0,0]]'; do
+    run_job 60 "$HYRUN" -n 4 -- "$EP_BENCH" --plan "$bad" "${small[@]}"
+    [ "$RC" -eq 2 ] && pass "plan '$bad' refused with exit 2" || { fail "plan '$bad': exit $RC"; show_output; }
+    grep -qi "plan" "$ERR" && pass "the message names the plan: $(grep -i plan "$ERR" | head -1)" || fail "no message for '$bad'"
+  done
+  ;;
+*) echo "unknown case $case_name"; exit 2 ;;
+esac
+finish

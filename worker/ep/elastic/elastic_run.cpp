@@ -1,0 +1,472 @@
+#include "elastic_run.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <thread>
+#include <tuple>
+
+#include "../tools/reference_inputs.hpp"
+#include "coordinator_link.hpp"
+#include "elastic_schedule.hpp"
+#include "hyrun/common/hex.hpp"
+#include "hyrun/ep/bench/log_lines.hpp"
+#include "hyrun/ep/bench/progress_line.hpp"
+#include "hyrun/ep/bench/summary_table.hpp"
+#include "hyrun/ep/host_backend.hpp"
+#include "hyrun/ep/layout.hpp"
+#include "hyrun/ep/ucx_transport.hpp"
+
+namespace hyrun::ep::elastic {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+void emit(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+std::vector<int> ranks_where(const std::vector<char>& flags) {
+  std::vector<int> out;
+  for (std::size_t r = 0; r < flags.size(); ++r)
+    if (flags[r]) out.push_back(static_cast<int>(r));
+  return out;
+}
+
+std::string node_name() {
+  if (const char* n = std::getenv("SLURMD_NODENAME")) return n;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+/// Agreed epochs: above every epoch of earlier phases and failure rounds (a phase runs
+/// fewer than 2^24 calls).
+uint64_t phase_epoch(std::size_t global_phase, int failure_round) {
+  return (static_cast<uint64_t>(global_phase + 1) << 32) + (static_cast<uint64_t>(failure_round) << 24);
+}
+
+class Runner {
+ public:
+  Runner(World& world, const BenchOptions& options, std::vector<ElasticPlan> plans)
+      : world_(world),
+        options_(options),
+        plans_(std::move(plans)),
+        schedule_(plans_, world.size()),
+        me_(world.rank()),
+        attached_(static_cast<std::size_t>(world.size()), -1) {
+    const auto& p = options_.parameters;
+    format_ = p.dispatch_dtype == "bf16" ? Format::kBF16 : Format::kFP8;
+    shape_ = Shape{world.size(), p.num_tokens, p.hidden_dim, p.num_topk, p.num_experts_per_rank};
+  }
+
+  int run() {
+    if (!schedule_.used(me_)) {
+      emit(fmt::format("global_rank={}, local_rank={} -> not used by any phase of the plan; exiting", me_,
+                       world_.local_rank()));
+      return 0;
+    }
+    transport_ = std::make_unique<UcxTransport>(world_, region_bytes(shape_),
+                                                std::chrono::milliseconds(options_.parameters.timeout_ms),
+                                                PeerAttach::kDeferred);
+    backend_ = std::make_unique<HostBackend>(shape_, *transport_, std::chrono::milliseconds(options_.parameters.timeout_ms));
+    out_.emplace(shape_, format_);
+    expert_out_.assign(recv_rows(shape_) * static_cast<std::size_t>(shape_.hidden), 0);
+    y_.assign(static_cast<std::size_t>(shape_.max_tokens) * shape_.hidden, 0);
+    if (me_ == 0) return coordinate();
+    send_json(world_, 0, kToCoordinator,
+              {{"type", "register"}, {"incarnation", world_.incarnation()}, {"descriptor", to_hex(transport_->local_descriptor())}});
+    for (;;) {
+      json message = recv_json_patiently(kToRank);
+      if (message["type"] == "done") return 0;
+      if (message["type"] != "phase") throw Error(fmt::format("rank {}: unexpected '{}' between phases", me_, message["type"].get<std::string>()));
+      if (run_phase_as_member(message)) return 0;  // left the job
+    }
+  }
+
+ private:
+  // ---------------------------------------------------------------- every rank
+  /// Idle ranks wait for the coordinator for as long as it lives.
+  json recv_json_patiently(uint32_t tag) {
+    for (;;) {
+      try {
+        return recv_json(world_, 0, tag);
+      } catch (const TimeoutError&) {
+        if (world_.peer_failed(0)) throw Error(fmt::format("rank {}: the coordinator (rank 0) is gone", me_));
+      }
+    }
+  }
+
+  /// Connects to the peers the phase needs (new processes: new endpoint and region key).
+  void attach_peers(const json& peers) {
+    for (const auto& p : peers) {
+      const int r = p["rank"].get<int>();
+      const int incarnation = p["incarnation"].get<int>();
+      if (r == me_ || attached_[r] == incarnation) continue;
+      // A restarted peer is a new process at a new address (rank 0's World already
+      // switched to it when it admitted the rank).
+      if (incarnation > 0 && me_ != 0) world_.replace_peer(r, from_hex(p["address"].get<std::string>(), "a peer address"));
+      transport_->attach_peer(r, from_hex(p["descriptor"].get<std::string>(), "a peer's region descriptor"));
+      attached_[r] = incarnation;
+    }
+  }
+
+  struct PhaseOutcome {
+    std::optional<bench::BandwidthStats> bandwidth;
+    std::vector<int> detected;
+    std::optional<double> detect_ms;
+  };
+
+  /// Warm-up and timed iterations of one phase. `on_failure` agrees with the others on the
+  /// failed ranks and returns them with the epoch to resume at.
+  template <typename OnFailure>
+  PhaseOutcome iterate(const GlobalPhase& g, std::size_t gi, std::vector<char> active, bool doomed, OnFailure on_failure) {
+    const auto& p = options_.parameters;
+    const ElasticPlan& plan = plans_[g.plan];
+    const int num_ranks = plan.max_rank() + 1;
+    const auto inputs = check::make_rank_inputs({p.num_tokens, p.hidden_dim, p.num_topk}, num_ranks,
+                                                p.num_experts_per_rank, me_, p.seed, static_cast<int>(g.plan));
+    PhaseOutcome outcome;
+    int failure_round = 0;
+    backend_->set_epoch(phase_epoch(gi, failure_round));
+    std::vector<double> samples_us;
+    const int total = p.warmup + p.iters;
+    for (int i = 0; i < total;) {
+      if (doomed && i == p.warmup) {
+        // Really killed, during the phase's dispatch/combine: hyrun is told first so that
+        // it neither fails the job nor forgets to restart the rank if the plan brings it back.
+        announce_planned_exit(schedule_.used_after(gi, me_));
+        ::raise(SIGKILL);
+      }
+      Routing routing{num_ranks, std::vector<uint8_t>(active.begin(), active.begin() + num_ranks)};
+      const auto start = Clock::now();
+      try {
+        backend_->dispatch(inputs.x.data(), inputs.topk_idx.data(), p.num_tokens, routing, format_, out_->view());
+        backend_->combine(expert_out_.data(), out_->view(), inputs.topk_idx.data(), inputs.topk_weights.data(),
+                          p.num_tokens, y_.data());
+      } catch (const PeerFailureError& e) {
+        i = handle_failure(e.ranks(), start, i, active, outcome, failure_round, on_failure);
+        continue;  // the agreed iteration again, without the failed ranks
+      } catch (const PeerTimeoutError& e) {
+        i = handle_failure(e.ranks(), start, i, active, outcome, failure_round, on_failure);
+        continue;
+      }
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      if (i >= p.warmup) samples_us.push_back(us);
+      ++i;
+    }
+    if (!samples_us.empty()) {
+      // The reference drops the first timed sample.
+      if (samples_us.size() > 1) samples_us.erase(samples_us.begin());
+      double sum = 0;
+      for (double s : samples_us) sum += s;
+      const double avg = sum / static_cast<double>(samples_us.size());
+      std::vector<uint8_t> mask(active.begin(), active.begin() + num_ranks);
+      const auto selections = count_valid_selections(inputs.topk_idx.data(), p.num_tokens, p.num_topk,
+                                                     p.num_experts_per_rank, num_ranks, mask.data());
+      bench::BandwidthStats stats;
+      stats.avg_us = avg;
+      stats.min_us = *std::min_element(samples_us.begin(), samples_us.end());
+      stats.max_us = *std::max_element(samples_us.begin(), samples_us.end());
+      stats.gbps = bandwidth_gbps(dispatch_bytes(selections, p.hidden_dim, format_),
+                                  combine_bytes(selections, p.hidden_dim), avg / 1e6);
+      outcome.bandwidth = stats;
+    }
+    return outcome;
+  }
+
+  /// Returns the iteration to go on with. A survivor may see the failure one iteration
+  /// early (its last flush to the dying rank fails after the data arrived); all resume at
+  /// the latest iteration any of them reached, so that every survivor makes the same calls.
+  template <typename OnFailure>
+  int handle_failure(const std::vector<int>& seen, Clock::time_point call_start, int iteration,
+                     std::vector<char>& active, PhaseOutcome& outcome, int& failure_round, OnFailure on_failure) {
+    const double detect_ms = ms_since(call_start);
+    const auto [failed, epoch, resume_at] = on_failure(seen, detect_ms, iteration);
+    for (int r : failed) {
+      if (!active[r]) continue;
+      active[r] = 0;
+      outcome.detected.push_back(r);
+      transport_->detach_peer(r);
+    }
+    std::sort(outcome.detected.begin(), outcome.detected.end());
+    if (!outcome.detect_ms) outcome.detect_ms = detect_ms;
+    ++failure_round;
+    backend_->set_epoch(epoch);
+    return resume_at;
+  }
+
+  // ---------------------------------------------------------------- ranks other than 0
+  /// Returns true when this process leaves the job in this phase.
+  bool run_phase_as_member(const json& message) {
+    const std::size_t gi = message["global_phase"].get<std::size_t>();
+    const GlobalPhase& g = schedule_.phases()[gi];
+    const int phase = static_cast<int>(g.phase);
+    if (g.departs[me_]) {
+      announce_planned_exit(schedule_.used_after(gi, me_));
+      return true;
+    }
+    attach_peers(message["peers"]);
+    for (int r : ranks_where(g.departs)) transport_->detach_peer(r);
+    emit(bench::phase_start_line(me_, world_.local_rank(), phase));
+    print_connection_changes(g, gi);
+    send_json(world_, 0, kToCoordinator, {{"type", "ready"}});
+    expect(world_, 0, kToRank, "go");
+    auto outcome = iterate(g, gi, g.active, g.killed[me_], [&](const std::vector<int>& seen, double detect_ms, int iteration) {
+      send_json(world_, 0, kToCoordinator,
+                {{"type", "failed"}, {"ranks", seen}, {"detect_ms", detect_ms}, {"iteration", iteration}});
+      const json resume = expect(world_, 0, kToRank, "resume");
+      return std::tuple{resume["ranks"].get<std::vector<int>>(), resume["epoch"].get<uint64_t>(),
+                        resume["iteration"].get<int>()};
+    });
+    report(g, outcome);
+    send_json(world_, 0, kToCoordinator, result_message(outcome));
+    return false;
+  }
+
+  void print_connection_changes(const GlobalPhase& g, std::size_t gi) {
+    std::vector<int> added, removed;
+    const GlobalPhase* prev = gi > 0 ? &schedule_.phases()[gi - 1] : nullptr;
+    for (int r = 0; r < world_.size(); ++r) {
+      if (r == me_) continue;
+      const bool before = prev && prev->active[r] && !prev->killed[r];
+      if (g.active[r] && (!before || g.new_process[r])) added.push_back(r);
+      if (!g.active[r] && before) removed.push_back(r);
+    }
+    if (!added.empty()) emit(bench::connections_added_line(me_, world_.local_rank(), added));
+    if (!removed.empty()) emit(bench::connections_removed_line(me_, world_.local_rank(), removed));
+  }
+
+  void report(const GlobalPhase& g, const PhaseOutcome& outcome) {
+    const int phase = static_cast<int>(g.phase);
+    if (!outcome.detected.empty())
+      emit(bench::failed_ranks_detected_line(me_, world_.local_rank(), outcome.detected, *outcome.detect_ms));
+    if (outcome.bandwidth) emit(bench::bandwidth_line(me_, *outcome.bandwidth));
+    emit(bench::phase_end_line(me_, world_.local_rank(), phase));
+  }
+
+  json result_message(const PhaseOutcome& outcome) const {
+    json m{{"type", "result"}, {"node", node_name()}, {"local_rank", world_.local_rank()}, {"detected", outcome.detected}};
+    if (outcome.bandwidth)
+      m["bandwidth"] = {outcome.bandwidth->gbps, outcome.bandwidth->avg_us, outcome.bandwidth->min_us,
+                        outcome.bandwidth->max_us};
+    if (outcome.detect_ms) m["detect_ms"] = *outcome.detect_ms;
+    return m;
+  }
+
+  // ---------------------------------------------------------------- rank 0
+  struct Member {
+    int incarnation = 0;
+    std::string address, descriptor;
+    bool alive = true;
+    std::string node;    // from the rank's last result
+    int local_rank = 0;
+  };
+
+  int coordinate() {
+    members_.resize(static_cast<std::size_t>(world_.size()));
+    members_[0] = {world_.incarnation(), to_hex(world_.own_address()), to_hex(transport_->local_descriptor()), true,
+                   node_name(), world_.local_rank()};
+    for (int r = 1; r < world_.size(); ++r) {
+      if (!schedule_.used(r)) {
+        members_[r].alive = false;
+        continue;
+      }
+      const json reg = expect(world_, r, kToCoordinator, "register");
+      members_[r].descriptor = reg["descriptor"].get<std::string>();
+    }
+    bench::ProgressLine progress;
+    std::vector<bench::PhaseSample> samples;
+    std::vector<std::optional<double>> durations;
+    const auto& phases = schedule_.phases();
+    for (std::size_t gi = 0; gi < phases.size(); ++gi) {
+      const GlobalPhase& g = phases[gi];
+      progress.update(g.phase, plans_[g.plan].num_phases(), fmt::format("plan {} of {}", g.plan + 1, plans_.size()));
+      const auto phase_start = Clock::now();
+      admit_new_processes(g);
+      run_phase_as_coordinator(g, gi, samples);
+      durations.push_back(ms_since(phase_start));
+      const bool plan_ends = gi + 1 == phases.size() || phases[gi + 1].plan != g.plan;
+      if (plan_ends) {
+        progress.clear();
+        finish_plan(g.plan, samples, durations);
+        samples.clear();
+        durations.clear();
+      }
+    }
+    for (int r = 1; r < world_.size(); ++r)
+      if (members_[r].alive) send_json(world_, r, kToRank, {{"type", "done"}});
+    return 0;
+  }
+
+  void admit_new_processes(const GlobalPhase& g) {
+    std::vector<int> waiting = ranks_where(g.new_process);
+    const auto deadline = Clock::now() + world_.timeout();
+    while (!waiting.empty()) {
+      for (const auto& rejoin : world_.accept_rejoins()) {
+        const auto it = std::find(waiting.begin(), waiting.end(), rejoin.rank);
+        if (it == waiting.end()) continue;
+        const json reg = expect(world_, rejoin.rank, kToCoordinator, "register");
+        auto& m = members_[rejoin.rank];
+        m.incarnation = reg["incarnation"].get<int>();
+        m.address = to_hex(rejoin.address);
+        m.descriptor = reg["descriptor"].get<std::string>();
+        m.alive = true;
+        waiting.erase(it);
+      }
+      if (waiting.empty()) break;
+      if (Clock::now() > deadline)
+        throw TimeoutError(fmt::format("rank 0: restarted rank(s) {} did not rejoin within {} ms", fmt::join(waiting, ", "),
+                                       world_.timeout().count()));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  void run_phase_as_coordinator(const GlobalPhase& g, std::size_t gi, std::vector<bench::PhaseSample>& samples) {
+    const int phase = static_cast<int>(g.phase);
+    json peers = json::array();
+    for (int r : ranks_where(g.active))
+      peers.push_back({{"rank", r}, {"incarnation", members_[r].incarnation}, {"address", members_[r].address},
+                       {"descriptor", members_[r].descriptor}});
+    std::vector<Clock::time_point> sent(static_cast<std::size_t>(world_.size()));
+    for (int r = 1; r < world_.size(); ++r) {
+      if (!(g.active[r] || g.departs[r]) || !members_[r].alive) continue;
+      sent[r] = Clock::now();
+      send_json(world_, r, kToRank, {{"type", "phase"}, {"global_phase", gi}, {"peers", peers}});
+      if (g.departs[r]) members_[r].alive = false;
+    }
+    attach_peers(peers);
+    for (int r : ranks_where(g.departs)) transport_->detach_peer(r);
+    emit(bench::phase_start_line(0, world_.local_rank(), phase));
+    print_connection_changes(g, gi);
+    std::vector<std::optional<double>> join_ms(static_cast<std::size_t>(world_.size()));
+    for (int r : ranks_where(g.active)) {
+      if (r == 0) continue;
+      expect(world_, r, kToCoordinator, "ready");
+      join_ms[r] = ms_since(sent[r]);
+    }
+    for (int r : ranks_where(g.active))
+      if (r != 0) send_json(world_, r, kToRank, {{"type", "go"}});
+
+    std::vector<char> failed_so_far(static_cast<std::size_t>(world_.size()), 0);
+    std::map<int, double> detect_ms_of;
+    auto outcome = iterate(g, gi, g.active, false, [&](const std::vector<int>& seen, double my_ms, int my_iteration) {
+      int resume_at = my_iteration;
+      // Gather every other survivor's report; the union is the agreed failed set.
+      std::vector<char> failed = failed_so_far;
+      for (int r : seen) failed[r] = 1;
+      detect_ms_of[0] = my_ms;
+      for (int r : ranks_where(g.active)) {
+        if (r == 0 || failed[r] || world_.peer_failed(r)) {
+          if (r != 0) failed[r] = 1;
+          continue;
+        }
+        const json report = expect(world_, r, kToCoordinator, "failed");
+        for (int f : report["ranks"].get<std::vector<int>>()) failed[f] = 1;
+        resume_at = std::max(resume_at, report["iteration"].get<int>());
+        detect_ms_of.emplace(r, report["detect_ms"].get<double>());
+      }
+      std::vector<int> newly;
+      for (int r = 0; r < world_.size(); ++r)
+        if (failed[r] && !failed_so_far[r]) newly.push_back(r);
+      failed_so_far = failed;
+      const uint64_t epoch = phase_epoch(gi, static_cast<int>(ranks_where(failed_so_far).size()));
+      for (int r : ranks_where(g.active))
+        if (r != 0 && !failed_so_far[r])
+          send_json(world_, r, kToRank, {{"type", "resume"}, {"ranks", newly}, {"epoch", epoch}, {"iteration", resume_at}});
+      return std::tuple{newly, epoch, resume_at};
+    });
+    report(g, outcome);
+
+    for (int r : ranks_where(failed_so_far)) members_[r].alive = false;
+    for (int r : ranks_where(g.killed)) members_[r].alive = false;
+    const ElasticPlan& plan = plans_[g.plan];
+    for (int r = 0; r < world_.size(); ++r) {
+      const PhaseRole role = plan.role(g.phase, r);
+      if (role == PhaseRole::idle) continue;
+      bench::PhaseSample s;
+      s.phase = phase;
+      s.rank = r;
+      s.state = role;
+      s.join_ms = role == PhaseRole::joined ? join_ms[r] : std::nullopt;
+      s.node = members_[r].node;  // as last reported (left and killed ranks report nothing now)
+      s.local_rank = members_[r].local_rank;
+      if (r == 0) {
+        s.node = node_name();
+        s.local_rank = world_.local_rank();
+        s.bandwidth = outcome.bandwidth;
+        s.detected_ranks = outcome.detected;
+        s.detect_ms = outcome.detect_ms;
+      } else if (role == PhaseRole::active || role == PhaseRole::joined) {
+        if (failed_so_far[r]) continue;
+        const json result = expect(world_, r, kToCoordinator, "result");
+        s.node = members_[r].node = result["node"].get<std::string>();
+        s.local_rank = members_[r].local_rank = result["local_rank"].get<int>();
+        if (result.contains("bandwidth")) {
+          const auto b = result["bandwidth"];
+          s.bandwidth = bench::BandwidthStats{b[0].get<double>(), b[1].get<double>(), b[2].get<double>(), b[3].get<double>()};
+        }
+        s.detected_ranks = result["detected"].get<std::vector<int>>();
+        if (result.contains("detect_ms")) s.detect_ms = result["detect_ms"].get<double>();
+      }
+      samples.push_back(std::move(s));
+    }
+    if (options_.parameters.validate_phase_failures) {
+      const auto expected = ranks_where(g.killed);
+      const auto detected = ranks_where(failed_so_far);
+      if (expected != detected)
+        throw Error(fmt::format("phase {} of plan {}: detected failed ranks [{}], the plan killed [{}] "
+                                "(--validate-phase-failures)",
+                                phase, g.plan, fmt::join(detected, ", "), fmt::join(expected, ", ")));
+    }
+  }
+
+  void finish_plan(std::size_t plan_index, const std::vector<bench::PhaseSample>& samples,
+                   const std::vector<std::optional<double>>& durations) {
+    const ElasticPlan& plan = plans_[plan_index];
+    std::fputs(bench::format_summary(samples, plan.num_phases(), bench::SummaryOptions{static_cast<bool>(isatty(fileno(stdout)))}).c_str(), stdout);
+    std::fflush(stdout);
+    if (options_.report_dir.empty()) return;
+    bench::RunResults results{options_.parameters, plan, samples, durations};
+    const std::string dir = plans_.size() == 1 ? options_.report_dir
+                                               : fmt::format("{}/plan-{}", options_.report_dir, plan_index + 1);
+    const auto files = bench::write_report(dir, results);
+    if (!files.plot_warning.empty()) std::fprintf(stderr, "ep-bench: %s\n", files.plot_warning.c_str());
+  }
+
+  World& world_;
+  const BenchOptions& options_;
+  std::vector<ElasticPlan> plans_;
+  ElasticSchedule schedule_;
+  int me_;
+  Shape shape_{};
+  Format format_ = Format::kFP8;
+  std::unique_ptr<UcxTransport> transport_;
+  std::unique_ptr<HostBackend> backend_;
+  std::optional<DispatchBuffers> out_;
+  std::vector<uint16_t> expert_out_, y_;
+  std::vector<int> attached_;  // incarnation of each peer whose region key is attached; -1 none
+  std::vector<Member> members_;
+};
+
+}  // namespace
+
+int run_elastic_bench(World& world, const BenchOptions& options) {
+  std::vector<ElasticPlan> plans;
+  for (const auto& p : options.plans) plans.push_back(ElasticPlan::from_option(p, world.size()));
+  Runner runner(world, options, std::move(plans));
+  return runner.run();
+}
+
+}  // namespace hyrun::ep::elastic

@@ -1,0 +1,54 @@
+// ep-bench: the elastic expert-parallel benchmark. Started by hyrun; runs every --plan with
+// phases of joining, leaving and killed ranks in one launch (docs/ep-bench.md).
+//
+//   hyrun -n 8 -- ep-bench --plan examples/plans/expansion_contraction.json
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "elastic_run.hpp"
+#include "hyrun/common/logging.hpp"
+
+int main(int argc, char** argv) {
+  hyrun::ep::elastic::BenchOptions options;
+  auto& p = options.parameters;
+  CLI::App app{"ep-bench: elastic expert-parallel dispatch + combine benchmark (run it under hyrun)"};
+  // One string per occurrence: CLI11 would read "[...]" given to a vector option as a list.
+  app.add_option_function<std::string>(
+         "--plan", [&options](const std::string& plan) { options.plans.push_back(plan); },
+         "plan: a JSON file or JSON text, e.g. '[[0,1],[0,1,2,3]]'; repeat for several")
+      ->required()
+      ->trigger_on_parse();
+  app.add_option("--num-tokens", p.num_tokens, "tokens per rank")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  app.add_option("--hidden-dim", p.hidden_dim, "hidden size (multiple of 128)")->capture_default_str();
+  app.add_option("--num-topk", p.num_topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--num-experts-per-rank", p.num_experts_per_rank)->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--timeout-ms", p.timeout_ms, "longest wait for a peer's data")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_flag("--disable-ll-nvlink", p.disable_ll_nvlink, "no CUDA IPC between ranks of a node (UCX only)");
+  app.add_flag("--validate-phase-failures", p.validate_phase_failures,
+               "fail unless the ranks detected as failed in each phase are exactly those the plan killed");
+  app.add_option("--backend", p.backend, "auto, cuda or host")->check(CLI::IsMember({"auto", "cuda", "host"}))->capture_default_str();
+  app.add_option("--dispatch-dtype", p.dispatch_dtype)->check(CLI::IsMember({"fp8", "bf16"}))->capture_default_str();
+  app.add_option("--warmup", p.warmup, "untimed iterations per phase")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app.add_option("--iters", p.iters, "timed iterations per phase")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_flag("--validate", p.validate, "check the results of every phase");
+  app.add_option("--seed", p.seed, "seed of the inputs")->capture_default_str();
+  app.add_option("--report-dir", options.report_dir, "write results.json, plan.json and a plot here");
+  CLI11_PARSE(app, argc, argv);
+  if (p.hidden_dim % 128 != 0) {
+    std::fprintf(stderr, "ep-bench: --hidden-dim %d is not a multiple of 128 (one FP8 scale per 128 channels)\n", p.hidden_dim);
+    return hyrun::exit_code::kUsage;
+  }
+  try {
+    hyrun::init_logging("ep-bench", hyrun::log_level_from_environment("warn"));
+    if (p.backend == "cuda")
+      throw hyrun::UsageError("--backend cuda: the elastic benchmark runs the host backend so far; use --backend host or auto");
+    hyrun::WorldOptions world_options;
+    world_options.peer_error_handling = true;  // survivors must outlive killed ranks and see them die
+    hyrun::World world(world_options);
+    p.world_size = world.size();
+    return hyrun::ep::elastic::run_elastic_bench(world, options);
+  } catch (const hyrun::Error& e) {
+    std::fprintf(stderr, "ep-bench: %s\n", e.what());
+    return e.exit_code();
+  }
+}
