@@ -36,6 +36,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <type_traits>
 #include <span>
@@ -132,6 +133,7 @@ class UcxTransport final : public Transport {
 
   void map_region();
   void check(int peer, std::size_t off, std::size_t len) const;
+  void retire_signal_values() noexcept;
   /// False when writes to `peer` must not be issued (detached, or known failed).
   bool writable(int peer);
   void track(int peer, ucs_status_ptr_t sp);
@@ -170,6 +172,7 @@ class UcxTransport final : public Transport {
   std::vector<Peer> peers_;
   std::vector<std::pair<int, void*>> pending_;  // (peer, request) of puts/signals not yet completed
   std::deque<uint64_t> signal_values_;          // sources of signal puts, stable until flush
+  std::list<std::deque<uint64_t>> retired_signal_values_;  // of abandoned requests (see flush)
   std::vector<int> failed_;                     // peers whose operations failed since the last flush
   std::vector<int> skipped_;                    // detached peers written to since the last flush
 };
