@@ -1,6 +1,7 @@
 #pragma once
-// One-sided EP transport over UCX, built on hyrun::World (worker.hpp). Collective
-// construction: every rank of the World constructs it at the same point.
+// One-sided EP transport over UCX, built on hyrun::World (worker.hpp). Default
+// (PeerAttach::kCollective) construction is collective: every rank of the World
+// constructs it at the same point.
 //
 //   hyrun::World world;                 // needs UCP_FEATURE_RMA (WorldOptions default)
 //   hyrun::ep::UcxTransport tx(world, hyrun::ep::region_bytes(shape), world.timeout());
@@ -38,8 +39,8 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <type_traits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "hyrun/ep/transport.hpp"
