@@ -139,6 +139,7 @@ void UcxTransport::drain(int peer, Clock::time_point deadline) noexcept {
   for (auto& r : pending_) {
     if (!mine(r)) continue;
     (void)wait_request(r.first, r.second, deadline);
+    if (ucp_request_check_status(r.second) == UCS_INPROGRESS) retire_signal_values();
     ucp_request_free(r.second);  // releases it even if still in progress (RMA requests cannot be cancelled)
   }
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(), mine), pending_.end());
@@ -149,6 +150,18 @@ void UcxTransport::drain(int peer, Clock::time_point deadline) noexcept {
   } else {
     pending_.clear();
   }
+}
+
+void UcxTransport::retire_signal_values() noexcept {
+  // UCX may still read an abandoned signal's source: keep the values for the transport's
+  // lifetime (8 bytes a signal). swap keeps the elements' addresses.
+  if (signal_values_.empty()) return;
+  try {
+    retired_signal_values_.emplace_back();
+  } catch (...) {
+    return;  // out of memory: nothing better to do
+  }
+  retired_signal_values_.back().swap(signal_values_);
 }
 
 void UcxTransport::check(int peer, std::size_t off, std::size_t len) const {
@@ -241,8 +254,10 @@ void UcxTransport::flush() {
   const auto deadline = Clock::now() + timeout_;
   std::vector<int> timed_out;
   // 1. Local completion of every request (their source buffers may be reused after this).
+  bool abandoned = false;  // a request freed while UCX may still hold it
   for (auto& [peer, req] : pending_) {
     ucs_status_t st = wait_request(peer, req, deadline);
+    abandoned |= ucp_request_check_status(req) == UCS_INPROGRESS;
     if (st == UCS_ERR_TIMED_OUT) {
       timed_out.push_back(peer);  // ucp_request_free below lets UCX finish or drop it internally
     } else if (st != UCS_OK) {
@@ -281,6 +296,7 @@ void UcxTransport::flush() {
     }
     ucp_request_free(req);
   }
+  if (abandoned) retire_signal_values();
   signal_values_.clear();
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::vector<int> failed = std::move(failed_), skipped = std::move(skipped_);

@@ -1,6 +1,7 @@
 #pragma once
-// One-sided EP transport over UCX, built on hyrun::World (worker.hpp). Collective
-// construction: every rank of the World constructs it at the same point.
+// One-sided EP transport over UCX, built on hyrun::World (worker.hpp). Default
+// (PeerAttach::kCollective) construction is collective: every rank of the World
+// constructs it at the same point.
 //
 //   hyrun::World world;                 // needs UCP_FEATURE_RMA (WorldOptions default)
 //   hyrun::ep::UcxTransport tx(world, hyrun::ep::region_bytes(shape), world.timeout());
@@ -36,9 +37,10 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
-#include <type_traits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "hyrun/ep/transport.hpp"
@@ -132,6 +134,7 @@ class UcxTransport final : public Transport {
 
   void map_region();
   void check(int peer, std::size_t off, std::size_t len) const;
+  void retire_signal_values() noexcept;
   /// False when writes to `peer` must not be issued (detached, or known failed).
   bool writable(int peer);
   void track(int peer, ucs_status_ptr_t sp);
@@ -170,6 +173,7 @@ class UcxTransport final : public Transport {
   std::vector<Peer> peers_;
   std::vector<std::pair<int, void*>> pending_;  // (peer, request) of puts/signals not yet completed
   std::deque<uint64_t> signal_values_;          // sources of signal puts, stable until flush
+  std::list<std::deque<uint64_t>> retired_signal_values_;  // of abandoned requests (see flush)
   std::vector<int> failed_;                     // peers whose operations failed since the last flush
   std::vector<int> skipped_;                    // detached peers written to since the last flush
 };
