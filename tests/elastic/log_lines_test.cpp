@@ -122,6 +122,8 @@ TEST(LogLines, ConnectionLines) {
   EXPECT_EQ(connections_added_line(0, 0, ranks), "global_rank=0, local_rank=0 -> adding connections to ranks [4, 5, 6, 7]");
   EXPECT_EQ(connections_removed_line(5, 1, six), "global_rank=5, local_rank=1 -> removing connections to ranks [6]");
   EXPECT_EQ(failed_ranks_detected_line(2, 2, six, 12.34), "global_rank=2, local_rank=2 -> detected failed ranks [6] in 12.3 ms");
+  EXPECT_EQ(unused_rank_line(9, 1), "global_rank=9, local_rank=1 -> no phase of the plan uses this rank; exiting with status 0");
+  expect_no_failure_pattern(unused_rank_line(9, 1));
   EXPECT_EQ(connections_added_line(0, 0, std::vector<int>{}), "global_rank=0, local_rank=0 -> adding connections to ranks []");
   RandomValues rnd;
   for (int i = 0; i < 500; ++i) {

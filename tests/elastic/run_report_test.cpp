@@ -167,6 +167,33 @@ TEST_F(RunReport, FailingGnuplotIsAWarning) {
   EXPECT_TRUE(fs::exists(files.results_json));
 }
 
+TEST_F(RunReport, PlotBreaksARanksLineWhereItDidNotRun) {
+  RunResults r{.parameters = {}, .plan = ElasticPlan::parse("[[0,1],[0],[0,1]]", 2), .samples = {}, .phase_duration_ms = {}};
+  for (int phase : {0, 2}) {
+    PhaseSample s;
+    s.phase = phase;
+    s.rank = 1;
+    s.state = PhaseRole::joined;
+    s.bandwidth = BandwidthStats{10.0 + phase, 1, 1, 1};
+    r.samples.push_back(s);
+  }
+  write_report(dir_, r, {.plot = true, .gnuplot = "true"});  // data files only; no drawing needed
+  EXPECT_NE(read(dir_ / "bandwidth.dat").find("# rank 1\n0 10\n\n2 12\n"), std::string::npos) << read(dir_ / "bandwidth.dat");
+  EXPECT_NE(read(dir_ / "transitions.dat").find("0 - -\n1 - -\n2 - -\n"), std::string::npos) << read(dir_ / "transitions.dat");
+}
+
+TEST_F(RunReport, RelativeReportDirectory) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  fs::create_directories(dir_);
+  const auto cwd = fs::current_path();
+  fs::current_path(dir_);
+  const auto files = write_report("out/report", run());
+  fs::current_path(cwd);
+  EXPECT_EQ(files.plot_warning, "");
+  EXPECT_TRUE(fs::exists(dir_ / "out/report/bandwidth.png"));
+  EXPECT_TRUE(fs::exists(dir_ / "out/report/results.json"));
+}
+
 TEST_F(RunReport, UnwritableDirectoryNamesIt) {
   try {
     write_report("/proc/hyrun-no-such-dir/report", run(), {.plot = false});

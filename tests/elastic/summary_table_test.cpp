@@ -1,6 +1,7 @@
 // The end-of-run summary for a small hand-made run of expansion_fault_contraction on two nodes.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,13 @@ TEST(SummaryTable, ColoursMarksOnlyWhenAsked) {
   EXPECT_NE(text.find("\x1b[32mactive\x1b[0m"), std::string::npos) << text;
   EXPECT_NE(text.find("\x1b[31mkilled\x1b[0m"), std::string::npos) << text;
   EXPECT_NE(text.find("left  "), std::string::npos) << text;
+}
+
+TEST(SummaryTable, NoColoursForAFile) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  EXPECT_FALSE(SummaryOptions::for_stream(f).color);
+  std::fclose(f);
 }
 
 TEST(SummaryTable, OverallMeanIsTheMeanOfEveryBandwidthLine) {

@@ -42,6 +42,10 @@ std::string failed_ranks_detected_line(int global_rank, int local_rank, std::spa
   return fmt::format("{} detected failed ranks [{}] in {:.1f} ms", prefix(global_rank, local_rank), fmt::join(ranks, ", "), detect_ms);
 }
 
+std::string unused_rank_line(int global_rank, int local_rank) {
+  return fmt::format("{} no phase of the plan uses this rank; exiting with status 0", prefix(global_rank, local_rank));
+}
+
 std::string bandwidth_line(int rank, const BandwidthStats& s) {
   require_finite(rank, "gbps", s.gbps);
   require_finite(rank, "avg_us", s.avg_us);

@@ -1,6 +1,7 @@
 #include "hyrun/ep/bench/summary_table.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -40,6 +41,8 @@ std::optional<double> max_of(const std::optional<double>& a, const std::optional
 }
 
 }  // namespace
+
+SummaryOptions SummaryOptions::for_stream(std::FILE* out) { return {.color = out != nullptr && ::isatty(::fileno(out)) == 1}; }
 
 std::optional<double> overall_mean_gbps(std::span<const PhaseSample> samples) {
   double sum = 0;

@@ -22,6 +22,11 @@ std::string connections_removed_line(int global_rank, int local_rank, std::span<
 /// "global_rank={g}, local_rank={l} -> detected failed ranks [6] in 12.3 ms"
 std::string failed_ranks_detected_line(int global_rank, int local_rank, std::span<const int> ranks, double detect_ms);
 
+/// "global_rank={g}, local_rank={l} -> no phase of the plan uses this rank; exiting with status 0"
+/// (printed by a world rank the plan never uses; deliberately not CloudAI's failure text
+/// "no plan phases were found for rank", since an unused rank is not a failure).
+std::string unused_rank_line(int global_rank, int local_rank);
+
 /// Dispatch + combine timing of one rank in one phase (microseconds; GB/s = 1e9 bytes per second).
 struct BandwidthStats {
   double gbps = 0;

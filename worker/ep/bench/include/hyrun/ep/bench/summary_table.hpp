@@ -2,6 +2,7 @@
 // The end-of-run summary rank 0 prints: one row per (node, rank), one mark per phase, bandwidth
 // avg/min/max over the rank's phases, worst join and detection times, then the overall mean.
 #include <cstddef>
+#include <cstdio>
 #include <span>
 #include <string>
 
@@ -10,7 +11,10 @@
 namespace hyrun::ep::bench {
 
 struct SummaryOptions {
-  bool color = false;  ///< ANSI colours (green active/joined, red killed); callers pass isatty(stdout)
+  bool color = false;  ///< ANSI colours (green active/joined, red killed)
+
+  /// Colours exactly when `out` is a terminal.
+  static SummaryOptions for_stream(std::FILE* out);
 };
 
 /// The summary text, lines separated by '\n' and ending with one.
