@@ -73,8 +73,7 @@ class Runner {
 
   int run() {
     if (!schedule_.used(me_)) {
-      emit(fmt::format("global_rank={}, local_rank={} -> not used by any phase of the plan; exiting", me_,
-                       world_.local_rank()));
+      emit(bench::unused_rank_line(me_, world_.local_rank()));
       return 0;
     }
     transport_ = std::make_unique<UcxTransport>(world_, region_bytes(shape_),
@@ -435,7 +434,7 @@ class Runner {
   void finish_plan(std::size_t plan_index, const std::vector<bench::PhaseSample>& samples,
                    const std::vector<std::optional<double>>& durations) {
     const ElasticPlan& plan = plans_[plan_index];
-    std::fputs(bench::format_summary(samples, plan.num_phases(), bench::SummaryOptions{static_cast<bool>(isatty(fileno(stdout)))}).c_str(), stdout);
+    std::fputs(bench::format_summary(samples, plan.num_phases(), bench::SummaryOptions::for_stream(stdout)).c_str(), stdout);
     std::fflush(stdout);
     if (options_.report_dir.empty()) return;
     bench::RunResults results{options_.parameters, plan, samples, durations};
