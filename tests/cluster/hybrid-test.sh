@@ -130,6 +130,29 @@ ep-check-4-nodes)  # EP dispatch/combine with every reference check, across 4 no
   ! printf '%s\n' "$RUN_OUT" | grep -q ': FAIL' || fail "a check failed"
   check_no_leftovers "$EP_CHECK"
   ;;
+ep-bench-4-nodes)  # every reference plan across 4 nodes in one srun each; kills detected as planned
+  for plan in no_expansion single_expansion double_expansion expansion_contraction expansion_fault_contraction; do
+    run_bounded 180 "${ucx[@]}" srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$EP_BENCH" \
+      --plan "$EXAMPLES/plans/$plan.json" --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 6 \
+      --validate-phase-failures >/dev/null
+    [ "$RUN_RC" = 0 ] || { printf '%s\n' "$RUN_OUT" | tail -30; fail "$plan: srun exited $RUN_RC"; }
+    printf '%s\n' "$RUN_OUT" | grep -q 'Overall mean dispatch + combine bandwidth' || fail "$plan: no summary"
+    ! printf '%s\n' "$RUN_OUT" | grep -Eq 'Traceback \(most recent call last\):|no plan phases were found for rank|srun: error:|Exited with exit code' \
+      || fail "$plan: a CloudAI failure pattern was printed"
+    echo "$plan: ok in $RUN_MS ms"
+  done
+  check_no_leftovers "$EP_BENCH"
+  ;;
+sbatch-ep-bench)  # the example batch script: expansion/contraction over 3 nodes x 4 ranks
+  run_bounded 180 "${ucx[@]}" HYRUN="$HYRUN" EP_BENCH="$EP_BENCH" PLANS="$EXAMPLES/plans" \
+    EP_BENCH_ARGS="--num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 6" \
+    sbatch --wait -o "$WORK/job.out" "$EXAMPLES/slurm/ep-bench.sbatch"
+  cat "$WORK/job.out"
+  [ "$RUN_RC" = 0 ] || fail "sbatch exited $RUN_RC"
+  grep -q 'detected failed ranks \[6\]' "$WORK/job.out" || fail "the kill of rank 6 was not detected"
+  [ "$(grep -c -- '-> end phase 3' "$WORK/job.out")" = 8 ] || fail "not every rank ended phase 3"
+  grep -q 'no phase of the plan uses this rank' "$WORK/job.out" || fail "unused ranks 8-11 gave no note"
+  ;;
 repeat-50)
   for i in $(seq 1 50); do
     run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO" --bytes 4096 >/dev/null

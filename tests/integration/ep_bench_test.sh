@@ -39,7 +39,8 @@ case $case_name in
 plan)  # one reference plan: phases run, kills detected as planned, CloudAI parses everything
   plan=$plans/$2.json
   n=$(python3 -c "import json,sys; print(max(abs(r) for ph in json.load(open(sys.argv[1])) for r in ph) + 1)" "$plan")
-  run_job 240 "$HYRUN" -n "$n" -- "$EP_BENCH" --plan "$plan" "${small[@]}" --validate-phase-failures --report-dir "$WORK/report"
+  run_job 240 "$HYRUN" -n "$n" -- "$EP_BENCH" --plan "$plan" "${small[@]}" --validate --validate-phase-failures --report-dir "$WORK/report"
+  [ "$(grep -c "validation passed" "$OUT")" -gt 0 ] && ! grep -q "validation FAILED" "$OUT" && pass "every validated phase passed the reference checks" || fail "validation"
   expect_rc 0
   cloudai_check "$plan" && pass "CloudAI's regexes find every rank and phase" || { fail "CloudAI check"; show_output; }
   python3 - "$plan" "$OUT" <<'PY' && pass "every killed rank detected by every survivor" || fail "kill detection"

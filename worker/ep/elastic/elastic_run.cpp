@@ -13,6 +13,7 @@
 #include <thread>
 #include <tuple>
 
+#include "../tools/reference_checks.hpp"
 #include "../tools/reference_inputs.hpp"
 #include "coordinator_link.hpp"
 #include "elastic_schedule.hpp"
@@ -125,6 +126,7 @@ class Runner {
     std::optional<bench::BandwidthStats> bandwidth;
     std::vector<int> detected;
     std::optional<double> detect_ms;
+    std::optional<std::string> validation_problem;  // --validate: the first failed check
   };
 
   /// Warm-up and timed iterations of one phase. `on_failure` agrees with the others on the
@@ -165,6 +167,7 @@ class Runner {
       if (i >= p.warmup) samples_us.push_back(us);
       ++i;
     }
+    if (p.validate) validate(plan, num_ranks, inputs, active, outcome);
     if (!samples_us.empty()) {
       // The reference drops the first timed sample.
       if (samples_us.size() > 1) samples_us.erase(samples_us.begin());
@@ -188,6 +191,30 @@ class Runner {
   /// Returns the iteration to go on with. A survivor may see the failure one iteration
   /// early (its last flush to the dying rank fails after the data arrived); all resume at
   /// the latest iteration any of them reached, so that every survivor makes the same calls.
+  /// --validate: one more dispatch + combine by every survivor, outputs poisoned first,
+  /// identity experts, then the reference checks on every element.
+  void validate(const ElasticPlan& plan, int num_ranks, const check::RankInputs& mine, const std::vector<char>& active,
+                PhaseOutcome& outcome) {
+    const auto& p = options_.parameters;
+    std::vector<check::RankInputs> all;
+    for (int r = 0; r < num_ranks; ++r)
+      all.push_back(check::make_rank_inputs({p.num_tokens, p.hidden_dim, p.num_topk}, num_ranks, p.num_experts_per_rank,
+                                            r, p.seed, static_cast<int>(&plan - plans_.data())));
+    Routing routing{num_ranks, std::vector<uint8_t>(active.begin(), active.begin() + num_ranks)};
+    out_->poison();
+    std::fill(y_.begin(), y_.end(), uint16_t{0xFFFF});
+    backend_->dispatch(mine.x.data(), mine.topk_idx.data(), p.num_tokens, routing, format_, out_->view());
+    check::CheckReport report;
+    check::check_dispatch(shape_, format_, me_, routing, all, *out_, report);
+    const auto experts = check::identity_expert_out(shape_, format_, *out_);
+    backend_->combine(experts.data(), out_->view(), mine.topk_idx.data(), mine.topk_weights.data(), p.num_tokens, y_.data());
+    check::check_combine(shape_, format_, routing, mine, y_, report);
+    if (!report.ok) outcome.validation_problem = report.problems.empty() ? "a check failed" : report.problems.front();
+    emit(fmt::format("[rank {}] validation {}: {} received rows checked, combine diff {:.3g}{}", me_,
+                     report.ok ? "passed" : "FAILED", report.rows_checked, report.combine_diff,
+                     report.ok ? "" : "; " + *outcome.validation_problem));
+  }
+
   template <typename OnFailure>
   int handle_failure(const std::vector<int>& seen, Clock::time_point call_start, int iteration,
                      std::vector<char>& active, PhaseOutcome& outcome, int& failure_round, OnFailure on_failure) {
@@ -261,6 +288,7 @@ class Runner {
       m["bandwidth"] = {outcome.bandwidth->gbps, outcome.bandwidth->avg_us, outcome.bandwidth->min_us,
                         outcome.bandwidth->max_us};
     if (outcome.detect_ms) m["detect_ms"] = *outcome.detect_ms;
+    if (outcome.validation_problem) m["validation_problem"] = *outcome.validation_problem;
     return m;
   }
 
@@ -306,6 +334,8 @@ class Runner {
     }
     for (int r = 1; r < world_.size(); ++r)
       if (members_[r].alive) send_json(world_, r, kToRank, {{"type", "done"}});
+    if (!invalid_.empty())
+      throw Error(fmt::format("--validate: {} check(s) failed; first: {}", invalid_.size(), invalid_.front()));
     return 0;
   }
 
@@ -402,6 +432,8 @@ class Runner {
       s.node = members_[r].node;  // as last reported (left and killed ranks report nothing now)
       s.local_rank = members_[r].local_rank;
       if (r == 0) {
+        if (outcome.validation_problem)
+          invalid_.push_back(fmt::format("rank 0 in phase {}: {}", phase, *outcome.validation_problem));
         s.node = node_name();
         s.local_rank = world_.local_rank();
         s.bandwidth = outcome.bandwidth;
@@ -418,6 +450,8 @@ class Runner {
         }
         s.detected_ranks = result["detected"].get<std::vector<int>>();
         if (result.contains("detect_ms")) s.detect_ms = result["detect_ms"].get<double>();
+        if (result.contains("validation_problem"))
+          invalid_.push_back(fmt::format("rank {} in phase {}: {}", r, phase, result["validation_problem"].get<std::string>()));
       }
       samples.push_back(std::move(s));
     }
@@ -457,6 +491,7 @@ class Runner {
   std::vector<uint16_t> expert_out_, y_;
   std::vector<int> attached_;  // incarnation of each peer whose region key is attached; -1 none
   std::vector<Member> members_;
+  std::vector<std::string> invalid_;  // rank 0: failed --validate checks
 };
 
 }  // namespace
