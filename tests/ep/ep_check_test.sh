@@ -19,7 +19,9 @@ esac
 
 case $case_name in
 pass)
-  run_job 120 "$HYRUN" -n "$n" "${xenv[@]}" -- "$EP_CHECK" --shapes "$shapes" --seed 7
+  # The silent rank's time limit is generous: on 2 busy cores a healthy rank can lag by
+  # hundreds of milliseconds, and only the silent one may be reported.
+  run_job 120 "$HYRUN" -n "$n" "${xenv[@]}" -- "$EP_CHECK" --shapes "$shapes" --seed 7 --silent-timeout-ms 3000
   expect_rc 0
   for r in $(seq 0 $((n - 1))); do
     c=$(grep -cE "^ep-check: rank $r .*: PASS" "$OUT")
@@ -29,7 +31,7 @@ pass)
   expect_stdout "^ep-check: SUMMARY $n ranks, .* ALL PASSED$"
   if [ "$n" -ge 2 ]; then
     expect_stdout "^ep-check: rank $((n - 1)) masked round \(rank $((n - 1)) inactive\).*: PASS nobody wrote"
-    expect_stdout "^ep-check: rank 0 timeout round \(rank $((n - 1)) silent, 500 ms\).*: PASS rank\(s\) $((n - 1)) reported"
+    expect_stdout "^ep-check: rank 0 timeout round \(rank $((n - 1)) silent, 3000 ms\).*: PASS rank\(s\) $((n - 1)) reported"
   fi
   ;;
 maxranks)  # buffers for a larger world than the job (--max-ranks), as an elastic job allocates them
