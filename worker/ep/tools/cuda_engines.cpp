@@ -7,6 +7,7 @@
 
 #include "cuda_memory.hpp"
 #include "ep_engine.hpp"
+#include "ucx_host_engine.hpp"
 #include "hyrun/ep/cuda_backend.hpp"
 #include "hyrun/ep/ucx_transport.hpp"
 
@@ -146,20 +147,14 @@ void h2d(DeviceArray<T>& dst, const PinnedArray<T>& src) {
   cuda_check(cudaMemcpy(dst.get(), src.get(), dst.size() * sizeof(T), cudaMemcpyHostToDevice), "stage host to device");
 }
 
-class CudaStagedEngine final : public Engine {
+class CudaStagedEngine final : public UcxHostEngine {
  public:
-  CudaStagedEngine(World& world, const Shape& max_shape, std::chrono::milliseconds flush_timeout)
-      : world_(world), transport_(world, region_bytes(max_shape), flush_timeout) {}
+  using UcxHostEngine::UcxHostEngine;
 
   const char* name() const override { return "cuda/staged-ucx"; }
 
   void begin_shape(const Shape& shape, std::chrono::milliseconds timeout) override {
-    backend_.reset();
-    world_.barrier();
-    auto region = transport_.region();
-    std::memset(region.data(), 0, std::min(region.size(), region_bytes(shape)));
-    world_.barrier();
-    backend_.emplace(shape, transport_, timeout);
+    UcxHostEngine::begin_shape(shape, timeout);
     dev_.emplace(shape);
     pin_.emplace(shape);
   }
@@ -205,13 +200,7 @@ class CudaStagedEngine final : public Engine {
     dev_->y.download(y.data(), y.size());
   }
 
-  void fill_region(uint8_t value) override { fill_bytes(transport_.region(), value); }
-  std::size_t region_bytes_not(uint8_t value) override { return count_bytes_not(transport_.region(), value); }
-
  private:
-  World& world_;
-  UcxTransport transport_;
-  std::optional<HostBackend> backend_;
   std::optional<DeviceTensors> dev_;
   std::optional<PinnedTensors> pin_;
 };

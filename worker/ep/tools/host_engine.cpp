@@ -2,28 +2,18 @@
 #include <cstring>
 #include <optional>
 
-#include "ep_engine.hpp"
+#include "ucx_host_engine.hpp"
 #include "hyrun/ep/ucx_transport.hpp"
 
 namespace hyrun::ep::check {
 
 namespace {
 
-class HostEngine final : public Engine {
+class HostEngine final : public UcxHostEngine {
  public:
-  HostEngine(World& world, const Shape& max_shape, std::chrono::milliseconds flush_timeout)
-      : world_(world), transport_(world, region_bytes(max_shape), flush_timeout) {}
+  using UcxHostEngine::UcxHostEngine;
 
   const char* name() const override { return "host/ucx"; }
-
-  void begin_shape(const Shape& shape, std::chrono::milliseconds timeout) override {
-    backend_.reset();
-    world_.barrier();  // nobody still reads or writes the old layout
-    auto region = transport_.region();
-    std::memset(region.data(), 0, std::min(region.size(), region_bytes(shape)));
-    world_.barrier();  // nobody writes before every region is zero
-    backend_.emplace(shape, transport_, timeout);
-  }
 
   void dispatch(const RankInputs& in, const Routing& routing, Format f, DispatchBuffers& out) override {
     backend_->dispatch(in.x.data(), in.topk_idx.data(), backend_->shape().max_tokens, routing, f, out.view());
@@ -35,14 +25,7 @@ class HostEngine final : public Engine {
                       backend_->shape().max_tokens, y.data());
   }
 
-  void fill_region(uint8_t value) override { fill_bytes(transport_.region(), value); }
-
-  std::size_t region_bytes_not(uint8_t value) override { return count_bytes_not(transport_.region(), value); }
-
  private:
-  World& world_;
-  UcxTransport transport_;
-  std::optional<HostBackend> backend_;
   DispatchOutput last_{};
 };
 
