@@ -71,6 +71,19 @@ TEST(BindingErrors, MoreRanksThanGpus) {
   EXPECT_MESSAGE(error_with(o, 1, {{"CUDA_VISIBLE_DEVICES", "2,3"}}), "lower --gpus-per-rank");
 }
 
+TEST(BindingErrors, UnevenOrTooDenseGpuSharingNeedsOversubscribe) {
+  // 3 ranks on 2 GPUs would load one GPU twice as much as the other.
+  EXPECT_MESSAGE(error_with(on("dgx-h100.xml"), 3, {{"CUDA_VISIBLE_DEVICES", "2,3"}}), "evenly");
+  // 9 ranks on one GPU: above the limit of 8 ranks per GPU.
+  const auto m = error_with(on("dgx-h100.xml"), 9, {{"CUDA_VISIBLE_DEVICES", "2"}});
+  EXPECT_MESSAGE(m, "9 local ranks with --gpus-per-rank 1 need 9 GPUs");
+  EXPECT_MESSAGE(m, "at most 8 ranks per GPU");
+  EXPECT_MESSAGE(m, "--oversubscribe");
+  auto o = on("dgx-h100.xml");
+  o.oversubscribe = true;
+  EXPECT_EQ(error_with(o, 9, {{"CUDA_VISIBLE_DEVICES", "2"}}), "");
+}
+
 TEST(BindingErrors, BadCpuMap) {
   auto o = on("dgx-h100.xml");
   o.cpu_map = "0-3:x";

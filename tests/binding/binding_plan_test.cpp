@@ -175,6 +175,20 @@ TEST(BindingPlanDgx, OversubscribeGoesRoundRobinAndSaysItSharesNics) {
   EXPECT_TRUE(plan.ranks()[1].notes.empty());
 }
 
+TEST(BindingPlanDgx, EvenSharingUpToEightRanksPerGpuNeedsNoFlag) {
+  // The single-GPU machine of the EP runs: 8 ranks on one GPU, as bench/gpu.sh starts them.
+  const auto one = BindingPlan::compute(on("dgx-h100.xml"), 8, env_of({{"CUDA_VISIBLE_DEVICES", "2"}}));
+  for (const auto& r : one.ranks()) {
+    ASSERT_EQ(r.gpus.size(), 1u);
+    EXPECT_EQ(r.gpus[0].index, 2);
+    EXPECT_EQ(r.notes.at(0), "GPU 2 shared by local ranks 0,1,2,3,4,5,6,7");
+  }
+  // 16 ranks on 2 GPUs: 8 each, alternating as --oversubscribe would.
+  const auto two = BindingPlan::compute(on("dgx-h100.xml"), 16, env_of({{"CUDA_VISIBLE_DEVICES", "2,3"}}));
+  EXPECT_EQ(two.ranks()[14].gpus[0].index, 2);
+  EXPECT_EQ(two.ranks()[15].gpus[0].index, 3);
+}
+
 TEST(BindingPlanDgx, UserUcxNetDevicesIsLeftAlone) {
   const auto plan = BindingPlan::compute(on("dgx-h100.xml"), 2, env_of({{"UCX_NET_DEVICES", "mlx5_1:1"}}));
   EXPECT_EQ(plan.ranks()[0].nic_source, "user-set");

@@ -84,7 +84,7 @@ struct RankWork {
   std::vector<hwloc_obj_t> gpu_objects;
   Bitmap locality;            // CPUs local to the rank's GPUs (or all usable), within usable
   std::string locality_name;  // for reasons: "Package L#0"
-  bool gpu_shared = false;    // another rank has the same GPUs (--oversubscribe)
+  bool gpu_shared = false;    // another rank has the same GPUs
 };
 
 std::string gpu_label(const std::vector<GpuAssignment>& gpus) {
@@ -107,11 +107,16 @@ void assign_gpus(const BindingOptions& options, const std::vector<GpuAssignment>
     throw UsageError("--gpus-per-rank " + std::to_string(k) + " needs at least " + std::to_string(k) +
                      " GPUs, but this task may use only " + std::to_string(total) + " (" + fmt::format("{}", fmt::join(ids, ",")) +
                      "); lower --gpus-per-rank");
-  if (n > slots && !options.oversubscribe)
+  // Even sharing of up to kMaxRanksPerGpu ranks per GPU group needs no flag (ranks of a
+  // single-GPU machine running an 8-rank EP job); uneven or denser sharing must be asked for.
+  const bool even_sharing = n % slots == 0 && n / slots <= kMaxRanksPerGpu;
+  if (n > slots && !even_sharing && !options.oversubscribe)
     throw UsageError(std::to_string(n) + " local ranks with --gpus-per-rank " + std::to_string(k) + " need " +
                      std::to_string(n * k) + " GPUs, but this task may use only " + std::to_string(total) + " (" +
-                     fmt::format("{}", fmt::join(ids, ",")) + "); start at most " + std::to_string(slots) +
-                     " ranks, or add --oversubscribe to share GPUs round-robin");
+                     fmt::format("{}", fmt::join(ids, ",")) + "); ranks share GPUs without a flag only evenly and " +
+                     "at most " + std::to_string(kMaxRanksPerGpu) + " ranks per GPU (a multiple of " +
+                     std::to_string(slots) + " ranks, up to " + std::to_string(slots * kMaxRanksPerGpu) +
+                     "), or add --oversubscribe to share GPUs round-robin");
   if (total % k != 0)
     spdlog::warn("binding: {} GPUs do not divide into groups of {} (--gpus-per-rank); {} stay unused", total, k, total % k);
   for (int i = 0; i < n; ++i) {
@@ -456,7 +461,7 @@ BindingPlan BindingPlan::compute(const BindingOptions& options, int local_ranks,
   for (auto& r : work) {
     auto& p = r.placement;
     const std::string gpu_part = p.gpus.empty() ? std::string("no GPU (CPU-only rank)")
-                                                : gpu_label(p.gpus) + (r.gpu_shared ? " (shared round-robin, --oversubscribe)" : "");
+                                                : gpu_label(p.gpus) + (r.gpu_shared ? " (shared round-robin)" : "");
     p.reason = gpu_part + "; " + p.reason;
     build_environment(allowed_gpus, options, p);
     plan.child_bindings_.push_back(make_child_binding(p, options.bind_warn_only));

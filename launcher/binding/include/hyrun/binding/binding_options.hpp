@@ -18,11 +18,17 @@ enum class BindTo {
 
 enum class ReportFormat { none, table, json };
 
+/// Ranks that may share one GPU group without --oversubscribe when they share evenly
+/// (local ranks a multiple of the groups). 8: an 8-rank EP job fits one GPU, each rank's
+/// CUDA context (~0.5 GiB) and EP buffers fit an 80 GiB GPU many times over, and beyond
+/// that time-slicing (or MPS's client limit) makes it more likely a mistake than a plan.
+inline constexpr int kMaxRanksPerGpu = 8;
+
 struct BindingOptions {
   std::string topology;          ///< --topology: "" = this machine; else an XML file or synthetic description
   std::string gpus;              ///< --gpus: "" = CUDA_VISIBLE_DEVICES or all; else "0,2" or GPU- UUIDs
   int gpus_per_rank = 1;         ///< --gpus-per-rank: 0 gives CPU-only ranks
-  bool oversubscribe = false;    ///< --oversubscribe: more ranks than GPUs, round-robin
+  bool oversubscribe = false;    ///< --oversubscribe: uneven or denser GPU sharing than kMaxRanksPerGpu, round-robin
   std::string nics;              ///< --nics: "" = all OpenFabrics devices; else "mlx5_0,mlx5_3"
   BindTo bind_to = BindTo::partition;  ///< --bind-to
   std::string cpu_map;           ///< --cpu-map: "" or one CPU list per local rank, ':'-separated
