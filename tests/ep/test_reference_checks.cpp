@@ -5,8 +5,8 @@
 #include <set>
 
 #include "hyrun/common/error.hpp"
-#include "reference_checks.hpp"
-#include "reference_inputs.hpp"
+#include "hyrun/ep/reference_checks.hpp"
+#include "hyrun/ep/reference_inputs.hpp"
 
 using namespace hyrun::ep;
 using namespace hyrun::ep::check;

@@ -13,8 +13,8 @@
 #include <thread>
 #include <tuple>
 
-#include "../tools/reference_checks.hpp"
-#include "../tools/reference_inputs.hpp"
+#include "hyrun/ep/reference_checks.hpp"
+#include "hyrun/ep/reference_inputs.hpp"
 #include "coordinator_link.hpp"
 #include "elastic_schedule.hpp"
 #include "hyrun/common/hex.hpp"

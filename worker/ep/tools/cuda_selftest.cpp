@@ -1,7 +1,10 @@
 // ep-cuda-selftest: runs the CUDA backend against the host backend on the same random
 // inputs (several simulated ranks on one GPU, each with its own device region) and
 // checks every output element bit for bit: dispatch (counts, layout, source info, FP8
-// codes / BF16 values, scales), combine, and the FP8-cast kernel.
+// codes / BF16 values, scales), combine, and the FP8-cast kernel. Then the failure
+// paths: a silent rank times out and stays masked (not written to afterwards), a rank
+// the host marks failed ends the wait at once, a corrupt message header is reported and
+// nothing is written to peers after it, and a masked rank comes back with a new region.
 // Exit codes: 0 all equal, 1 a mismatch or a CUDA error, 77 no CUDA device (CTest skip).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -32,11 +35,16 @@ struct Dev {
   explicit Dev(std::size_t count, int fill = 0xFF) : n(count) {
     ck(cudaMalloc(reinterpret_cast<void**>(&p), std::max<std::size_t>(1, n) * sizeof(T)), "cudaMalloc");
     ck(cudaMemset(p, fill, std::max<std::size_t>(1, n) * sizeof(T)), "cudaMemset");
+    // The backends' streams are non-blocking: nothing orders them after the legacy stream.
+    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   Dev(const std::vector<T>& v) : Dev(v.size()) { up(v); }
   ~Dev() { cudaFree(p); }
   Dev(const Dev&) = delete;
-  void up(const std::vector<T>& v) { ck(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "up"); }
+  void up(const std::vector<T>& v) {
+    ck(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "up");
+    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
   std::vector<T> down() const {
     std::vector<T> v(n);
     ck(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "down");
@@ -144,10 +152,10 @@ void run_case(const Case& c, std::mt19937& rng) {
       dcount.push_back(std::make_unique<Dev<int32_t>>(static_cast<std::size_t>(E)));
       dout[r] = DispatchOutput{drecv[r]->p, dscales[r]->p, dtok[r]->p, dtopk[r]->p, dlayout[r]->p, dcount[r]->p};
     }
-    cuda::Stream stream = nullptr;  // default stream: ranks run in sequence
-    for (int r : active) db[r]->dispatch_send(dx[r]->p, didx[r]->p, T, routing, c.f, stream);
-    for (int r : active) db[r]->dispatch_recv(dout[r], stream);
-    for (int r : active) db[r]->throw_if_missing(stream);
+    // Every backend has its own stream: the simulated ranks run concurrently on the GPU.
+    for (int r : active) db[r]->dispatch_send(dx[r]->p, didx[r]->p, T, routing, c.f);
+    for (int r : active) db[r]->dispatch_recv(dout[r]);
+    for (int r : active) db[r]->synchronize();
     for (int r : active) {
       const auto lay = dlayout[r]->down(), cnt = dcount[r]->down(), tok = dtok[r]->down(), tk = dtopk[r]->down();
       const auto rx = drecv[r]->down();
@@ -171,9 +179,9 @@ void run_case(const Case& c, std::mt19937& rng) {
         }
       }
     }
-    for (int r : active) db[r]->combine_send(deo[r]->p, dout[r], stream);
-    for (int r : active) db[r]->combine_recv(didx[r]->p, dw[r]->p, T, dy[r]->p, stream);
-    for (int r : active) db[r]->throw_if_missing(stream);
+    for (int r : active) db[r]->combine_send(deo[r]->p, dout[r]);
+    for (int r : active) db[r]->combine_recv(didx[r]->p, dw[r]->p, T, dy[r]->p);
+    for (int r : active) db[r]->synchronize();
     for (int r : active) {
       const auto y = dy[r]->down();
       for (std::size_t i = 0; i < y.size(); ++i)
@@ -183,7 +191,7 @@ void run_case(const Case& c, std::mt19937& rng) {
     {
       Dev<uint8_t> q(static_cast<std::size_t>(T) * H);
       Dev<float> scl(static_cast<std::size_t>(T) * (H / 128));
-      cuda::cast_fp8(dx[0]->p, T, H, q.p, scl.p, stream);
+      cuda::cast_fp8(dx[0]->p, T, H, q.p, scl.p, nullptr);
       ck(cudaDeviceSynchronize(), "cast_fp8");
       const auto dq = q.down();
       const auto ds = scl.down();
@@ -198,6 +206,121 @@ void run_case(const Case& c, std::mt19937& rng) {
     }
   }
   for (void* p : regions) cuda::free_region(p);
+}
+
+/// Two simulated ranks, T=4 H=2048 K=2 E=1; rank 1's experts get every token's k=1.
+struct Pair {
+  const Shape s{2, 4, 2048, 2, 1};
+  std::vector<void*> regions{cuda::alloc_region(s), cuda::alloc_region(s)};
+  Dev<uint16_t> x{std::vector<uint16_t>(4 * 2048, 0x3f80)};
+  Dev<int64_t> idx{std::vector<int64_t>{0, 1, 0, 1, 0, 1, 0, 1}};
+  Dev<float> w{std::vector<float>(8, 0.5f)};
+  DispatchBuffers sizes{s, Format::kFP8};
+  Dev<uint8_t> rx[2]{Dev<uint8_t>(sizes.recv_x.size()), Dev<uint8_t>(sizes.recv_x.size())};
+  Dev<float> sc[2]{Dev<float>(sizes.recv_scales.size()), Dev<float>(sizes.recv_scales.size())};
+  Dev<int32_t> tok[2]{Dev<int32_t>(recv_rows(s)), Dev<int32_t>(recv_rows(s))};
+  Dev<int32_t> tk[2]{Dev<int32_t>(recv_rows(s)), Dev<int32_t>(recv_rows(s))};
+  Dev<int32_t> lay[2]{Dev<int32_t>(2), Dev<int32_t>(2)};
+  Dev<int32_t> cnt[2]{Dev<int32_t>(1), Dev<int32_t>(1)};
+  Dev<uint16_t> eo{std::vector<uint16_t>(recv_rows(Shape{2, 4, 2048, 2, 1}) * 2048, 0x3f80)};
+  Dev<uint16_t> y{4 * 2048};
+  ~Pair() {
+    for (void* p : regions) cuda::free_region(p);
+  }
+  DispatchOutput out(int r) { return DispatchOutput{rx[r].p, sc[r].p, tok[r].p, tk[r].p, lay[r].p, cnt[r].p}; }
+  /// Bytes of rank r's region that are not `value`.
+  std::size_t region_not(int r, uint8_t value) const {
+    std::vector<uint8_t> h(region_bytes(s));
+    ck(cudaMemcpy(h.data(), regions[r], h.size(), cudaMemcpyDeviceToHost), "region read-back");
+    return static_cast<std::size_t>(std::count_if(h.begin(), h.end(), [&](uint8_t b) { return b != value; }));
+  }
+  void fill(int r, uint8_t value) {
+    ck(cudaMemset(regions[r], value, region_bytes(s)), "region fill");
+    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+};
+
+template <class E, class F>
+std::string expect_throw(F f, const std::string& what) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  expect_eq(std::string("no exception"), std::string("the expected exception"), what);
+  return "";
+}
+
+void failure_paths() {
+  std::printf("failure paths\n");
+  {  // a silent rank: timeout, then masked: not written to, not waited for
+    Pair p;
+    cuda::CudaBackend b0(p.s, 0, p.regions, 200ms);
+    b0.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
+    b0.dispatch_recv(p.out(0));
+    const std::string m = expect_throw<PeerTimeoutError>([&] { b0.synchronize(); }, "silent rank 1 times out");
+    expect_eq(m.find("rank(s) 1") != std::string::npos, true, "the time-out names rank 1: " + m);
+    expect_eq(b0.masked(), std::vector<int>{1}, "rank 1 masked after its time-out");
+    p.fill(1, 0xAB);
+    b0.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
+    b0.dispatch_recv(p.out(0));
+    b0.synchronize();  // nothing to wait for: rank 1 is masked
+    b0.combine_send(p.eo.p, p.out(0));
+    b0.combine_recv(p.idx.p, p.w.p, 4, p.y.p);
+    b0.synchronize();
+    expect_eq(p.region_not(1, 0xAB), std::size_t{0}, "a masked rank's region is neither written nor signalled");
+    // rank 1 comes back as a new process: a fresh region, unmasked, same epochs agreed
+    void* fresh = cuda::alloc_region(p.s);
+    cuda::free_region(p.regions[1]);
+    p.regions[1] = fresh;
+    b0.set_peer_region(1, fresh);
+    expect_eq(b0.masked(), std::vector<int>{}, "a replaced rank is unmasked");
+    cuda::CudaBackend b1(p.s, 1, p.regions, 10000ms);
+    b0.set_epoch(uint64_t{1} << 32);
+    b1.set_epoch(uint64_t{1} << 32);
+    b0.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
+    b1.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
+    b0.dispatch_recv(p.out(0));
+    b1.dispatch_recv(p.out(1));
+    b0.synchronize();
+    b1.synchronize();
+    expect_eq(p.cnt[1].down(), std::vector<int32_t>{8}, "the replaced rank receives every k=1 selection");
+  }
+  {  // a rank the host knows dead: the device wait ends at once (not after 60 s)
+    Pair p;
+    cuda::CudaBackend b0(p.s, 0, p.regions, 60000ms);
+    b0.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
+    b0.dispatch_recv(p.out(0));
+    const auto start = std::chrono::steady_clock::now();
+    expect_throw<PeerFailureError>([&] { b0.synchronize([](int peer) { return peer == 1; }); },
+                                   "a failed peer ends the wait with PeerFailureError");
+    std::printf("  failed peer reported after %.1f ms (timeout 60000 ms)\n",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  {  // a corrupt header: clear error, and nothing written into a peer after it
+    Pair p;
+    cuda::CudaBackend b0(p.s, 0, p.regions, 10000ms), b1(p.s, 1, p.regions, 10000ms);
+    b1.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
+    b1.dispatch_recv(p.out(1));
+    b0.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
+    ck(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(b1.stream())), "rank 1's sends");
+    ck(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(b0.stream())), "rank 0's sends");
+    b1.synchronize();
+    // Rank 1's first message to rank 0 (local expert 0, source 1, slot 0): flip its source rank.
+    const RegionLayout l = region_layout(p.s);
+    const std::size_t slot = (0 * 2 + 1) * 4 + 0;
+    const int32_t wrong = 7;
+    ck(cudaMemcpy(static_cast<uint8_t*>(p.regions[0]) + l.dispatch_data + slot * l.slot_bytes + 8, &wrong, 4,
+                  cudaMemcpyHostToDevice),
+       "corrupt a header");
+    p.fill(1, 0xCD);  // rank 1's region: nothing may land there any more
+    b0.dispatch_recv(p.out(0));
+    b0.combine_send(p.eo.p, p.out(0));
+    const std::string m = expect_throw<hyrun::Error>([&] { b0.synchronize(); }, "a corrupt header is an error");
+    expect_eq(m.find("corrupt message from rank 1") != std::string::npos && m.find("source rank") != std::string::npos,
+              true, "the error names the source and the field: " + m);
+    expect_eq(p.region_not(1, 0xCD), std::size_t{0}, "nothing written into a peer after a corrupt header");
+  }
 }
 
 }  // namespace
@@ -220,23 +343,7 @@ int main() {
         {8, 32, 8192, 4, 1, Format::kBF16, {0, 5}},
     };
     for (const auto& c : cases) run_case(c, rng);
-    // time-out path: rank 1 never sends; rank 0 must report it, not hang
-    {
-      const Shape s{2, 4, 2048, 2, 1};
-      std::vector<void*> regions = {cuda::alloc_region(s), cuda::alloc_region(s)};
-      cuda::CudaBackend b0(s, 0, regions, 200ms);
-      Dev<uint16_t> x(std::vector<uint16_t>(4 * 2048, 0));
-      Dev<int64_t> idx(std::vector<int64_t>{0, 1, 1, -1, 0, 1, -1, -1});
-      DispatchBuffers dummy_sizes(s, Format::kFP8);
-      Dev<uint8_t> rx(dummy_sizes.recv_x.size());
-      Dev<float> sc(dummy_sizes.recv_scales.size());
-      Dev<int32_t> tok(recv_rows(s)), tk(recv_rows(s)), lay(2), cnt(1);
-      b0.dispatch_send(x.p, idx.p, 4, Routing::all(2), Format::kFP8, nullptr);
-      b0.dispatch_recv(DispatchOutput{rx.p, sc.p, tok.p, tk.p, lay.p, cnt.p}, nullptr);
-      const auto missing = b0.missing_ranks(nullptr);
-      expect_eq(missing, std::vector<int>{1}, "time-out reports rank 1");
-      for (void* p : regions) cuda::free_region(p);
-    }
+    failure_paths();
   } catch (const std::exception& e) {
     std::printf("ep-cuda-selftest: FAILED: %s\n", e.what());
     return 1;

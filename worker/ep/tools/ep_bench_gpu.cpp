@@ -9,6 +9,9 @@
 // events; the first sample is dropped; median, min, max (and avg for the reference
 // line). Bandwidth: logical bytes (layout.hpp) / time. --kernel-only: every expert on
 // this rank (one simulated rank, own region only): kernel time without peer traffic.
+// Inputs change from iteration to iteration (4 routings, cycled); before and after the
+// timed loop every variant's outputs are checked against the reference (ep-check's
+// checks), outside the timed region. The calls go through the EP front (Buffer).
 // Lines: the reference "[rank r] Dispatch + combine bandwidth: ..." plus
 // "[rank r] gpu-bench: ..." and, from rank 0, "d2d-copy: ..." and "fp8-cast: ...".
 // Exit codes: 0, 1 error, 77 no CUDA device.
@@ -20,15 +23,18 @@
 #include <memory>
 #include <numeric>
 
-#include "cuda_memory.hpp"
-#include "ep_engine.hpp"
 #include "hyrun/common/logging.hpp"
+#include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/cuda_backend.hpp"
+#include "hyrun/ep/cuda_memory.hpp"
+#include "hyrun/ep/reference_checks.hpp"
+#include "hyrun/ep/reference_inputs.hpp"
 #include "hyrun/worker.hpp"
-#include "reference_inputs.hpp"
 
 namespace hyrun::ep::check {
 namespace {
+
+using namespace hyrun::ep::cuda;
 
 struct Options {
   int tokens = 128, hidden = 7168, topk = 8, experts_per_rank = 2;
@@ -59,7 +65,7 @@ class Event {
   ~Event() { cudaEventDestroy(e_); }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
-  void record(const CudaStream& s) { cuda_check(cudaEventRecord(e_, s.get()), "cudaEventRecord"); }
+  void record(Stream s) { cuda_check(cudaEventRecord(e_, to_cuda(s)), "cudaEventRecord"); }
   /// Seconds from `start` to this event (both completed).
   double since(const Event& start) const {
     float ms = 0;
@@ -73,21 +79,64 @@ class Event {
 
 /// Times `op` (launches on `stream`) with events: warm-up, then samples.
 template <class Op>
-Stats time_op(const CudaStream& stream, int warmup, int iters, DeviceArray<uint8_t>* l2, Op op) {
+Stats time_op(Stream stream, int warmup, int iters, DeviceArray<uint8_t>* l2, Op op) {
   for (int i = 0; i < warmup; ++i) op();
-  stream.sync();
+  sync(stream);
   Event a, b;
   std::vector<double> t;
   for (int i = 0; i < iters; ++i) {
-    if (l2) cuda_check(cudaMemsetAsync(l2->get(), i & 0xFF, l2->size(), stream.get()), "L2 flush");
+    if (l2) cuda_check(cudaMemsetAsync(l2->get(), i & 0xFF, l2->size(), to_cuda(stream)), "L2 flush");
     a.record(stream);
     op();
     b.record(stream);
-    stream.sync();
+    sync(stream);
     t.push_back(b.since(a));
   }
   return stats_of(t);
 }
+
+/// The call under test: the EP front across the ranks (CUDA IPC), or, --kernel-only, the
+/// CUDA backend alone with every expert on this rank (one simulated rank, own region).
+class Ep {
+ public:
+  Ep(World& world, const Shape& s, bool kernel_only, std::chrono::milliseconds timeout) {
+    if (kernel_only) {
+      region_ = std::make_unique<cuda::DeviceRegion>(s);
+      alone_ = std::make_unique<cuda::CudaBackend>(s, 0, std::vector<void*>{region_->get()}, timeout);
+    } else {
+      buffer_ = std::make_unique<Buffer>(world, BufferOptions{s, Backend::kCudaIpc, timeout, PeerAttach::kCollective});
+    }
+  }
+  Stream stream() const { return buffer_ ? buffer_->stream() : alone_->stream(); }
+  void dispatch(const uint16_t* x, const int64_t* idx, int n, const Routing& r, const DispatchOutput& out) {
+    if (buffer_) return buffer_->launch_dispatch(x, idx, n, r, Format::kFP8, out);
+    alone_->dispatch_send(x, idx, n, r, Format::kFP8);
+    alone_->dispatch_recv(out);
+  }
+  void combine(const uint16_t* eo, const DispatchOutput& h, const int64_t* idx, const float* w, int n, uint16_t* y) {
+    if (buffer_) return buffer_->launch_combine(eo, h, idx, w, n, y);
+    alone_->combine_send(eo, h);
+    alone_->combine_recv(idx, w, n, y);
+  }
+  void synchronize() { buffer_ ? buffer_->synchronize() : alone_->synchronize(); }
+
+ private:
+  std::unique_ptr<Buffer> buffer_;
+  std::unique_ptr<cuda::DeviceRegion> region_;  // before alone_: freed after it
+  std::unique_ptr<cuda::CudaBackend> alone_;
+};
+
+/// Device copies of one input variant (the routing changes from variant to variant).
+struct DeviceInputs {
+  DeviceInputs(const RankInputs& in, Stream s) : x(in.x.size()), idx(in.topk_idx.size()), w(in.topk_weights.size()) {
+    x.upload(in.x.data(), in.x.size(), s);
+    idx.upload(in.topk_idx.data(), in.topk_idx.size(), s);
+    w.upload(in.topk_weights.data(), in.topk_weights.size(), s);
+  }
+  DeviceArray<uint16_t> x;
+  DeviceArray<int64_t> idx;
+  DeviceArray<float> w;
+};
 
 int run(const Options& o) {
   World world;
@@ -101,82 +150,116 @@ int run(const Options& o) {
   if (!o.kernel_only && world.num_nodes() > 1)
     throw UsageError("ep-bench-gpu shares GPUs through CUDA IPC: every rank must be on one node (or use --kernel-only)");
   const CaseShape c{o.tokens, o.hidden, o.topk};
-  const auto in = make_rank_inputs(c, size, o.experts_per_rank, me, o.seed, 0);
   const Shape s = o.kernel_only ? Shape{1, o.tokens, o.hidden, o.topk, o.experts_per_rank * size}
                                 : Shape{size, o.tokens, o.hidden, o.topk, o.experts_per_rank};
   s.validate();
-
-  DeviceRegion region(s);
-  std::vector<std::unique_ptr<IpcMapping>> mappings;
-  std::vector<void*> peers;
-  if (o.kernel_only) {
-    peers.push_back(region.get());
-  } else {
-    const auto handles = world.allgatherv(cuda::ipc_handle(region.get()));
-    for (int r = 0; r < size; ++r) {
-      if (r == me) {
-        peers.push_back(region.get());
-      } else {
-        mappings.push_back(std::make_unique<IpcMapping>(handles[static_cast<std::size_t>(r)]));
-        peers.push_back(mappings.back()->get());
-      }
-    }
-  }
-  world.barrier();
-  const int ep_rank = o.kernel_only ? 0 : me;
-  cuda::CudaBackend ep(s, ep_rank, peers, std::chrono::milliseconds(o.timeout_ms));
+  Ep ep(world, s, o.kernel_only, std::chrono::milliseconds(o.timeout_ms));
+  const Stream stream = ep.stream();
+  // Kernel-only: one simulated rank owning all size*E experts sees the same selections.
   const Routing routing = Routing::all(s.max_ranks);
 
+  // Inputs that change from iteration to iteration: kVariants routings (the reference
+  // inputs of cases 0..kVariants-1), cycled; each variant's outputs are checked once.
+  constexpr int kVariants = 4;
+  std::vector<RankInputs> host_in;
+  std::vector<std::vector<RankInputs>> all_in(kVariants);
+  std::vector<std::unique_ptr<DeviceInputs>> dev_in;
+  for (int v = 0; v < kVariants; ++v) {
+    for (int r = 0; r < size; ++r) all_in[v].push_back(make_rank_inputs(c, size, o.experts_per_rank, r, o.seed, v));
+    host_in.push_back(all_in[v][static_cast<std::size_t>(me)]);
+    dev_in.push_back(std::make_unique<DeviceInputs>(host_in.back(), stream));
+  }
   const std::size_t T = static_cast<std::size_t>(o.tokens), H = static_cast<std::size_t>(o.hidden);
-  DeviceArray<uint16_t> x(T * H);
-  DeviceArray<int64_t> idx(T * o.topk);
-  DeviceArray<float> w(T * o.topk);
-  x.upload(in.x.data(), in.x.size());
-  idx.upload(in.topk_idx.data(), in.topk_idx.size());
-  w.upload(in.topk_weights.data(), in.topk_weights.size());
   DeviceArray<uint8_t> recv_x(recv_x_bytes(s, Format::kFP8));
   DeviceArray<float> scales(recv_scales_count(s));
   DeviceArray<int32_t> tok(recv_rows(s)), tk(recv_rows(s)),
       lay(static_cast<std::size_t>(s.experts_per_rank) * s.max_ranks), cnt(static_cast<std::size_t>(s.experts_per_rank));
   DeviceArray<uint16_t> expert_out(recv_rows(s) * H), y(T * H);
-  expert_out.fill_bytes(0);
+  expert_out.fill_bytes(0, stream);
   const DispatchOutput out{recv_x.get(), scales.get(), tok.get(), tk.get(), lay.get(), cnt.get()};
   std::unique_ptr<DeviceArray<uint8_t>> l2;
   if (o.flush_l2) l2 = std::make_unique<DeviceArray<uint8_t>>(std::size_t(256) << 20);
+  sync(stream);
 
-  CudaStream stream;
+  // The check of one variant (outside any timed region): poisoned outputs, dispatch,
+  // reference checks, identity experts, combine, reference checks. Kernel-only runs the
+  // routing of one simulated rank, which the multi-rank reference does not describe.
+  auto check_variant = [&](int v) {
+    if (o.kernel_only) return;
+    const DeviceInputs& d = *dev_in[static_cast<std::size_t>(v)];
+    for (auto* a : {&tok, &tk, &lay, &cnt}) a->fill_bytes(0xFF, stream);
+    recv_x.fill_bytes(0xFF, stream);
+    scales.fill_bytes(0xFF, stream);
+    ep.dispatch(d.x.get(), d.idx.get(), o.tokens, routing, out);
+    ep.synchronize();
+    DispatchBuffers host(s, Format::kFP8);
+    recv_x.download(host.recv_x.data(), host.recv_x.size(), stream);
+    scales.download(host.recv_scales.data(), host.recv_scales.size(), stream);
+    tok.download(host.recv_src_token.data(), host.recv_src_token.size(), stream);
+    tk.download(host.recv_src_topk.data(), host.recv_src_topk.size(), stream);
+    lay.download(host.layout_count.data(), host.layout_count.size(), stream);
+    cnt.download(host.recv_count.data(), host.recv_count.size(), stream);
+    CheckReport report;
+    check_dispatch(s, Format::kFP8, me, routing, all_in[static_cast<std::size_t>(v)], host, report);
+    const auto identity = identity_expert_out(s, Format::kFP8, host);
+    DeviceArray<uint16_t> eo(identity.size());
+    eo.upload(identity.data(), identity.size(), stream);
+    y.fill_bytes(0xFF, stream);
+    ep.combine(eo.get(), out, d.idx.get(), d.w.get(), o.tokens, y.get());
+    ep.synchronize();
+    std::vector<uint16_t> hy(T * H);
+    y.download(hy.data(), hy.size(), stream);
+    check_combine(s, Format::kFP8, routing, host_in[static_cast<std::size_t>(v)], hy, report);
+    if (!report.ok)
+      throw Error(fmt::format("rank {}: outputs of input variant {} are wrong: {}", me, v,
+                              report.problems.empty() ? "a check failed" : report.problems.front()));
+  };
+
   Event e0, e1, e2;
+  int variant = 0;
   auto dispatch = [&] {
-    ep.dispatch_send(x.get(), idx.get(), o.tokens, routing, Format::kFP8, stream.ep());
-    ep.dispatch_recv(out, stream.ep());
+    const DeviceInputs& d = *dev_in[static_cast<std::size_t>(variant)];
+    ep.dispatch(d.x.get(), d.idx.get(), o.tokens, routing, out);
   };
   auto combine = [&] {
-    ep.combine_send(expert_out.get(), out, stream.ep());
-    ep.combine_recv(idx.get(), w.get(), o.tokens, y.get(), stream.ep());
+    const DeviceInputs& d = *dev_in[static_cast<std::size_t>(variant)];
+    ep.combine(expert_out.get(), out, d.idx.get(), d.w.get(), o.tokens, y.get());
   };
+  for (int v = 0; v < kVariants; ++v) check_variant(v);
   for (int i = 0; i < o.warmup; ++i) {
+    variant = i % kVariants;
     dispatch();
     combine();
   }
-  ep.throw_if_missing(stream.ep());
+  ep.synchronize();
   world.barrier();
   std::vector<double> td, tc, tt;
   for (int i = 0; i < o.iters; ++i) {
-    if (l2) cuda_check(cudaMemsetAsync(l2->get(), i & 0xFF, l2->size(), stream.get()), "L2 flush");
+    variant = i % kVariants;
+    if (l2) cuda_check(cudaMemsetAsync(l2->get(), i & 0xFF, l2->size(), to_cuda(stream)), "L2 flush");
     e0.record(stream);
     dispatch();
     e1.record(stream);
     combine();
     e2.record(stream);
-    ep.throw_if_missing(stream.ep());  // synchronizes
+    ep.synchronize();
     td.push_back(e1.since(e0));
     tc.push_back(e2.since(e1));
     tt.push_back(e2.since(e0));
   }
   world.barrier();
+  // The outputs are still right after the timed loop (every variant again).
+  for (int v = 0; v < kVariants; ++v) check_variant(v);
+  world.barrier();
+  if (!o.kernel_only)
+    std::printf("[rank %d] gpu-bench: outputs of %d input variants checked before and after timing: PASS\n", me,
+                kVariants);
 
-  const std::size_t sel =
-      count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr);
+  // Bandwidth: the selections of the variants, averaged (each is timed equally often).
+  std::size_t sel_sum = 0;
+  for (const auto& in : host_in)
+    sel_sum += count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr);
+  const std::size_t sel = sel_sum / kVariants;
   const std::size_t db = dispatch_bytes(sel, o.hidden, Format::kFP8), cb = combine_bytes(sel, o.hidden);
   const Stats t = stats_of(tt), d = stats_of(td), cm = stats_of(tc);
   const char* mode = o.kernel_only ? "kernel-only" : "ipc";
@@ -195,21 +278,21 @@ int run(const Options& o) {
   if (me == 0) {
     const std::size_t bytes = db + cb;
     DeviceArray<uint8_t> src(bytes), dst(bytes);
-    src.fill_bytes(1);
+    src.fill_bytes(1, stream);
     const Stats cp = time_op(stream, o.warmup, o.iters, l2.get(), [&] {
-      cuda_check(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream.get()), "cudaMemcpyAsync");
+      cuda_check(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, to_cuda(stream)), "cudaMemcpyAsync");
     });
     std::printf("d2d-copy: bytes=%zu median_us=%.2f min_us=%.2f max_us=%.2f gbps_median=%.2f (bytes copied / time)\n",
                 bytes, cp.median * 1e6, cp.min * 1e6, cp.max * 1e6, bytes / 1e9 / cp.median);
     DeviceArray<uint8_t> q(T * H);
     DeviceArray<float> qs(T * (H / kScaleBlock));
     const Stats cast = time_op(stream, o.warmup, o.iters, l2.get(),
-                               [&] { cuda::cast_fp8(x.get(), o.tokens, o.hidden, q.get(), qs.get(), stream.ep()); });
+                               [&] { cuda::cast_fp8(dev_in[0]->x.get(), o.tokens, o.hidden, q.get(), qs.get(), stream); });
     const std::size_t cast_bytes = T * (2 * H + H + H / kScaleBlock * 4);  // read bf16, write fp8 + scales
     // A copy of the cast's input size, for the same-size comparison (read + write counted).
     const std::size_t cbytes = T * 2 * H;
     const Stats cp2 = time_op(stream, o.warmup, o.iters, l2.get(), [&] {
-      cuda_check(cudaMemcpyAsync(dst.get(), src.get(), std::min(cbytes, bytes), cudaMemcpyDeviceToDevice, stream.get()),
+      cuda_check(cudaMemcpyAsync(dst.get(), src.get(), std::min(cbytes, bytes), cudaMemcpyDeviceToDevice, to_cuda(stream)),
                  "cudaMemcpyAsync");
     });
     std::printf("fp8-cast: rows=%d hidden=%d median_us=%.2f min_us=%.2f max_us=%.2f rw_gbps=%.2f "

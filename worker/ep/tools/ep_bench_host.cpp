@@ -17,10 +17,10 @@
 #include <numeric>
 
 #include "hyrun/common/logging.hpp"
+#include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/host_backend.hpp"
-#include "hyrun/ep/ucx_transport.hpp"
 #include "hyrun/worker.hpp"
-#include "reference_inputs.hpp"
+#include "hyrun/ep/reference_inputs.hpp"
 
 namespace hyrun::ep::check {
 namespace {
@@ -56,34 +56,45 @@ int run(const Options& o) {
   const Shape s = o.kernel_only ? Shape{1, o.tokens, o.hidden, o.topk, o.experts_per_rank * size}
                                 : Shape{size, o.tokens, o.hidden, o.topk, o.experts_per_rank};
   s.validate();
+  // Transport mode: the library's EP front. Kernel-only: the host backend alone over the
+  // in-process fabric (one simulated rank: the compute baseline without any transport).
   std::unique_ptr<InProcessFabric> fabric;
-  std::unique_ptr<UcxTransport> ucx;
-  Transport* tx = nullptr;
+  std::unique_ptr<HostBackend> alone;
+  std::unique_ptr<Buffer> buffer;
   if (o.kernel_only) {
     fabric = std::make_unique<InProcessFabric>(1, region_bytes(s));
-    tx = &fabric->transport(0);
+    alone = std::make_unique<HostBackend>(s, fabric->transport(0), timeout);
   } else {
-    ucx = std::make_unique<UcxTransport>(world, region_bytes(s), timeout);
-    tx = ucx.get();
+    buffer = std::make_unique<Buffer>(world, BufferOptions{s, Backend::kHost, timeout, PeerAttach::kCollective});
   }
-  HostBackend ep(s, *tx, timeout);
   const Routing routing = Routing::all(s.max_ranks);
   DispatchBuffers out(s, Format::kFP8);
   std::vector<uint16_t> expert_out(recv_rows(s) * s.hidden, 0);
   std::vector<uint16_t> y(static_cast<std::size_t>(o.tokens) * o.hidden);
-
-  auto once = [&] {
-    ep.dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out.view());
-    ep.combine(expert_out.data(), out.view(), in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
+  auto dispatch = [&] {
+    if (buffer)
+      buffer->dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out.view());
+    else
+      alone->dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out.view());
   };
-  for (int i = 0; i < o.warmup; ++i) once();
+  auto combine = [&] {
+    if (buffer)
+      buffer->combine(expert_out.data(), out.view(), in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
+    else
+      alone->combine(expert_out.data(), out.view(), in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
+  };
+
+  for (int i = 0; i < o.warmup; ++i) {
+    dispatch();
+    combine();
+  }
   world.barrier();
   std::vector<double> tdisp, tcomb, ttotal;
   for (int i = 0; i < o.iters; ++i) {
     const auto t0 = Clock::now();
-    ep.dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out.view());
+    dispatch();
     const auto t1 = Clock::now();
-    ep.combine(expert_out.data(), out.view(), in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
+    combine();
     const auto t2 = Clock::now();
     tdisp.push_back(std::chrono::duration<double>(t1 - t0).count());
     tcomb.push_back(std::chrono::duration<double>(t2 - t1).count());

@@ -25,11 +25,10 @@
 #include "hyrun/common/logging.hpp"
 #include "hyrun/ep/transport.hpp"
 #include "hyrun/worker.hpp"
-#include "reference_checks.hpp"
-#include "reference_inputs.hpp"
+#include "hyrun/ep/reference_checks.hpp"
+#include "hyrun/ep/reference_inputs.hpp"
 
 #ifdef HYRUN_EP_WITH_CUDA
-#include "hyrun/ep/cuda_backend.hpp"
 #endif
 
 namespace hyrun::ep::check {
@@ -125,32 +124,19 @@ std::vector<Format> formats_of(const std::string& dtype) {
   return {Format::kFP8, Format::kBF16};
 }
 
+/// The engine of --backend (nullptr and *skipped when CUDA was asked for without a GPU).
 std::unique_ptr<Engine> make_engine(World& world, const Options& o, const Shape& max_shape, bool* skipped) {
-  std::string backend = o.backend;
-#ifdef HYRUN_EP_WITH_CUDA
-  std::string why;
-  // Only a CUDA run touches the CUDA runtime (its initialization costs time and memory).
-  const bool gpu = backend != "host" && select_cuda_device(world.local_rank(), &why);
-  if (backend == "auto") backend = gpu ? "cuda" : "host";
-  if (backend == "cuda") {
-    if (!gpu) {
-      say(fmt::format("ep-check: rank {}: SKIPPED: --backend cuda: {}", world.rank(), why));
-      *skipped = true;
-      return nullptr;
-    }
-    if (o.disable_ll_nvlink || world.num_nodes() > 1)
-      return make_cuda_staged_engine(world, max_shape, std::chrono::milliseconds(o.timeout_ms));
-    return make_cuda_ipc_engine(world, max_shape);
-  }
-#else
-  if (backend == "auto") backend = "host";
-  if (backend == "cuda") {
-    say(fmt::format("ep-check: rank {}: SKIPPED: --backend cuda: this build has no CUDA backend", world.rank()));
+  Backend backend = Backend::kHost;
+  try {
+    // Only a CUDA run touches the CUDA runtime (its initialization costs time and memory).
+    backend = choose_backend(o.backend, o.disable_ll_nvlink, world);
+  } catch (const UsageError& e) {
+    if (o.backend != "cuda") throw;
+    say(fmt::format("ep-check: rank {}: SKIPPED: {}", world.rank(), e.what()));
     *skipped = true;
     return nullptr;
   }
-#endif
-  return make_host_engine(world, max_shape, std::chrono::milliseconds(o.timeout_ms));
+  return std::make_unique<Engine>(world, max_shape, backend, std::chrono::milliseconds(o.timeout_ms));
 }
 
 int run(const Options& o) {

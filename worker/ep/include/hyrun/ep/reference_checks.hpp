@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "hyrun/ep/host_backend.hpp"
-#include "reference_inputs.hpp"
+#include "hyrun/ep/reference_inputs.hpp"
 
 namespace hyrun::ep::check {
 

@@ -1,4 +1,4 @@
-#include "reference_inputs.hpp"
+#include "hyrun/ep/reference_inputs.hpp"
 
 #include <fmt/format.h>
 

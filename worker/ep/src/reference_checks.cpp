@@ -1,4 +1,4 @@
-#include "reference_checks.hpp"
+#include "hyrun/ep/reference_checks.hpp"
 
 #include <fmt/format.h>
 

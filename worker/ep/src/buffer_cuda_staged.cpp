@@ -1,0 +1,107 @@
+// Buffer path kCudaStaged: device tensors copied through pinned host memory on one
+// stream and moved by the host backend over UcxTransport (--disable-ll-nvlink; the path
+// across nodes). Outputs: only the rows dispatch wrote go back to the device, so rows
+// not covered by a layout count stay untouched, as with the other backends.
+#include <cuda_runtime_api.h>
+
+#include <optional>
+
+#include "buffer_host.hpp"
+#include "hyrun/ep/cuda_memory.hpp"
+
+namespace hyrun::ep {
+namespace {
+
+using cuda::PinnedArray;
+
+class CudaStagedPath final : public HostPath {
+ public:
+  CudaStagedPath(World& world, const BufferOptions& o)
+      : HostPath(world, o),
+        x_(static_cast<std::size_t>(o.shape.max_tokens) * o.shape.hidden),
+        idx_(static_cast<std::size_t>(o.shape.max_tokens) * o.shape.topk),
+        w_(idx_.size()),
+        recv_x_(recv_x_bytes(o.shape, Format::kBF16)),  // room for either format
+        scales_(recv_scales_count(o.shape)),
+        tok_(recv_rows(o.shape)),
+        topk_(recv_rows(o.shape)),
+        layout_(static_cast<std::size_t>(o.shape.experts_per_rank) * o.shape.max_ranks),
+        count_(static_cast<std::size_t>(o.shape.experts_per_rank)),
+        expert_out_(recv_rows(o.shape) * o.shape.hidden),
+        y_(x_.size()) {}
+
+  Backend backend() const override { return Backend::kCudaStaged; }
+  CUstream_st* stream() const override { return stream_.ep(); }
+
+  void launch_dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f,
+                       const DispatchOutput& out) override {
+    const Shape& s = shape_;
+    d2h(x_.get(), x, sizeof(uint16_t) * num_tokens * s.hidden);
+    d2h(idx_.get(), topk_idx, sizeof(int64_t) * num_tokens * s.topk);
+    stream_.sync();
+    const DispatchOutput pin{recv_x_.get(), scales_.get(), tok_.get(), topk_.get(), layout_.get(), count_.get()};
+    backend_->dispatch(x_.get(), idx_.get(), num_tokens, routing, f, pin);
+    h2d(out.layout_count, layout_.get(), sizeof(int32_t) * layout_.size());
+    h2d(out.recv_count, count_.get(), sizeof(int32_t) * count_.size());
+    const std::size_t row_bytes = static_cast<std::size_t>(s.hidden) * (f == Format::kFP8 ? 1 : 2);
+    const std::size_t nb = static_cast<std::size_t>(s.hidden / kScaleBlock);
+    for_each_run(s, [&](std::size_t row, std::size_t n) {
+      h2d(static_cast<uint8_t*>(out.recv_x) + row * row_bytes, recv_x_.get() + row * row_bytes, n * row_bytes);
+      if (f == Format::kFP8) h2d(out.recv_scales + row * nb, scales_.get() + row * nb, n * nb * sizeof(float));
+      h2d(out.recv_src_token + row, tok_.get() + row, n * sizeof(int32_t));
+      h2d(out.recv_src_topk + row, topk_.get() + row, n * sizeof(int32_t));
+    });
+    stream_.sync();
+  }
+
+  void launch_combine(const uint16_t* expert_out, const DispatchOutput& handle, const int64_t* topk_idx,
+                      const float* topk_weights, int num_tokens, uint16_t* out) override {
+    (void)handle;  // the pinned copy of the last dispatch's outputs is the host backend's handle
+    (void)topk_idx;  // the pinned copy of the dispatch's topk_idx
+    const Shape& s = shape_;
+    const std::size_t H = static_cast<std::size_t>(s.hidden);
+    for_each_run(s, [&](std::size_t row, std::size_t n) {
+      d2h(expert_out_.get() + row * H, expert_out + row * H, n * H * sizeof(uint16_t));
+    });
+    d2h(w_.get(), topk_weights, sizeof(float) * num_tokens * s.topk);
+    stream_.sync();
+    const DispatchOutput pin{recv_x_.get(), scales_.get(), tok_.get(), topk_.get(), layout_.get(), count_.get()};
+    backend_->combine(expert_out_.get(), pin, idx_.get(), w_.get(), num_tokens, y_.get());
+    h2d(out, y_.get(), sizeof(uint16_t) * num_tokens * H);
+    stream_.sync();
+  }
+
+ private:
+  void d2h(void* dst, const void* src, std::size_t bytes) {
+    cuda::cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()), "stage device to host");
+  }
+  void h2d(void* dst, const void* src, std::size_t bytes) {
+    cuda::cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.get()), "stage host to device");
+  }
+  /// fn(first row, rows) for every (local expert, source) with rows from the last dispatch.
+  template <class Fn>
+  void for_each_run(const Shape& s, Fn fn) const {
+    for (int e = 0; e < s.experts_per_rank; ++e)
+      for (int src = 0; src < s.max_ranks; ++src) {
+        const int n = layout_.get()[static_cast<std::size_t>(e) * s.max_ranks + src];
+        if (n > 0) fn((static_cast<std::size_t>(e) * s.max_ranks + src) * s.max_tokens, static_cast<std::size_t>(n));
+      }
+  }
+
+  cuda::CudaStream stream_;
+  PinnedArray<uint16_t> x_;
+  PinnedArray<int64_t> idx_;
+  PinnedArray<float> w_;
+  PinnedArray<uint8_t> recv_x_;
+  PinnedArray<float> scales_;
+  PinnedArray<int32_t> tok_, topk_, layout_, count_;
+  PinnedArray<uint16_t> expert_out_, y_;
+};
+
+}  // namespace
+
+std::unique_ptr<Buffer::Path> make_cuda_staged_path(World& world, const BufferOptions& options) {
+  return std::make_unique<CudaStagedPath>(world, options);
+}
+
+}  // namespace hyrun::ep
