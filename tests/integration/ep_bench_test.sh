@@ -81,6 +81,14 @@ unplanned-death)  # a rank dying outside the plan fails the job with its name
   expect_rc 137
   expect_stderr "^hyrun: rank 2 \(pid $victim\) was killed by signal 9 \(SIGKILL\)"
   ;;
+cuda-without-gpu)  # --backend cuda on a machine without a GPU fails at once, saying why
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then echo "SKIPPED: a GPU answers"; exit 77; fi
+  run_job 60 "$HYRUN" -n 2 -- "$EP_BENCH" --plan '[[0,1]]' --backend cuda "${small[@]}"
+  [ "$RC" -eq 2 ] && pass "refused with exit 2 (usage)" || { fail "exit $RC"; show_output; }
+  grep -qE "^ep-bench: --backend cuda: (no CUDA device|this build has no CUDA backend).*use --backend host" "$ERR" &&
+    pass "the message says why: $(grep -m1 -- '--backend cuda' "$ERR")" || { fail "no clear message"; show_output; }
+  ! grep -q "start phase" "$OUT" && pass "no phase started" || fail "a phase started"
+  ;;
 bad-plans)  # every plan error is named before anything runs
   for bad in 'not json' '[]' '[[]]' '[[0,"x"]]' '[[0,1],[0,9]]' '[[1,2]]' '[[0,1],[0,-3]]' '[[0,0]]'; do
     run_job 60 "$HYRUN" -n 4 -- "$EP_BENCH" --plan "$bad" "${small[@]}"

@@ -21,9 +21,9 @@
 #include "hyrun/ep/bench/log_lines.hpp"
 #include "hyrun/ep/bench/progress_line.hpp"
 #include "hyrun/ep/bench/summary_table.hpp"
-#include "hyrun/ep/host_backend.hpp"
+#include "ep_calls.hpp"
+#include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/layout.hpp"
-#include "hyrun/ep/ucx_transport.hpp"
 
 namespace hyrun::ep::elastic {
 namespace {
@@ -77,16 +77,14 @@ class Runner {
       emit(bench::unused_rank_line(me_, world_.local_rank()));
       return 0;
     }
-    transport_ = std::make_unique<UcxTransport>(world_, region_bytes(shape_),
-                                                std::chrono::milliseconds(options_.parameters.timeout_ms),
-                                                PeerAttach::kDeferred);
-    backend_ = std::make_unique<HostBackend>(shape_, *transport_, std::chrono::milliseconds(options_.parameters.timeout_ms));
-    out_.emplace(shape_, format_);
-    expert_out_.assign(recv_rows(shape_) * static_cast<std::size_t>(shape_.hidden), 0);
-    y_.assign(static_cast<std::size_t>(shape_.max_tokens) * shape_.hidden, 0);
+    // No collective: restarted ranks build theirs alone; peers are attached per phase.
+    buffer_ = std::make_unique<Buffer>(world_, BufferOptions{shape_, options_.backend,
+                                                             std::chrono::milliseconds(options_.parameters.timeout_ms),
+                                                             PeerAttach::kDeferred});
+    calls_ = std::make_unique<EpCalls>(*buffer_, shape_, format_);
     if (me_ == 0) return coordinate();
     send_json(world_, 0, kToCoordinator,
-              {{"type", "register"}, {"incarnation", world_.incarnation()}, {"descriptor", to_hex(transport_->local_descriptor())}});
+              {{"type", "register"}, {"incarnation", world_.incarnation()}, {"descriptor", to_hex(buffer_->local_descriptor())}});
     for (;;) {
       json message = recv_json_patiently(kToRank);
       if (message["type"] == "done") return 0;
@@ -97,6 +95,8 @@ class Runner {
 
  private:
   // ---------------------------------------------------------------- every rank
+  void backend_epoch(uint64_t epoch) { buffer_->set_epoch(epoch); }
+
   /// Idle ranks wait for the coordinator for as long as it lives.
   json recv_json_patiently(uint32_t tag) {
     for (;;) {
@@ -117,7 +117,7 @@ class Runner {
       // A restarted peer is a new process at a new address (rank 0's World already
       // switched to it when it admitted the rank).
       if (incarnation > 0 && me_ != 0) world_.replace_peer(r, from_hex(p["address"].get<std::string>(), "a peer address"));
-      transport_->attach_peer(r, from_hex(p["descriptor"].get<std::string>(), "a peer's region descriptor"));
+      buffer_->attach_peer(r, from_hex(p["descriptor"].get<std::string>(), "a peer's region descriptor"));
       attached_[r] = incarnation;
     }
   }
@@ -140,7 +140,8 @@ class Runner {
                                                 p.num_experts_per_rank, me_, p.seed, static_cast<int>(g.plan));
     PhaseOutcome outcome;
     int failure_round = 0;
-    backend_->set_epoch(phase_epoch(gi, failure_round));
+    backend_epoch(phase_epoch(gi, failure_round));
+    calls_->set_inputs(inputs);
     std::vector<double> samples_us;
     const int total = p.warmup + p.iters;
     for (int i = 0; i < total;) {
@@ -152,10 +153,9 @@ class Runner {
       }
       Routing routing{num_ranks, std::vector<uint8_t>(active.begin(), active.begin() + num_ranks)};
       const auto start = Clock::now();
+      double us = 0;
       try {
-        backend_->dispatch(inputs.x.data(), inputs.topk_idx.data(), p.num_tokens, routing, format_, out_->view());
-        backend_->combine(expert_out_.data(), out_->view(), inputs.topk_idx.data(), inputs.topk_weights.data(),
-                          p.num_tokens, y_.data());
+        us = calls_->timed_call(p.num_tokens, routing);
       } catch (const PeerFailureError& e) {
         i = handle_failure(e.ranks(), start, i, active, outcome, failure_round, on_failure);
         continue;  // the agreed iteration again, without the failed ranks
@@ -163,11 +163,10 @@ class Runner {
         i = handle_failure(e.ranks(), start, i, active, outcome, failure_round, on_failure);
         continue;
       }
-      const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       if (i >= p.warmup) samples_us.push_back(us);
       ++i;
     }
-    if (p.validate) validate(plan, num_ranks, inputs, active, outcome);
+    if (p.validate) validate(plan, num_ranks, active, outcome);
     if (!samples_us.empty()) {
       // The reference drops the first timed sample.
       if (samples_us.size() > 1) samples_us.erase(samples_us.begin());
@@ -193,7 +192,7 @@ class Runner {
   /// the latest iteration any of them reached, so that every survivor makes the same calls.
   /// --validate: one more dispatch + combine by every survivor, outputs poisoned first,
   /// identity experts, then the reference checks on every element.
-  void validate(const ElasticPlan& plan, int num_ranks, const check::RankInputs& mine, const std::vector<char>& active,
+  void validate(const ElasticPlan& plan, int num_ranks, const std::vector<char>& active,
                 PhaseOutcome& outcome) {
     const auto& p = options_.parameters;
     std::vector<check::RankInputs> all;
@@ -201,14 +200,7 @@ class Runner {
       all.push_back(check::make_rank_inputs({p.num_tokens, p.hidden_dim, p.num_topk}, num_ranks, p.num_experts_per_rank,
                                             r, p.seed, static_cast<int>(&plan - plans_.data())));
     Routing routing{num_ranks, std::vector<uint8_t>(active.begin(), active.begin() + num_ranks)};
-    out_->poison();
-    std::fill(y_.begin(), y_.end(), uint16_t{0xFFFF});
-    backend_->dispatch(mine.x.data(), mine.topk_idx.data(), p.num_tokens, routing, format_, out_->view());
-    check::CheckReport report;
-    check::check_dispatch(shape_, format_, me_, routing, all, *out_, report);
-    const auto experts = check::identity_expert_out(shape_, format_, *out_);
-    backend_->combine(experts.data(), out_->view(), mine.topk_idx.data(), mine.topk_weights.data(), p.num_tokens, y_.data());
-    check::check_combine(shape_, format_, routing, mine, y_, report);
+    const check::CheckReport report = calls_->validate(me_, p.num_tokens, routing, all);
     if (!report.ok) outcome.validation_problem = report.problems.empty() ? "a check failed" : report.problems.front();
     emit(fmt::format("[rank {}] validation {}: {} received rows checked, combine diff {:.3g}{}", me_,
                      report.ok ? "passed" : "FAILED", report.rows_checked, report.combine_diff,
@@ -224,12 +216,12 @@ class Runner {
       if (!active[r]) continue;
       active[r] = 0;
       outcome.detected.push_back(r);
-      transport_->detach_peer(r);
+      buffer_->detach_peer(r);
     }
     std::sort(outcome.detected.begin(), outcome.detected.end());
     if (!outcome.detect_ms) outcome.detect_ms = detect_ms;
     ++failure_round;
-    backend_->set_epoch(epoch);
+    backend_epoch(epoch);
     return resume_at;
   }
 
@@ -244,7 +236,7 @@ class Runner {
       return true;
     }
     attach_peers(message["peers"]);
-    for (int r : ranks_where(g.departs)) transport_->detach_peer(r);
+    for (int r : ranks_where(g.departs)) buffer_->detach_peer(r);
     emit(bench::phase_start_line(me_, world_.local_rank(), phase));
     print_connection_changes(g, gi);
     send_json(world_, 0, kToCoordinator, {{"type", "ready"}});
@@ -303,7 +295,7 @@ class Runner {
 
   int coordinate() {
     members_.resize(static_cast<std::size_t>(world_.size()));
-    members_[0] = {world_.incarnation(), to_hex(world_.own_address()), to_hex(transport_->local_descriptor()), true,
+    members_[0] = {world_.incarnation(), to_hex(world_.own_address()), to_hex(buffer_->local_descriptor()), true,
                    node_name(), world_.local_rank()};
     for (int r = 1; r < world_.size(); ++r) {
       if (!schedule_.used(r)) {
@@ -376,7 +368,7 @@ class Runner {
       if (g.departs[r]) members_[r].alive = false;
     }
     attach_peers(peers);
-    for (int r : ranks_where(g.departs)) transport_->detach_peer(r);
+    for (int r : ranks_where(g.departs)) buffer_->detach_peer(r);
     emit(bench::phase_start_line(0, world_.local_rank(), phase));
     print_connection_changes(g, gi);
     std::vector<std::optional<double>> join_ms(static_cast<std::size_t>(world_.size()));
@@ -485,10 +477,8 @@ class Runner {
   int me_;
   Shape shape_{};
   Format format_ = Format::kFP8;
-  std::unique_ptr<UcxTransport> transport_;
-  std::unique_ptr<HostBackend> backend_;
-  std::optional<DispatchBuffers> out_;
-  std::vector<uint16_t> expert_out_, y_;
+  std::unique_ptr<Buffer> buffer_;  // the EP front: backend and transport
+  std::unique_ptr<EpCalls> calls_;  // the call tensors in the backend's memory
   std::vector<int> attached_;  // incarnation of each peer whose region key is attached; -1 none
   std::vector<Member> members_;
   std::vector<std::string> invalid_;  // rank 0: failed --validate checks

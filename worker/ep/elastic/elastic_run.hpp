@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hyrun/common/elastic_plan.hpp"
+#include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/bench/phase_sample.hpp"
 #include "hyrun/ep/bench/run_report.hpp"
 #include "hyrun/worker.hpp"
@@ -28,6 +29,7 @@ struct BenchOptions {
   std::vector<std::string> plans;  ///< --plan values, in order
   bench::RunParameters parameters;
   std::string report_dir;
+  Backend backend = Backend::kHost;  ///< resolved --backend (choose_backend)
 };
 
 /// Runs every plan on this process's part. Returns the process's exit code (0).

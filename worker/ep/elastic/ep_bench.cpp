@@ -40,12 +40,13 @@ int main(int argc, char** argv) {
   }
   try {
     hyrun::init_logging("ep-bench", hyrun::log_level_from_environment("warn"));
-    if (p.backend == "cuda")
-      throw hyrun::UsageError("--backend cuda: the elastic benchmark runs the host backend so far; use --backend host or auto");
     hyrun::WorldOptions world_options;
     world_options.peer_error_handling = true;  // survivors must outlive killed ranks and see them die
     hyrun::World world(world_options);
     p.world_size = world.size();
+    // --backend cuda without a usable GPU fails here, at once, naming why.
+    options.backend = hyrun::ep::choose_backend(p.backend, p.disable_ll_nvlink, world);
+    p.backend = hyrun::ep::on_device(options.backend) ? "cuda" : "host";
     return hyrun::ep::elastic::run_elastic_bench(world, options);
   } catch (const hyrun::Error& e) {
     std::fprintf(stderr, "ep-bench: %s\n", e.what());
