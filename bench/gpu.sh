@@ -2,14 +2,17 @@
 # One call on a GPU machine: build with CUDA, run the CUDA correctness tests, then time the
 # CUDA EP backend with CUDA events and print the tables for docs/performance.md.
 #
-#   bench/gpu.sh [--build-dir DIR] [--skip-build] [--build-only] [--ranks "1 2 4 8"]
+#   bench/gpu.sh [--bundle DIR | --build-dir DIR] [--skip-build] [--build-only] [--ranks "1 2 4 8"]
 #                [--warmup 50] [--iters 200] [--tokens 128] [--hidden 7168] [--topk 8]
 #                [--experts-per-rank 2] [--jobs N] [--mps]
 #
-# Steps: 1. configure + build (-DHYRUN_CUDA=ON); 2. fail (exit 3) unless a CUDA device
+# --bundle DIR runs every program from a bundle made by scripts/gpu-bundle.sh (no build,
+# nothing installed but the NVIDIA driver): the machines with GPUs have no package registry.
+# Steps: 1. configure + build (-DHYRUN_CUDA=ON; not with --bundle); 2. fail (exit 3) unless a CUDA device
 # answers; 3. ep-cuda-selftest (CUDA backend bit-identical to the host backend);
 # 4. hyrun -n N -- ep-check --backend cuda for every N (ranks share the GPU through CUDA
-# IPC), and once with --disable-ll-nvlink (staged through pinned memory over UCX);
+# IPC; ranks share the GPU without any flag, up to 8 per GPU), and once with
+# --disable-ll-nvlink (staged through pinned memory over UCX);
 # 5. hyrun -n N -- ep-bench-gpu, through IPC and --kernel-only, for every N (warm-up,
 # iterations, median/min/max with CUDA events; rank 0 adds a device-to-device copy and the
 # FP8 cast kernel alone, measured in the same run); 6. the tables.
@@ -18,13 +21,14 @@
 # Exit codes: 0 all passed, 1 a test or a run failed, 2 usage, 3 no GPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build-gpu; skip_build=0; build_only=0; ranks="1 2 4 8"
+build=$root/build-gpu; bundle=""; skip_build=0; build_only=0; ranks="1 2 4 8"
 warmup=50; iters=200; tokens=128; hidden=7168; topk=8; experts=2; jobs=$(nproc); mps=0
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
   --build-dir) build=$2; shift 2 ;;
+  --bundle) bundle=$2; shift 2 ;;
   --skip-build) skip_build=1; shift ;;
   --build-only) build_only=1; shift ;;
   --ranks) ranks=$2; shift 2 ;;
@@ -44,7 +48,14 @@ for v in "$warmup" "$iters" "$tokens" "$hidden" "$topk" "$experts" "$jobs" $rank
   [[ $v =~ ^[0-9]+$ ]] || { echo "bench/gpu.sh: '$v' is not a number" >&2; exit 2; }
 done
 
-# 1. build
+# 1. build (or the bundle's programs)
+if [ -n "$bundle" ]; then
+  [ -x "$bundle/run" ] && [ -f "$bundle/MANIFEST" ] ||
+    { echo "bench/gpu.sh: --bundle $bundle: not a bundle (make one with scripts/gpu-bundle.sh DIR)" >&2; exit 2; }
+  bundle=$(cd "$bundle" && pwd)
+  eval "$("$bundle/run" --print-env)"
+  skip_build=1
+fi
 if [ "$skip_build" -eq 0 ]; then
   echo "== configure and build ($build, -DHYRUN_CUDA=ON)"
   mkdir -p "$build"
@@ -54,6 +65,9 @@ if [ "$skip_build" -eq 0 ]; then
 fi
 hyrun=$build/launcher/hyrun; check=$build/worker/ep/ep-check; bench=$build/worker/ep/ep-bench-gpu
 selftest=$build/worker/ep/ep-cuda-selftest
+if [ -n "$bundle" ]; then
+  hyrun=$bundle/bin/hyrun; check=$bundle/bin/ep-check; bench=$bundle/bin/ep-bench-gpu; selftest=$bundle/bin/ep-cuda-selftest
+fi
 for b in "$hyrun" "$check" "$bench" "$selftest"; do
   [ -x "$b" ] || { echo "bench/gpu.sh: missing $b (build with CUDA first)" >&2; exit 1; }
 done
@@ -75,7 +89,7 @@ if [ "$mps" -eq 1 ]; then
   export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
   nvidia-cuda-mps-control -d || { echo "bench/gpu.sh: could not start the MPS daemon" >&2; exit 1; }
 fi
-echo "== GPU: $gpu; $(date -u '+%Y-%m-%d %H:%M UTC'); $(hostname); $(nproc) cores; MPS: $([ "$mps" -eq 1 ] && echo on || echo off)"
+echo "== GPU: $gpu; $(date -u '+%Y-%m-%d %H:%M UTC'); $(hostname); $(nproc) cores; MPS: $([ "$mps" -eq 1 ] && echo on || echo off)${bundle:+; bundle $bundle}"
 
 failed=0
 step() {  # step NAME CMD... : runs, keeps the output, reports PASS/FAIL
