@@ -4,7 +4,7 @@
 #
 #   bench/gpu.sh [--bundle DIR | --build-dir DIR] [--skip-build] [--build-only] [--ranks "1 2 4 8"]
 #                [--warmup 50] [--iters 200] [--tokens 128] [--hidden 7168] [--topk 8]
-#                [--experts-per-rank 2] [--jobs N] [--mps]
+#                [--experts-per-rank 2] [--jobs N] [--mps] [--timing-only]
 #
 # --bundle DIR runs every program from a bundle made by scripts/gpu-bundle.sh (no build,
 # nothing installed but the NVIDIA driver): the machines with GPUs have no package registry.
@@ -16,15 +16,16 @@
 # 5. hyrun -n N -- ep-bench-gpu, through IPC and --kernel-only, for every N (warm-up,
 # iterations, median/min/max with CUDA events; rank 0 adds a device-to-device copy and the
 # FP8 cast kernel alone, measured in the same run); 6. the tables.
+# --timing-only skips steps 3-4 (bench/h100-session.sh runs them itself).
 # --mps starts a private MPS control daemon for the run (ranks sharing one GPU then run
 # their kernels concurrently instead of time-sliced) and stops it at exit.
 # Exit codes: 0 all passed, 1 a test or a run failed, 2 usage, 3 no GPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build-gpu; bundle=""; skip_build=0; build_only=0; ranks="1 2 4 8"
+build=$root/build-gpu; bundle=""; skip_build=0; build_only=0; timing_only=0; ranks="1 2 4 8"
 warmup=50; iters=200; tokens=128; hidden=7168; topk=8; experts=2; jobs=$(nproc); mps=0
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
   --build-dir) build=$2; shift 2 ;;
@@ -40,6 +41,7 @@ while [ $# -gt 0 ]; do
   --experts-per-rank) experts=$2; shift 2 ;;
   --jobs) jobs=$2; shift 2 ;;
   --mps) mps=1; shift ;;
+  --timing-only) timing_only=1; shift ;;
   -h|--help) usage; exit 0 ;;
   *) echo "bench/gpu.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -99,13 +101,15 @@ step() {  # step NAME CMD... : runs, keeps the output, reports PASS/FAIL
 }
 
 # 3.-4. correctness
-echo "== correctness"
-step "ep-cuda-selftest" "$selftest"
-for n in $ranks; do
-  step "ep-check --backend cuda, $n rank(s), CUDA IPC" "$hyrun" -n "$n" -- "$check" --backend cuda
-done
-step "ep-check --backend cuda --disable-ll-nvlink, 2 ranks" "$hyrun" -n 2 -- "$check" --backend cuda --disable-ll-nvlink
-grep -h '^ep-check: SUMMARY' "$work/all.out" || true
+if [ "$timing_only" -eq 0 ]; then
+  echo "== correctness"
+  step "ep-cuda-selftest" "$selftest"
+  for n in $ranks; do
+    step "ep-check --backend cuda, $n rank(s), CUDA IPC" "$hyrun" -n "$n" -- "$check" --backend cuda
+  done
+  step "ep-check --backend cuda --disable-ll-nvlink, 2 ranks" "$hyrun" -n 2 -- "$check" --backend cuda --disable-ll-nvlink
+  grep -h '^ep-check: SUMMARY' "$work/all.out" || true
+fi
 
 # 5. timing
 echo "== timing: T=$tokens H=$hidden K=$topk E=$experts, $warmup warm-up, $iters iterations, CUDA events, L2 flushed"

@@ -5,7 +5,10 @@
 // paths: a silent rank times out and stays masked (not written to afterwards), a rank
 // the host marks failed ends the wait at once, a corrupt message header is reported and
 // nothing is written to peers after it, and a masked rank comes back with a new region.
-// Exit codes: 0 all equal, 1 a mismatch or a CUDA error, 77 no CUDA device (CTest skip).
+// Every send completes before the receives start (no kernel waits for a later one), so the
+// test also runs under compute-sanitizer, which serializes kernels; --small runs the first
+// three cases only.
+// Exit codes: 0 all equal, 1 a mismatch or a CUDA error, 2 usage, 77 no CUDA device (CTest skip).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -152,8 +155,11 @@ void run_case(const Case& c, std::mt19937& rng) {
       dcount.push_back(std::make_unique<Dev<int32_t>>(static_cast<std::size_t>(E)));
       dout[r] = DispatchOutput{drecv[r]->p, dscales[r]->p, dtok[r]->p, dtopk[r]->p, dlayout[r]->p, dcount[r]->p};
     }
-    // Every backend has its own stream: the simulated ranks run concurrently on the GPU.
+    // Every backend has its own stream. Every send completes before any receive starts, so
+    // no kernel ever waits for a kernel launched after it: the order holds when a tool
+    // (compute-sanitizer) serializes the kernels of all streams.
     for (int r : active) db[r]->dispatch_send(dx[r]->p, didx[r]->p, T, routing, c.f);
+    for (int r : active) ck(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(db[r]->stream())), "dispatch sends");
     for (int r : active) db[r]->dispatch_recv(dout[r]);
     for (int r : active) db[r]->synchronize();
     for (int r : active) {
@@ -180,6 +186,7 @@ void run_case(const Case& c, std::mt19937& rng) {
       }
     }
     for (int r : active) db[r]->combine_send(deo[r]->p, dout[r]);
+    for (int r : active) ck(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(db[r]->stream())), "combine sends");
     for (int r : active) db[r]->combine_recv(didx[r]->p, dw[r]->p, T, dy[r]->p);
     for (int r : active) db[r]->synchronize();
     for (int r : active) {
@@ -280,6 +287,7 @@ void failure_paths() {
     b1.set_epoch(uint64_t{1} << 32);
     b0.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
     b1.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
+    ck(cudaDeviceSynchronize(), "sends");
     b0.dispatch_recv(p.out(0));
     b1.dispatch_recv(p.out(1));
     b0.synchronize();
@@ -301,10 +309,10 @@ void failure_paths() {
     Pair p;
     cuda::CudaBackend b0(p.s, 0, p.regions, 10000ms), b1(p.s, 1, p.regions, 10000ms);
     b1.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
-    b1.dispatch_recv(p.out(1));
     b0.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
     ck(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(b1.stream())), "rank 1's sends");
     ck(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(b0.stream())), "rank 0's sends");
+    b1.dispatch_recv(p.out(1));
     b1.synchronize();
     // Rank 1's first message to rank 0 (local expert 0, source 1, slot 0): flip its source rank.
     const RegionLayout l = region_layout(p.s);
@@ -325,7 +333,13 @@ void failure_paths() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --small: the first three cases only (under compute-sanitizer, which is slow).
+  const bool small = argc > 1 && std::string(argv[1]) == "--small";
+  if (argc > 2 || (argc == 2 && !small)) {
+    std::printf("usage: ep-cuda-selftest [--small]\n");
+    return 2;
+  }
   std::string why;
   if (!cuda::device_available(&why)) {
     std::printf("ep-cuda-selftest: SKIPPED: %s\n", why.c_str());
@@ -342,7 +356,7 @@ int main() {
         {8, 128, 7168, 8, 2, Format::kFP8, {}},
         {8, 32, 8192, 4, 1, Format::kBF16, {0, 5}},
     };
-    for (const auto& c : cases) run_case(c, rng);
+    for (std::size_t i = 0; i < cases.size() && (!small || i < 3); ++i) run_case(cases[i], rng);
     failure_paths();
   } catch (const std::exception& e) {
     std::printf("ep-cuda-selftest: FAILED: %s\n", e.what());

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# The first runs of the CUDA EP path on a GPU machine (issue 9, item 5), from a bundle
+# made by scripts/gpu-bundle.sh, with nothing installed there but the NVIDIA driver.
+# Every step has a time limit and its output in the log folder; the summary says PASS,
+# FAIL or NOT RUN (with why) per step, for docs/performance.md.
+#
+#   bench/h100-session.sh --bundle DIR [--logs DIR] [--part correctness|sanitizer|plans|timing|all]
+#
+# Parts (each meant for one 10-minute device call; "all" runs them in order; a part cut
+# off by the call's limit still leaves its summary so far):
+#   correctness  ep-cuda-selftest; ep-check --backend cuda with 1, 2, 4, 8 ranks (CUDA IPC,
+#                ranks sharing the GPU) and with 2 ranks --disable-ll-nvlink (staged, UCX)
+#   sanitizer    ep-cuda-selftest --small under compute-sanitizer --tool memcheck and
+#                --tool racecheck (NOT RUN when compute-sanitizer is absent)
+#   plans        every examples/plans/*.json with --backend cuda --validate
+#                --validate-phase-failures on 8 ranks sharing the GPU, without and with MPS
+#                (a private nvidia-cuda-mps-control -d); then a rank SIGKILLed outside the
+#                plan: the job must stop with hyrun naming the rank, no process may stay on
+#                the GPU, and ep-cuda-selftest must pass again afterwards
+#   timing       bench/gpu.sh --bundle DIR --skip-build (CUDA events, L2 flushed)
+# Logs: DIR/summary.txt (also printed) and one file per step. Default DIR: $OUT/h100 when
+# $OUT is set (the device tool brings it back), else ./h100-logs.
+# Exit codes: 0 every step that ran passed, 1 a step failed, 2 usage, 3 no GPU.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bundle=""; logs=""; part=all
+while [ $# -gt 0 ]; do
+  case $1 in
+  --bundle) bundle=$2; shift 2 ;;
+  --logs) logs=$2; shift 2 ;;
+  --part) part=$2; shift 2 ;;
+  -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "h100-session.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+case $part in correctness|sanitizer|plans|timing|all) ;;
+*) echo "h100-session.sh: --part '$part': expected correctness, sanitizer, plans, timing or all" >&2; exit 2 ;;
+esac
+[ -n "$bundle" ] && [ -x "$bundle/run" ] && [ -f "$bundle/MANIFEST" ] ||
+  { echo "h100-session.sh: --bundle DIR: a folder made by scripts/gpu-bundle.sh is needed ('${bundle}' is not one)" >&2; exit 2; }
+bundle=$(cd "$bundle" && pwd)
+logs=${logs:-${OUT:+$OUT/h100}}
+logs=${logs:-$PWD/h100-logs}
+mkdir -p "$logs" || { echo "h100-session.sh: cannot create $logs" >&2; exit 2; }
+summary=$logs/summary.txt
+eval "$("$bundle/run" --print-env)"
+B=$bundle/bin
+failed=0
+
+note() { echo "$*" | tee -a "$summary"; }
+# step NAME LIMIT_S CMD...: runs CMD with a time limit, output in $logs/NAME.log.
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS rc
+  timeout --kill-after=10 "$limit" "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
+    note "PASS    $name ($((SECONDS - t0)) s)"
+  else
+    [ "$rc" -eq 124 ] && note "FAIL    $name: no end within ${limit} s" || note "FAIL    $name: exit $rc ($((SECONDS - t0)) s)"
+    tail -15 "$logs/$name.log" | sed 's/^/        | /' | tee -a "$summary"
+    failed=1
+  fi
+  return $rc
+}
+not_run() { note "NOT RUN $1: $2"; }
+
+# The machine
+if ! command -v nvidia-smi >/dev/null || ! gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1) ||
+  [ -z "$gpu" ]; then
+  echo "h100-session.sh: no GPU: nvidia-smi ${gpu:-is missing}; run this on a GPU machine" >&2
+  exit 3
+fi
+note "== $(date -u '+%Y-%m-%d %H:%M UTC') $(hostname): $gpu; $(nproc) cores; part $part"
+note "   bundle: $(sed -n 2p "$bundle/MANIFEST"); $(grep -m1 '^nvcc' "$bundle/MANIFEST")"
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+[ "${driver%%.*}" -ge 580 ] 2>/dev/null || note "   WARNING: driver $driver: the bundled CUDA 13 runtime needs >= 580"
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+
+correctness() {
+  note "== correctness"
+  step selftest 180 "$B/ep-cuda-selftest"
+  for n in 1 2 4 8; do
+    step "ep-check-cuda-np$n" 240 "$B/hyrun" -n "$n" -- "$B/ep-check" --backend cuda
+  done
+  step ep-check-cuda-staged-np2 240 "$B/hyrun" -n 2 -- "$B/ep-check" --backend cuda --disable-ll-nvlink
+  grep -h '^ep-check: SUMMARY' "$logs"/ep-check-cuda-*.log 2>/dev/null | sed 's/^/   /' | tee -a "$summary"
+}
+
+sanitize() {
+  note "== compute-sanitizer"
+  if [ -n "$sanitizer" ]; then
+    step selftest-memcheck 280 "$sanitizer" --tool memcheck --error-exitcode 1 "$B/ep-cuda-selftest" --small
+    step selftest-racecheck 280 "$sanitizer" --tool racecheck --error-exitcode 1 "$B/ep-cuda-selftest" --small
+  else
+    not_run selftest-memcheck "compute-sanitizer is not on this machine (CUDA toolkit absent)"
+    not_run selftest-racecheck "compute-sanitizer is not on this machine (CUDA toolkit absent)"
+  fi
+}
+
+mps_dir=""
+mps_start() {
+  mps_dir=$(mktemp -d "${TMPDIR:-/tmp}/h100-mps.XXXXXX")
+  mkdir -p "$mps_dir/pipe" "$mps_dir/log"
+  export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
+  nvidia-cuda-mps-control -d
+}
+mps_stop() {
+  [ -n "$mps_dir" ] || return 0
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  rm -rf "$mps_dir"; sanitize() {
+  note "== compute-sanitizer"
+  if [ -n "$sanitizer" ]; then
+    step selftest-memcheck 280 "$sanitizer" --tool memcheck --error-exitcode 1 "$B/ep-cuda-selftest" --small
+    step selftest-racecheck 280 "$sanitizer" --tool racecheck --error-exitcode 1 "$B/ep-cuda-selftest" --small
+  else
+    not_run selftest-memcheck "compute-sanitizer is not on this machine (CUDA toolkit absent)"
+    not_run selftest-racecheck "compute-sanitizer is not on this machine (CUDA toolkit absent)"
+  fi
+}
+
+mps_dir=""
+}
+trap mps_stop EXIT
+
+run_plans() {  # run_plans TAG
+  local p name
+  for p in "$bundle"/plans/*.json; do
+    name=$(basename "$p" .json)
+    step "plan-$1-$name" 240 "$B/hyrun" -n 8 -- "$B/ep-bench" --plan "$p" --backend cuda --validate \
+      --validate-phase-failures --timeout-ms 20000
+    grep -h 'Dispatch + combine bandwidth' "$logs/plan-$1-$name.log" | head -1 | sed "s/^/   $name: /" | tee -a "$summary"
+  done
+}
+
+plans() {
+  note "== plans: 8 ranks on the GPU, --backend cuda --validate --validate-phase-failures"
+  run_plans plain
+  if command -v nvidia-cuda-mps-control >/dev/null && mps_start >"$logs/mps-start.log" 2>&1; then
+    note "   MPS daemon started"
+    run_plans mps
+    mps_stop
+  else
+    not_run "plans under MPS" "nvidia-cuda-mps-control is missing or did not start ($(tail -1 "$logs/mps-start.log" 2>/dev/null))"
+  fi
+  note "== a rank SIGKILLed outside the plan"
+  local log=$logs/unplanned-kill.log hy victim rc
+  "$B/hyrun" -n 8 -- "$B/ep-bench" --plan '[[0,1,2,3,4,5,6,7]]' --backend cuda --iters 1000000 --timeout-ms 20000 >"$log" 2>&1 &
+  hy=$!
+  for _ in $(seq 600); do grep -q 'start phase 0' "$log" && break; sleep 0.1; done
+  sleep 2
+  victim=$(pgrep -P $hy | while read -r p; do tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx 'HYRUN_RANK=2' && echo $p; done)
+  if [ -z "$victim" ]; then
+    note "FAIL    unplanned-kill: rank 2's process not found"; failed=1; kill -TERM $hy 2>/dev/null
+  else
+    local t0=$SECONDS
+    kill -9 "$victim"
+    timeout 120 tail --pid=$hy -f /dev/null
+    wait $hy; rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "hyrun: rank 2 (pid $victim) was killed by signal 9" "$log"; then
+      note "PASS    unplanned-kill: hyrun stopped the job in $((SECONDS - t0)) s (exit $rc) naming rank 2"
+    else
+      note "FAIL    unplanned-kill: exit $rc; see $log"; failed=1
+    fi
+  fi
+  sleep 2
+  local left
+  left=$(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1 | grep -v '^$' || true)
+  [ -z "$left" ] && note "PASS    unplanned-kill: no process left on the GPU" ||
+    { note "FAIL    unplanned-kill: processes left on the GPU: $left"; failed=1; }
+  step selftest-after-kill 180 "$B/ep-cuda-selftest"
+}
+
+timing() {
+  note "== timing (bench/gpu.sh --bundle)"
+  step gpu-bench 540 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only
+  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench.log" | tee -a "$summary"
+}
+
+case $part in
+correctness) correctness ;;
+sanitizer) sanitize ;;
+plans) plans ;;
+timing) timing ;;
+all) correctness; sanitize; plans; timing ;;
+esac
+note "== $([ "$failed" -eq 0 ] && echo 'every step that ran passed' || echo 'some steps FAILED'); logs in $logs"
+exit $failed
