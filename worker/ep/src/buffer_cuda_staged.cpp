@@ -41,8 +41,9 @@ class CudaStagedPath final : public HostPath {
     stream_.sync();
     const DispatchOutput pin{recv_x_.get(), scales_.get(), tok_.get(), topk_.get(), layout_.get(), count_.get()};
     backend_->dispatch(x_.get(), idx_.get(), num_tokens, routing, f, pin);
-    h2d(out.layout_count, layout_.get(), sizeof(int32_t) * layout_.size());
-    h2d(out.recv_count, count_.get(), sizeof(int32_t) * count_.size());
+    // Sizes of the current shape (after a rearm the caller's outputs may be smaller).
+    h2d(out.layout_count, layout_.get(), sizeof(int32_t) * s.experts_per_rank * s.max_ranks);
+    h2d(out.recv_count, count_.get(), sizeof(int32_t) * s.experts_per_rank);
     const std::size_t row_bytes = static_cast<std::size_t>(s.hidden) * (f == Format::kFP8 ? 1 : 2);
     const std::size_t nb = static_cast<std::size_t>(s.hidden / kScaleBlock);
     for_each_run(s, [&](std::size_t row, std::size_t n) {
