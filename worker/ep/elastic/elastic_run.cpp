@@ -87,7 +87,14 @@ class Runner {
               {{"type", "register"}, {"incarnation", world_.incarnation()}, {"descriptor", to_hex(buffer_->local_descriptor())}});
     for (;;) {
       json message = recv_json_patiently(kToRank);
-      if (message["type"] == "done") return 0;
+      if (message["type"] == "done") {
+        // CUDA IPC: nobody frees a region while a peer maps it. Close ours, say so, and
+        // free (exit) only once every live rank has closed its own.
+        buffer_->close_peers();
+        send_json(world_, 0, kToCoordinator, {{"type", "closed"}});
+        expect(world_, 0, kToRank, "free");
+        return 0;
+      }
       if (message["type"] != "phase") throw Error(fmt::format("rank {}: unexpected '{}' between phases", me_, message["type"].get<std::string>()));
       if (run_phase_as_member(message)) return 0;  // left the job
     }
@@ -232,6 +239,9 @@ class Runner {
     const GlobalPhase& g = schedule_.phases()[gi];
     const int phase = static_cast<int>(g.phase);
     if (g.departs[me_]) {
+      // The staying ranks close their mapping of this rank's region before they answer
+      // "ready"; rank 0 says "free" once all have (CUDA IPC: no region freed while mapped).
+      expect(world_, 0, kToRank, "free");
       announce_planned_exit(schedule_.used_after(gi, me_));
       return true;
     }
@@ -324,8 +334,14 @@ class Runner {
         durations.clear();
       }
     }
+    std::vector<int> alive;
     for (int r = 1; r < world_.size(); ++r)
-      if (members_[r].alive) send_json(world_, r, kToRank, {{"type", "done"}});
+      if (members_[r].alive) alive.push_back(r);
+    for (int r : alive) send_json(world_, r, kToRank, {{"type", "done"}});
+    // Regions are freed only when no rank maps them any more (see the members' "done").
+    for (int r : alive) expect(world_, r, kToCoordinator, "closed");
+    buffer_->close_peers();
+    for (int r : alive) send_json(world_, r, kToRank, {{"type", "free"}});
     if (!invalid_.empty())
       throw Error(fmt::format("--validate: {} check(s) failed; first: {}", invalid_.size(), invalid_.front()));
     return 0;
@@ -361,11 +377,15 @@ class Runner {
       peers.push_back({{"rank", r}, {"incarnation", members_[r].incarnation}, {"address", members_[r].address},
                        {"descriptor", members_[r].descriptor}});
     std::vector<Clock::time_point> sent(static_cast<std::size_t>(world_.size()));
+    std::vector<int> leaving;  // told to leave: they wait for "free"
     for (int r = 1; r < world_.size(); ++r) {
       if (!(g.active[r] || g.departs[r]) || !members_[r].alive) continue;
       sent[r] = Clock::now();
       send_json(world_, r, kToRank, {{"type", "phase"}, {"global_phase", gi}, {"peers", peers}});
-      if (g.departs[r]) members_[r].alive = false;
+      if (g.departs[r]) {
+        members_[r].alive = false;
+        leaving.push_back(r);
+      }
     }
     attach_peers(peers);
     for (int r : ranks_where(g.departs)) buffer_->detach_peer(r);
@@ -377,6 +397,8 @@ class Runner {
       expect(world_, r, kToCoordinator, "ready");
       join_ms[r] = ms_since(sent[r]);
     }
+    // Every staying rank detached the departing ones before its "ready": they may go.
+    for (int r : leaving) send_json(world_, r, kToRank, {{"type", "free"}});
     for (int r : ranks_where(g.active))
       if (r != 0) send_json(world_, r, kToRank, {{"type", "go"}});
 

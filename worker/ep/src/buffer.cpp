@@ -71,17 +71,29 @@ Backend Buffer::backend() const { return path_->backend(); }
 const Shape& Buffer::shape() const { return path_->shape(); }
 CUstream_st* Buffer::stream() const { return path_->stream(); }
 std::vector<std::byte> Buffer::local_descriptor() const { return path_->local_descriptor(); }
-void Buffer::attach_peer(int peer, std::span<const std::byte> descriptor) { path_->attach_peer(peer, descriptor); }
+void Buffer::attach_peer(int peer, std::span<const std::byte> descriptor) {
+  check_open("attach_peer");
+  path_->attach_peer(peer, descriptor);
+}
 void Buffer::detach_peer(int peer) { path_->detach_peer(peer); }
 uint64_t Buffer::epoch() const { return path_->epoch(); }
 void Buffer::set_epoch(uint64_t epoch) { path_->set_epoch(epoch); }
 void Buffer::rearm(const Shape& shape, std::chrono::milliseconds timeout) { path_->rearm(shape, timeout); }
+void Buffer::check_open(const char* what) const {
+  if (closed_) throw UsageError(fmt::format("EP buffer: {} after close_peers()", what));
+}
+void Buffer::close_peers() {
+  path_->close_peers();
+  closed_ = true;
+}
 void Buffer::launch_dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
                              Format f, const DispatchOutput& out) {
+  check_open("dispatch");
   path_->launch_dispatch(x, topk_idx, num_tokens, routing, f, out);
 }
 void Buffer::launch_combine(const uint16_t* expert_out, const DispatchOutput& handle, const int64_t* topk_idx,
                             const float* topk_weights, int num_tokens, uint16_t* out) {
+  check_open("combine");
   path_->launch_combine(expert_out, handle, topk_idx, topk_weights, num_tokens, out);
 }
 void Buffer::synchronize() { path_->synchronize(); }

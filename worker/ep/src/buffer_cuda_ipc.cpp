@@ -95,6 +95,13 @@ class CudaIpcPath final : public Buffer::Path {
     });
   }
 
+  void close_peers() override {
+    // Every kernel that could still use a mapping ends first (bounded waits).
+    cuda::sync(backend_->stream());
+    for (auto& [r, m] : mappings_) backend_->set_peer_region(r, nullptr);
+    mappings_.clear();
+  }
+
   void fill_region(uint8_t value) override {
     cuda::cuda_check(cudaMemsetAsync(region_.get(), value, region_.bytes(), cuda::to_cuda(backend_->stream())),
                      "cudaMemsetAsync of the EP region");

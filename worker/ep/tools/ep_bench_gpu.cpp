@@ -108,6 +108,9 @@ class Ep {
     }
   }
   Stream stream() const { return buffer_ ? buffer_->stream() : alone_->stream(); }
+  void close_peers() {
+    if (buffer_) buffer_->close_peers();
+  }
   void dispatch(const uint16_t* x, const int64_t* idx, int n, const Routing& r, const DispatchOutput& out) {
     if (buffer_) return buffer_->launch_dispatch(x, idx, n, r, Format::kFP8, out);
     alone_->dispatch_send(x, idx, n, r, Format::kFP8);
@@ -302,6 +305,8 @@ int run(const Options& o) {
                 (cast_bytes / cast.median) / (2.0 * std::min(cbytes, bytes) / cp2.median));
     std::fflush(stdout);
   }
+  // No rank frees its region (Ep's destructor) while another still maps it.
+  ep.close_peers();
   world.barrier();
   return 0;
 }

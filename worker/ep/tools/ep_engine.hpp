@@ -27,6 +27,8 @@ class Engine {
   /// Combine of `expert_out` [E, R*T, H] (host) for the last dispatch; result in y [T, H].
   void combine(const RankInputs& in, const std::vector<uint16_t>& expert_out, std::vector<uint16_t>& y);
   void fill_region(uint8_t value) { buffer_.fill_region(value); }
+  /// End of the run: see Buffer::close_peers (a barrier must follow before destruction).
+  void close_peers() { buffer_.close_peers(); }
   std::size_t region_bytes_not(uint8_t value) { return buffer_.region_bytes_not(value); }
 
   struct DeviceTensors;  // CUDA backends only (ep_engine.cpp)

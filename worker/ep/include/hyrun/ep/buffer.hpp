@@ -28,10 +28,11 @@
 //    the launches are asynchronous on stream(), so that events can bracket them).
 //  * For the CUDA backends the caller must have selected the rank's GPU
 //    (select_cuda_device) before constructing the Buffer.
-//  * Teardown (destructor): the stream is synchronized and every peer mapping closed
-//    before this rank's region is freed. A rank's region may still be mapped by peers
-//    that live on: callers end a job with a barrier of the live ranks (or the
-//    coordinator's "done") before destroying Buffers, as every program here does.
+//  * Teardown: a CUDA IPC owner must not free its region while a peer still maps it.
+//    So programs call close_peers() (every peer mapping closed; no more calls), then wait
+//    until every rank that mapped this rank's region did the same (a barrier, or the
+//    elastic coordinator's "closed"/"free" messages), then destroy the Buffer, which
+//    frees the region. The destructor alone also closes the mappings before freeing.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -123,6 +124,10 @@ class Buffer {
   /// Waits for the launched calls (bounded) and throws what they found (see above).
   void synchronize();
 
+  /// Closes every peer mapping (CUDA IPC; the stream is synchronized first) and ends the
+  /// Buffer's calls (later ones throw UsageError). See "Teardown" above.
+  void close_peers();
+
   // ---------------------------------------------------------------- tests
   /// Fills this rank's whole region with `value` (masked-round witness).
   void fill_region(uint8_t value);
@@ -134,6 +139,8 @@ class Buffer {
 
  private:
   std::unique_ptr<Path> path_;
+  bool closed_ = false;
+  void check_open(const char* what) const;
 };
 
 }  // namespace hyrun::ep
