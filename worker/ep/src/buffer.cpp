@@ -31,16 +31,20 @@ bool select_cuda_device(int local_rank, std::string* why) {
 }
 #endif
 
-Backend choose_backend(const std::string& name, bool disable_ll_nvlink, const World& world) {
+Backend choose_backend(const std::string& name, bool disable_ll_nvlink, int local_rank, int num_nodes) {
   if (name != "host" && name != "cuda" && name != "auto")
     throw UsageError(fmt::format("--backend '{}': expected host, cuda or auto", name));
   if (name == "host") return Backend::kHost;
   std::string why;
-  if (!select_cuda_device(world.local_rank(), &why)) {
+  if (!select_cuda_device(local_rank, &why)) {
     if (name == "auto") return Backend::kHost;
     throw UsageError(fmt::format("--backend cuda: {}; use --backend host (or auto)", why));
   }
-  return disable_ll_nvlink || world.num_nodes() > 1 ? Backend::kCudaStaged : Backend::kCudaIpc;
+  return disable_ll_nvlink || num_nodes > 1 ? Backend::kCudaStaged : Backend::kCudaIpc;
+}
+
+Backend choose_backend(const std::string& name, bool disable_ll_nvlink, const World& world) {
+  return choose_backend(name, disable_ll_nvlink, world.local_rank(), world.num_nodes());
 }
 
 void check_rearm_shape(const Shape& shape, const Shape& max) {

@@ -65,6 +65,8 @@ bool select_cuda_device(int local_rank, std::string* why);
 /// `disable_ll_nvlink` or across nodes. Throws UsageError for "cuda" without a usable
 /// GPU, naming why (no device, a build without CUDA), and for unknown names.
 Backend choose_backend(const std::string& name, bool disable_ll_nvlink, const World& world);
+/// The same for a rank of `num_nodes` nodes with this local rank.
+Backend choose_backend(const std::string& name, bool disable_ll_nvlink, int local_rank, int num_nodes);
 
 struct BufferOptions {
   Shape shape;                                  ///< largest shape; max_ranks = largest world
