@@ -4,38 +4,46 @@
 # Every step has a time limit and its output in the log folder; the summary says PASS,
 # FAIL or NOT RUN (with why) per step, for docs/performance.md.
 #
-#   bench/h100-session.sh --bundle DIR [--logs DIR] [--part correctness|sanitizer|plans|timing|all]
+#   bench/h100-session.sh --bundle DIR [--logs DIR] [--budget-s 560] [--part PART[,PART...]]
 #
-# Parts (each meant for one 10-minute device call; "all" runs them in order; a part cut
-# off by the call's limit still leaves its summary so far):
+# PART: correctness, plans, kill, plans-mps, sanitizer, timing, or all (default; in that
+# order, most important first). --budget-s bounds the whole run (a device call has 10
+# minutes): a step that would start too late is NOT RUN "(time budget)", and a later call
+# runs the parts left with --part. Parts:
 #   correctness  ep-cuda-selftest; ep-check --backend cuda with 1, 2, 4, 8 ranks (CUDA IPC,
 #                ranks sharing the GPU) and with 2 ranks --disable-ll-nvlink (staged, UCX)
 #   sanitizer    ep-cuda-selftest --small under compute-sanitizer --tool memcheck and
 #                --tool racecheck (NOT RUN when compute-sanitizer is absent)
 #   plans        every examples/plans/*.json with --backend cuda --validate
-#                --validate-phase-failures on 8 ranks sharing the GPU, without and with MPS
-#                (a private nvidia-cuda-mps-control -d); then a rank SIGKILLed outside the
-#                plan: the job must stop with hyrun naming the rank, no process may stay on
-#                the GPU, and ep-cuda-selftest must pass again afterwards
+#                --validate-phase-failures on 8 ranks sharing the GPU
+#   kill         a rank SIGKILLed outside the plan: the job must stop with hyrun naming the
+#                rank, no process may stay on the GPU, ep-cuda-selftest must pass afterwards
+#   plans-mps    the plans again under a private MPS daemon (nvidia-cuda-mps-control -d)
 #   timing       bench/gpu.sh --bundle DIR --skip-build (CUDA events, L2 flushed)
 # Logs: DIR/summary.txt (also printed) and one file per step. Default DIR: $OUT/h100 when
 # $OUT is set (the device tool brings it back), else ./h100-logs.
 # Exit codes: 0 every step that ran passed, 1 a step failed, 2 usage, 3 no GPU.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bundle=""; logs=""; part=all
+bundle=""; logs=""; part=all; budget=560
 while [ $# -gt 0 ]; do
   case $1 in
   --bundle) bundle=$2; shift 2 ;;
   --logs) logs=$2; shift 2 ;;
   --part) part=$2; shift 2 ;;
-  -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --budget-s) budget=$2; shift 2 ;;
+  -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "h100-session.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-case $part in correctness|sanitizer|plans|timing|all) ;;
-*) echo "h100-session.sh: --part '$part': expected correctness, sanitizer, plans, timing or all" >&2; exit 2 ;;
-esac
+[[ $budget =~ ^[0-9]+$ ]] || { echo "h100-session.sh: --budget-s '$budget' is not a number of seconds" >&2; exit 2; }
+[ "$part" = all ] && part=correctness,plans,kill,plans-mps,sanitizer,timing
+IFS=, read -r -a parts <<<"$part"
+for p in "${parts[@]}"; do
+  case $p in correctness|plans|kill|plans-mps|sanitizer|timing) ;;
+  *) echo "h100-session.sh: --part '$p': expected correctness, plans, kill, plans-mps, sanitizer, timing or all" >&2; exit 2 ;;
+  esac
+done
 [ -n "$bundle" ] && [ -x "$bundle/run" ] && [ -f "$bundle/MANIFEST" ] ||
   { echo "h100-session.sh: --bundle DIR: a folder made by scripts/gpu-bundle.sh is needed ('${bundle}' is not one)" >&2; exit 2; }
 bundle=$(cd "$bundle" && pwd)
@@ -48,10 +56,13 @@ B=$bundle/bin
 failed=0
 
 note() { echo "$*" | tee -a "$summary"; }
-# step NAME LIMIT_S CMD...: runs CMD with a time limit, output in $logs/NAME.log.
+# step NAME LIMIT_S CMD...: runs CMD with a time limit (within the budget), output in
+# $logs/NAME.log.
 step() {
   local name=$1 limit=$2; shift 2
-  local t0=$SECONDS rc
+  local t0=$SECONDS rc left=$((budget - SECONDS))
+  if [ "$left" -lt 30 ]; then not_run "$name" "time budget (${budget} s) spent; run it with --part"; return 0; fi
+  [ "$limit" -gt "$left" ] && limit=$left
   timeout --kill-after=10 "$limit" "$@" >"$logs/$name.log" 2>&1
   rc=$?
   if [ "$rc" -eq 0 ]; then
@@ -137,6 +148,10 @@ run_plans() {  # run_plans TAG
 plans() {
   note "== plans: 8 ranks on the GPU, --backend cuda --validate --validate-phase-failures"
   run_plans plain
+}
+
+plans_mps() {
+  note "== plans under MPS"
   if command -v nvidia-cuda-mps-control >/dev/null && mps_start >"$logs/mps-start.log" 2>&1; then
     note "   MPS daemon started"
     run_plans mps
@@ -144,7 +159,11 @@ plans() {
   else
     not_run "plans under MPS" "nvidia-cuda-mps-control is missing or did not start ($(tail -1 "$logs/mps-start.log" 2>/dev/null))"
   fi
+}
+
+kill_rank() {
   note "== a rank SIGKILLed outside the plan"
+  if [ $((budget - SECONDS)) -lt 90 ]; then not_run unplanned-kill "time budget (${budget} s) spent; run it with --part kill"; return; fi
   local log=$logs/unplanned-kill.log hy victim rc
   "$B/hyrun" -n 8 -- "$B/ep-bench" --plan '[[0,1,2,3,4,5,6,7]]' --backend cuda --iters 1000000 --timeout-ms 20000 >"$log" 2>&1 &
   hy=$!
@@ -157,6 +176,10 @@ plans() {
     local t0=$SECONDS
     kill -9 "$victim"
     timeout 120 tail --pid=$hy -f /dev/null
+    if kill -0 "$hy" 2>/dev/null; then  # every wait has a limit: hyrun must be gone by now
+      note "FAIL    unplanned-kill: hyrun still runs 120 s after the kill; stopping it"; failed=1
+      kill -TERM "$hy"; sleep 5; kill -KILL "$hy" 2>/dev/null
+    fi
     wait $hy; rc=$?
     if [ "$rc" -ne 0 ] && grep -q "hyrun: rank 2 (pid $victim) was killed by signal 9" "$log"; then
       note "PASS    unplanned-kill: hyrun stopped the job in $((SECONDS - t0)) s (exit $rc) naming rank 2"
@@ -178,12 +201,15 @@ timing() {
   sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench.log" | tee -a "$summary"
 }
 
-case $part in
-correctness) correctness ;;
-sanitizer) sanitize ;;
-plans) plans ;;
-timing) timing ;;
-all) correctness; sanitize; plans; timing ;;
-esac
+for p in "${parts[@]}"; do
+  case $p in
+  correctness) correctness ;;
+  plans) plans ;;
+  kill) kill_rank ;;
+  plans-mps) plans_mps ;;
+  sanitizer) sanitize ;;
+  timing) timing ;;
+  esac
+done
 note "== $([ "$failed" -eq 0 ] && echo 'every step that ran passed' || echo 'some steps FAILED'); logs in $logs"
 exit $failed
