@@ -11,6 +11,7 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "launcher/job_events.hpp"
+#include "launcher/master_endpoint.hpp"
 #include "launcher/node_launch.hpp"
 #include "launcher/rank_supervisor.hpp"
 
@@ -55,6 +56,21 @@ void check_same_ranks_per_node(pmix::Client& pmix, const LaunchOptions& options)
   if (!differing.empty())
     throw UsageError(fmt::format("every hyrun of a job must be started with the same -n, but this one has -n {} and {}",
                                  options.ranks, fmt::join(differing, ", ")));
+}
+
+// The root's addresses and port from its record; an old record without them sets nothing.
+void set_rendezvous_from(const nlohmann::json& record, NodeLaunch& node, const std::string& run_id) {
+  if (!record.contains("master_port")) return;
+  std::vector<InterfaceAddress> root;
+  for (const auto& a : record.at("master_addresses")) root.push_back(InterfaceAddress::parse(a.get<std::string>()));
+  if (root.empty()) {
+    spdlog::warn("the root node has no IPv4 address other than loopback: MASTER_ADDR is not set");
+    return;
+  }
+  const MasterChoice choice = choose_master(root, local_ipv4_addresses());
+  spdlog::debug("MASTER_ADDR {} (interface '{}'), MASTER_PORT {}", choice.address, choice.interface,
+                record.at("master_port").get<int>());
+  node.set_rendezvous(choice.address, record.at("master_port").get<int>(), run_id, choice.interface);
 }
 
 }  // namespace
@@ -105,6 +121,13 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
         const std::string token = make_job_token();
         node.set_job_token(token);
         record["job_token"] = token;
+        // MASTER_ADDR/MASTER_PORT for programs with their own bootstrap: a port free here
+        // and every address of this node; each node picks the one on a network it shares.
+        nlohmann::json addresses = nlohmann::json::array();
+        for (const auto& a : local_ipv4_addresses()) addresses.push_back(a.to_string());
+        record["master_addresses"] = addresses;
+        record["master_port"] = pick_free_tcp_port();
+        set_rendezvous_from(record, node, pmix.nspace());
         if (options.bootstrap == BootstrapMode::kUcx) {
           supervisor.start(node.rank(0, true));
           const auto address = supervisor.await_root_address();
@@ -133,6 +156,7 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
         throw Error(fmt::format("the root node failed before the launch: {}", record.at("error").get<std::string>()),
                     exit_code::kLauncherError);
       node.set_job_token(record.at("job_token").get<std::string>());
+      set_rendezvous_from(record, node, pmix.nspace());
       if (record.contains("root_address")) node.set_root_address(record.at("root_address").get<std::string>());
     }
     const int first = (task == 0 && options.bootstrap == BootstrapMode::kUcx) ? 1 : 0;

@@ -33,6 +33,14 @@ bool NodeLaunch::report_and_check() {
   return false;
 }
 
+void NodeLaunch::set_rendezvous(std::string master_addr, int master_port, std::string run_id, std::string interface) {
+  contract_.master_addr = std::move(master_addr);
+  contract_.master_port = master_port;
+  contract_.run_id = std::move(run_id);
+  node_defaults_.clear();
+  if (!interface.empty()) node_defaults_.emplace_back("GLOO_SOCKET_IFNAME", std::move(interface));
+}
+
 RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnation) const {
   RankEnvironment e = contract_;
   e.incarnation = incarnation;
@@ -42,7 +50,10 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
   RankLaunch launch;
   launch.global_rank = e.rank;
   launch.local_rank = local_rank;
-  launch.environment = build_rank_environment(e, placement.environment, exports_);
+  auto defaults = node_defaults_;
+  // As many threads as the rank has CPUs, instead of every CPU of the node per rank.
+  if (!placement.cpus.empty()) defaults.emplace_back(env::kOmpNumThreads, std::to_string(placement.cpus.size()));
+  launch.environment = build_rank_environment(e, placement.environment, exports_, defaults);
   launch.publishes_address = publishes_address;
   launch.incarnation = incarnation;
   // Runs in the forked child: only the plain-data binding and system calls.

@@ -24,6 +24,10 @@ class NodeLaunch {
 
   void set_root_address(std::string hex) { contract_.root_address_hex = std::move(hex); }
   void set_job_token(std::string token) { contract_.job_token = std::move(token); }
+  /// The rendezvous defaults of programs with their own bootstrap (docs/environment.md):
+  /// MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID and, when `interface` is not empty,
+  /// GLOO_SOCKET_IFNAME. Values the user set win.
+  void set_rendezvous(std::string master_addr, int master_port, std::string run_id, std::string interface);
   const RankEnvironment& contract() const { return contract_; }
 
   /// The launch of one local rank: its environment (binding, exports, contract) and the
@@ -35,6 +39,7 @@ class NodeLaunch {
   RankEnvironment contract_;
   int rank_offset_;
   std::vector<std::string> exports_;
+  std::vector<std::pair<std::string, std::string>> node_defaults_;  // GLOO_SOCKET_IFNAME
   binding::BindingPlan plan_;
 };
 

@@ -22,6 +22,9 @@ namespace {
 constexpr auto kExitGrace = std::chrono::seconds(1);    // rank 0 closed its fd: wait this long for its status
 constexpr auto kDrainLimit = std::chrono::seconds(2);  // output of killed process groups
 constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankSupervisor::suspect_
+// A rank 0 that has not loaded the worker library this long after its start most likely
+// never will (the library says hello before main): hyrun says so instead of waiting silently.
+constexpr auto kHelloWait = std::chrono::seconds(3);
 }  // namespace
 
 RankSupervisor::RankSupervisor(const LaunchOptions& options, SignalEvents& signals)
@@ -268,13 +271,20 @@ void RankSupervisor::on_publish_readable() {
     const ssize_t n = ::read(publish_.get(), buffer, sizeof buffer);
     if (n > 0) {
       publish_buffer_.append(buffer, static_cast<std::size_t>(n));
-      const auto newline = publish_buffer_.find('\n');
-      if (newline != std::string::npos) {
-        const auto address = parse_publish_line(publish_buffer_.substr(0, newline));
+      // Lines in order: the library's hello (at load), then the address.
+      for (auto newline = publish_buffer_.find('\n'); newline != std::string::npos; newline = publish_buffer_.find('\n')) {
+        const std::string line = publish_buffer_.substr(0, newline);
+        publish_buffer_.erase(0, newline + 1);
+        if (is_hello_line(line)) {
+          if (!root_said_hello_) spdlog::debug("rank 0 uses the hyrun worker library (said hello)");
+          root_said_hello_ = true;
+          continue;
+        }
+        const auto address = parse_publish_line(line);
         publish_.reset();
         if (!address) {
           fail_bootstrap(fmt::format("rank 0 wrote something other than its address on {} (fd {}): '{:.60}'",
-                                     env::kPublishFd, kPublishFd, publish_buffer_.substr(0, newline)),
+                                     env::kPublishFd, kPublishFd, line),
                          exit_code::kLauncherError);
           return;
         }
@@ -316,8 +326,19 @@ std::optional<std::string> RankSupervisor::await_root_address() {
     bool& flag;
     ~Reset() { flag = false; }
   } reset{awaiting_address_};
+  const auto hint_at = Clock::now() + kHelloWait;
+  bool hinted = false;
   while (!root_address_) {
     if (stopping_) return std::nullopt;
+    if (!hinted && !root_said_hello_ && Clock::now() >= hint_at && hint_at < deadline) {
+      hinted = true;
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(kHelloWait).count();
+      const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count();
+      job_event("rank 0 (pid {}) has run {} s without loading the hyrun worker library, so it will probably never "
+                "publish a UCX address: {} (torch.distributed programs too: hyrun gives them MASTER_ADDR and "
+                "MASTER_PORT); waiting up to {} s more (--bootstrap-timeout)",
+                root_pid, waited, kHint, left);
+    }
     auto& rank0 = *std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });
     if (publish_closed_ && !closed_at) closed_at = Clock::now();
     if (!rank0.running || (closed_at && Clock::now() - *closed_at >= kExitGrace)) {
@@ -335,7 +356,9 @@ std::optional<std::string> RankSupervisor::await_root_address() {
                                      "(--bootstrap-timeout); {}",
                                      root_pid, std::chrono::duration<double>(options_.bootstrap_timeout).count(), kHint));
     }
-    poll_once(closed_at ? std::min(deadline, *closed_at + kExitGrace) : deadline);
+    auto wake = closed_at ? std::min(deadline, *closed_at + kExitGrace) : deadline;
+    if (!hinted && !root_said_hello_) wake = std::min(wake, hint_at);
+    poll_once(wake);
   }
   return root_address_;
 }

@@ -53,7 +53,9 @@ class RankSupervisor {
   /// Runs the loop until the publishing rank has written its address (returned, hex), or
   /// the job is stopping (std::nullopt: a signal or failure; finish() then ends it).
   /// Throws Error/TimeoutError (after stopping the ranks) when rank 0 closes its publish
-  /// fd, exits without publishing, or stays silent past --bootstrap-timeout.
+  /// fd, exits without publishing, or stays silent past --bootstrap-timeout. When rank 0
+  /// has not said hello (loaded the worker library) within a few seconds, a line says that
+  /// it probably never will and points to --bootstrap=none; the wait goes on to the limit.
   std::optional<std::string> await_root_address();
 
   /// Runs the loop until every rank has exited; kills leftovers of their process groups;
@@ -107,6 +109,7 @@ class RankSupervisor {
   std::string publish_buffer_;
   std::optional<std::string> root_address_;
   bool publish_closed_ = false;
+  bool root_said_hello_ = false;  // rank 0 loaded the worker library (it wrote the hello line)
   bool awaiting_address_ = false;  // rank 0's end is then reported as a bootstrap failure
 
   std::optional<int> job_exit_code_;

@@ -133,11 +133,39 @@ rank0-exits-before-publish)
   ;;
 rank0-never-publishes)
   mkdir "$WORK/pids"
-  run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 2 -- "$TEST_RANK" --pid-dir "$WORK/pids" --no-world --sleep 60
+  # 5 s: past the 3 s after which a rank 0 without the worker library would get the hint.
+  run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 5 -- "$TEST_RANK" --pid-dir "$WORK/pids" --no-world --sleep 60
   expect_rc 124
-  expect_stderr "did not publish its UCX address within 2 s \(--bootstrap-timeout\)"
-  expect_faster 8
+  expect_stderr "did not publish its UCX address within 5 s \(--bootstrap-timeout\)"
+  ! grep -q "without loading the hyrun worker library" "$ERR" && pass "no hint: rank 0 loaded the library" \
+    || fail "hint given although rank 0 uses the worker library"
+  expect_faster 12
   expect_all_gone "$WORK/pids"
+  ;;
+no-worker-library-hint)  # a program without the worker library under --bootstrap=ucx is named within seconds
+  # The limit is 60 s; the hint must come long before it (here: before the test's own 25 s).
+  "$HYRUN" -n 2 --bootstrap-timeout 60 -- sleep 50 >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  OUT=$WORK/o; ERR=$WORK/e
+  for _ in $(seq 250); do grep -q "without loading the hyrun worker library" "$ERR" && break; sleep 0.1; done
+  kill -TERM $hy; wait $hy
+  expect_stderr "^hyrun: rank 0 \(pid [0-9]+\) has run 3 s without loading the hyrun worker library, .*--bootstrap=none"
+  ;;
+torch-gloo)  # torch.distributed (env://, gloo) runs unchanged: hyrun gives what torchrun gives
+  /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "python3-torch is not installed"; exit 77; }
+  run_job 120 env -u MASTER_ADDR -u MASTER_PORT -u OMP_NUM_THREADS "$HYRUN" -n 2 --bootstrap=none -- \
+    /usr/bin/python3 "$(dirname "$0")/gloo_allreduce.py"
+  expect_rc 0
+  for r in 0 1; do
+    expect_stdout "^gloo rank $r/2 on .*: sum=3 expected=3 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=1 ROLE_RANK=$r ROLE_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=[0-9]+ OMP_NUM_THREADS=[0-9]+ TORCHELASTIC_RUN_ID=hyrun-local-[0-9]+\$"
+  done
+  # The user's own values win over hyrun's defaults.
+  run_job 120 env OMP_NUM_THREADS=1 "$HYRUN" -n 2 --bootstrap=none -x MASTER_PORT=$((20000 + RANDOM % 10000)) -- \
+    /usr/bin/python3 "$(dirname "$0")/gloo_allreduce.py"
+  expect_rc 0
+  port=$(grep -oE 'MASTER_PORT=[0-9]+' "$OUT" | sort -u)
+  [ "$(echo "$port" | wc -l)" = 1 ] && pass "one MASTER_PORT ($port)" || fail "ranks saw different ports: $port"
+  expect_stdout "OMP_NUM_THREADS=1 "
   ;;
 wrong-token)  # rank 0 admits only peers that present the job token
   run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 3 -- "$TEST_RANK" --wrong-token-rank 2

@@ -12,6 +12,7 @@
 #include "bootstrap_messages.hpp"
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/hex.hpp"
+#include "launcher_hello.hpp"
 #include "message_tag.hpp"
 #include "ucx_handles.hpp"
 #include "worker_log.hpp"
@@ -246,6 +247,7 @@ struct World::Impl {
 };
 
 World::World(const WorldOptions& options) : impl_(std::make_unique<Impl>()) {
+  detail::say_hello_to_launcher();  // done at load already, unless the library's initialisers were skipped
   auto& s = *impl_;
   s.contract = RankEnvironment::from_environment();
   s.options = options;
