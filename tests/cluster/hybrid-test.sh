@@ -153,6 +153,23 @@ sbatch-ep-bench)  # the example batch script: expansion/contraction over 3 nodes
   [ "$(grep -c -- '-> end phase 3' "$WORK/job.out")" = 8 ] || fail "not every rank ended phase 3"
   grep -q 'no phase of the plan uses this rank' "$WORK/job.out" || fail "unused ranks 8-11 gave no note"
   ;;
+torch-gloo)  # torch.distributed (env://, gloo) across 2 nodes x 2 ranks with nothing but hyrun's variables
+  /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "python3-torch is not installed"; exit 77; }
+  run_bounded 120 env -u MASTER_ADDR -u MASTER_PORT -u GLOO_SOCKET_IFNAME srun --mpi=pmix -N2 --ntasks-per-node=1 \
+    "$HYRUN" -n 2 --bootstrap=none -- /usr/bin/python3 "$GLOO_ALLREDUCE"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  for r in 0 1 2 3; do
+    printf '%s\n' "$RUN_OUT" | grep -qE "^gloo rank $r/4 on .*: sum=10 expected=10 RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 GROUP_RANK=$((r / 2)) GROUP_WORLD_SIZE=2 " \
+      || fail "rank $r did not report the right sum and variables"
+  done
+  masters=$(printf '%s\n' "$RUN_OUT" | grep '^gloo rank' | grep -oE 'MASTER_ADDR=[^ ]+ MASTER_PORT=[0-9]+' | sort -u)
+  [ "$(echo "$masters" | wc -l)" = 1 ] || fail "ranks were given different rendezvous points: $masters"
+  case $masters in *MASTER_ADDR=127.*) fail "MASTER_ADDR is loopback on a multi-node job: $masters" ;; esac
+  if [ "${HYRUN_CLUSTER_MODE:-}" = netns ]; then
+    [ "$(printf '%s\n' "$RUN_OUT" | grep '^gloo rank' | sed -E 's/.* on ([^:]+):.*/\1/' | sort -u | wc -l)" = 2 ] \
+      || fail "4 ranks did not run on 2 distinct nodes"
+  fi
+  ;;
 repeat-50)
   for i in $(seq 1 50); do
     run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO" --bytes 4096 >/dev/null
