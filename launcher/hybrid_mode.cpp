@@ -105,7 +105,8 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   contract.node_rank = task;
   contract.num_nodes = tasks;
   contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
-  NodeLaunch node(options, contract, task * options.ranks);
+  // Tasks of this job on the same node split what Slurm did not give each of them alone.
+  NodeLaunch node(options, contract, task * options.ranks, {pmix.local_rank_on_node(), pmix.local_size_on_node()});
   if (node.report_and_check()) return exit_code::kSuccess;  // --dry-run: each node shows its own plan
 
   pmix.put(kNodeKey, to_bytes({{"ranks", options.ranks}, {"host", pmix.hostname()}}));

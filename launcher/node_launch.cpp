@@ -8,13 +8,22 @@
 #include "launcher/rank_environment.hpp"
 
 namespace hyrun {
+namespace {
 
-NodeLaunch::NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset)
+binding::BindingOptions with_share(binding::BindingOptions options, binding::NodeTaskShare share) {
+  options.node_share = share;
+  return options;
+}
+
+}  // namespace
+
+NodeLaunch::NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset,
+                       binding::NodeTaskShare share)
     : options_(options),
       contract_(std::move(contract)),
       rank_offset_(rank_offset),
       exports_(resolve_exports(options.exported)),
-      plan_(binding::BindingPlan::compute(options.binding, options.ranks)) {}
+      plan_(binding::BindingPlan::compute(with_share(options.binding, share), options.ranks)) {}
 
 bool NodeLaunch::report_and_check() {
   switch (options_.binding.report) {

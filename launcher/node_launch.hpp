@@ -15,8 +15,10 @@ class NodeLaunch {
  public:
   /// Computes the binding plan for this node's ranks (UsageError for bad binding input).
   /// `contract` holds the values shared by the node's ranks (world, node, token, timeout);
-  /// global rank = rank_offset + local rank.
-  NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset);
+  /// global rank = rank_offset + local rank. `share` places this hyrun among the job's
+  /// tasks on its node (hybrid mode), so that tasks sharing a node split its CPUs and GPUs.
+  NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset,
+             binding::NodeTaskShare share = {});
 
   /// Prints the plan when --report-bindings asks for it. Returns true under --dry-run
   /// (the caller then starts nothing); otherwise checks that the plan applies here.
