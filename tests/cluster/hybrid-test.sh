@@ -153,6 +153,29 @@ sbatch-ep-bench)  # the example batch script: expansion/contraction over 3 nodes
   [ "$(grep -c -- '-> end phase 3' "$WORK/job.out")" = 8 ] || fail "not every rank ended phase 3"
   grep -q 'no phase of the plan uses this rank' "$WORK/job.out" || fail "unused ranks 8-11 gave no note"
   ;;
+two-tasks-per-node-disjoint)  # 2 hyrun tasks per node split the node's CPUs: their ranks' affinities are disjoint
+  run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=2 "$HYRUN" -n 2 --bootstrap=none -- \
+    sh -c 'echo "affinity rank=$HYRUN_RANK node=$SLURMD_NODENAME task=$HYRUN_NODE_RANK cpus=$(sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status)"'
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  [ "$(printf '%s\n' "$RUN_OUT" | grep -c '^affinity ')" = 8 ] || fail "expected 8 affinity lines"
+  for node in $(printf '%s\n' "$RUN_OUT" | grep '^affinity ' | sed -E 's/.* node=([^ ]+) .*/\1/' | sort -u); do
+    tasks=$(printf '%s\n' "$RUN_OUT" | grep "^affinity .* node=$node " | sed -E 's/.* task=([0-9]+) .*/\1/' | sort -u)
+    [ "$(echo "$tasks" | wc -l)" = 2 ] || fail "node $node does not run 2 tasks: $tasks"
+    declare -A owner=()
+    for line in $(printf '%s\n' "$RUN_OUT" | grep "^affinity .* node=$node " | sed -E 's/.* task=([0-9]+) cpus=(.*)/\1:\2/'); do
+      task=${line%%:*}
+      for cpu in $(python3 -c 'import sys
+for part in sys.argv[1].split(","):
+    a, _, b = part.partition("-")
+    print(*range(int(a), int(b or a) + 1))' "${line#*:}"); do
+        [ -z "${owner[$cpu]:-}" ] || [ "${owner[$cpu]}" = "$task" ] || fail "node $node: CPU $cpu is bound by ranks of tasks ${owner[$cpu]} and $task"
+        owner[$cpu]=$task
+      done
+    done
+    unset owner
+  done
+  echo "the ranks of the 2 tasks on each node have disjoint CPU affinities"
+  ;;
 torch-gloo)  # torch.distributed (env://, gloo) across 2 nodes x 2 ranks with nothing but hyrun's variables
   /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "python3-torch is not installed"; exit 77; }
   run_bounded 120 env -u MASTER_ADDR -u MASTER_PORT -u GLOO_SOCKET_IFNAME srun --mpi=pmix -N2 --ntasks-per-node=1 \
