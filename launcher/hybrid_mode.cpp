@@ -60,9 +60,12 @@ void check_same_ranks_per_node(pmix::Client& pmix, const LaunchOptions& options)
 
 // The root's addresses and port from its record; an old record without them sets nothing.
 void set_rendezvous_from(const nlohmann::json& record, NodeLaunch& node, const std::string& run_id) {
-  if (!record.contains("master_port")) return;
+  if (!record.contains("master_port") || !record["master_port"].is_number_integer() ||
+      !record.contains("master_addresses") || !record["master_addresses"].is_array())
+    return;
   std::vector<InterfaceAddress> root;
-  for (const auto& a : record.at("master_addresses")) root.push_back(InterfaceAddress::parse(a.get<std::string>()));
+  for (const auto& a : record.at("master_addresses"))
+    if (a.is_string()) root.push_back(InterfaceAddress::parse(a.get<std::string>()));
   if (root.empty()) {
     spdlog::warn("the root node has no IPv4 address other than loopback: MASTER_ADDR is not set");
     return;
@@ -124,11 +127,16 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
         record["job_token"] = token;
         // MASTER_ADDR/MASTER_PORT for programs with their own bootstrap: a port free here
         // and every address of this node; each node picks the one on a network it shares.
-        nlohmann::json addresses = nlohmann::json::array();
-        for (const auto& a : local_ipv4_addresses()) addresses.push_back(a.to_string());
-        record["master_addresses"] = addresses;
-        record["master_port"] = pick_free_tcp_port();
-        set_rendezvous_from(record, node, pmix.nspace());
+        try {
+          nlohmann::json addresses = nlohmann::json::array();
+          for (const auto& a : local_ipv4_addresses()) addresses.push_back(a.to_string());
+          record["master_addresses"] = addresses;
+          record["master_port"] = pick_free_tcp_port();
+          set_rendezvous_from(record, node, pmix.nspace());
+        } catch (const SystemError& e) {  // only programs with their own bootstrap need it
+          spdlog::warn("MASTER_ADDR/MASTER_PORT are not set: {}", e.what());
+          record.erase("master_port");
+        }
         if (options.bootstrap == BootstrapMode::kUcx) {
           supervisor.start(node.rank(0, true));
           const auto address = supervisor.await_root_address();
