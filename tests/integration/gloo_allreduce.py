@@ -19,6 +19,7 @@ names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "
          "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "TORCHELASTIC_RUN_ID")
 seen = " ".join(f"{n}={os.environ.get(n, '-')}" for n in names)
 node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-print(f"gloo rank {rank}/{world} on {node}: sum={t.item():g} expected={expected:g} {seen}", flush=True)
+cpus = len(os.sched_getaffinity(0))
+print(f"gloo rank {rank}/{world} on {node}: sum={t.item():g} expected={expected:g} {seen} cpus={cpus}", flush=True)
 dist.destroy_process_group()
 sys.exit(0 if t.item() == expected else 1)

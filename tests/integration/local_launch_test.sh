@@ -157,15 +157,22 @@ torch-gloo)  # torch.distributed (env://, gloo) runs unchanged: hyrun gives what
     /usr/bin/python3 "$(dirname "$0")/gloo_allreduce.py"
   expect_rc 0
   for r in 0 1; do
-    expect_stdout "^gloo rank $r/2 on .*: sum=3 expected=3 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=1 ROLE_RANK=$r ROLE_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=[0-9]+ OMP_NUM_THREADS=[0-9]+ TORCHELASTIC_RUN_ID=hyrun-local-[0-9]+\$"
+    expect_stdout "^gloo rank $r/2 on .*: sum=3 expected=3 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=1 ROLE_RANK=$r ROLE_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=[0-9]+ OMP_NUM_THREADS=[0-9]+ TORCHELASTIC_RUN_ID=hyrun-local-[0-9]+ cpus=[0-9]+\$"
   done
+  # OMP_NUM_THREADS is the number of CPUs the rank is bound to.
+  if grep -E '^gloo rank' "$OUT" | sed -E 's/.*OMP_NUM_THREADS=([0-9]+) .* cpus=([0-9]+)$/\1 \2/' | awk '$1 != $2 {bad=1} END {exit bad}'; then
+    pass "OMP_NUM_THREADS equals each rank's CPU count"
+  else
+    fail "OMP_NUM_THREADS differs from a rank's CPU count"
+  fi
   # The user's own values win over hyrun's defaults.
-  run_job 120 env OMP_NUM_THREADS=1 "$HYRUN" -n 2 --bootstrap=none -x MASTER_PORT=$((20000 + RANDOM % 10000)) -- \
+  user_port=$((20000 + RANDOM % 10000))
+  run_job 120 env OMP_NUM_THREADS=7 "$HYRUN" -n 2 --bootstrap=none -x MASTER_PORT=$user_port -- \
     /usr/bin/python3 "$(dirname "$0")/gloo_allreduce.py"
   expect_rc 0
   port=$(grep -oE 'MASTER_PORT=[0-9]+' "$OUT" | sort -u)
-  [ "$(echo "$port" | wc -l)" = 1 ] && pass "one MASTER_PORT ($port)" || fail "ranks saw different ports: $port"
-  expect_stdout "OMP_NUM_THREADS=1 "
+  [ "$port" = "MASTER_PORT=$user_port" ] && pass "every rank has the user's $port" || fail "ranks saw $port, not the user's $user_port"
+  expect_stdout "OMP_NUM_THREADS=7 "  # more than the CPUs of any rank here: not hyrun's default
   ;;
 wrong-token)  # rank 0 admits only peers that present the job token
   run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 3 -- "$TEST_RANK" --wrong-token-rank 2
