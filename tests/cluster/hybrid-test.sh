@@ -178,7 +178,7 @@ for part in sys.argv[1].split(","):
   ;;
 torch-gloo)  # torch.distributed (env://, gloo) across 2 nodes x 2 ranks with nothing but hyrun's variables
   /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "python3-torch is not installed"; exit 77; }
-  run_bounded 120 env -u MASTER_ADDR -u MASTER_PORT -u GLOO_SOCKET_IFNAME srun --mpi=pmix -N2 --ntasks-per-node=1 \
+  run_bounded 80 env -u MASTER_ADDR -u MASTER_PORT -u GLOO_SOCKET_IFNAME srun --mpi=pmix -N2 --ntasks-per-node=1 \
     "$HYRUN" -n 2 --bootstrap=none -- /usr/bin/python3 "$GLOO_ALLREDUCE"
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
   for r in 0 1 2 3; do
