@@ -14,6 +14,14 @@ hello)  # hello with N ranks: every rank reports once, the ring checks out
   done
   expect_stdout "^rank 0: ring of $n ranks ok"
   ;;
+rendezvous-everywhere)  # every bootstrap message (join, table) and the ring go by UCX rendezvous
+  run_job 60 "$HYRUN" -n 2 -x UCX_RNDV_THRESH=400 -- "$HELLO"
+  expect_rc 0
+  expect_stdout "^rank 0: ring of 2 ranks ok"
+  run_job 60 "$HYRUN" -n 3 -x UCX_RNDV_THRESH=0 -x UCX_TLS=tcp,self -- "$HELLO" --bytes 64
+  expect_rc 0
+  expect_stdout "^rank 0: ring of 3 ranks ok"
+  ;;
 label)  # --label prefixes every line with its rank, -x passes variables
   run_job 60 "$HYRUN" -n 3 --label -x HYRUN_TEST_VALUE=42 --bootstrap=none -- sh -c 'echo "v=$HYRUN_TEST_VALUE r=$HYRUN_RANK/$WORLD_SIZE l=$LOCAL_RANK/$LOCAL_WORLD_SIZE"'
   expect_rc 0

@@ -89,12 +89,17 @@ struct World::Impl {
     return {std::move(data), info.sender_tag};
   }
 
-  void connect_endpoints(std::vector<std::vector<std::byte>> addresses) {
+  /// `to_root`: the endpoint this rank joined rank 0 with, kept as its endpoint to rank 0.
+  void connect_endpoints(std::vector<std::vector<std::byte>> addresses, ucx::Endpoint to_root = {}) {
     table = std::move(addresses);
     failed.assign(table.size(), 0);
     endpoints.clear();
     endpoints.reserve(table.size());
     for (std::size_t r = 0; r < table.size(); ++r) {
+      if (r == 0 && to_root.get()) {
+        endpoints.push_back(std::move(to_root));
+        continue;
+      }
       if (contract.incarnation > 0 && r != 0) {  // a restarted rank connects when it needs a peer
         endpoints.emplace_back();
         continue;
@@ -155,18 +160,19 @@ struct World::Impl {
       throw Error(fmt::format("rank {} has no {}: hyrun sets it for ranks of jobs started with --bootstrap=ucx",
                               contract.rank, env::kRootAddress));
     const auto root_address = from_hex(*contract.root_address_hex, env::kRootAddress);
-    {
-      ucx::Endpoint root(worker.get(), root_address, options.peer_error_handling, &Impl::on_peer_failure, this);
-      const auto join = bootstrap::encode({contract.rank, contract.job_token, {own_address.begin(), own_address.end()}});
-      send_tagged(root.get(), tag::make(tag::Kind::kJoin, contract.rank, 0), join, "joining rank 0");
-      auto [bytes, sender] = recv_tagged(tag::make(tag::Kind::kTable, 0, 0), tag::kFullMask,
-                                         "the address table from rank 0", deadline());
-      auto table = bootstrap::decode_table(bytes);
-      if (static_cast<int>(table.size()) != contract.world_size)
-        throw Error(fmt::format("rank {}: the address table from rank 0 has {} entries, expected {} ({})", contract.rank,
-                                table.size(), contract.world_size, env::kWorldSize));
-      connect_endpoints(std::move(table));
-    }
+    // This endpoint stays the rank's endpoint to rank 0. UCX pairs rank 0's endpoint to
+    // this rank with it (one connection per pair of workers), so closing it and opening
+    // another would cancel rank 0's rendezvous sends to this rank ("Request canceled").
+    ucx::Endpoint root(worker.get(), root_address, options.peer_error_handling, &Impl::on_peer_failure, this);
+    const auto join = bootstrap::encode({contract.rank, contract.job_token, {own_address.begin(), own_address.end()}});
+    send_tagged(root.get(), tag::make(tag::Kind::kJoin, contract.rank, 0), join, "joining rank 0");
+    auto [bytes, sender] = recv_tagged(tag::make(tag::Kind::kTable, 0, 0), tag::kFullMask,
+                                       "the address table from rank 0", deadline());
+    auto table = bootstrap::decode_table(bytes);
+    if (static_cast<int>(table.size()) != contract.world_size)
+      throw Error(fmt::format("rank {}: the address table from rank 0 has {} entries, expected {} ({})", contract.rank,
+                              table.size(), contract.world_size, env::kWorldSize));
+    connect_endpoints(std::move(table), std::move(root));
   }
 
   /// Rank 0: admits one (re)join request if it is valid; returns its rank, or -1.
