@@ -34,6 +34,12 @@ constexpr std::chrono::seconds kPeerFailureSettle{5};
 /// turn into a flood of log lines).
 constexpr int kLoggedRefusals = 100;
 
+/// The statuses a request to a peer ends with when the peer or the way to it is gone.
+bool is_peer_error(ucs_status_t status) {
+  return status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_CONNECTION_RESET || status == UCS_ERR_UNREACHABLE ||
+         status == UCS_ERR_NOT_CONNECTED || status == UCS_ERR_REJECTED;
+}
+
 const char* kind_name(ucp_tag_t t) {
   switch (static_cast<tag::Kind>(t >> 60)) {
     case tag::Kind::kJoin: return "join";
@@ -58,6 +64,7 @@ struct World::Impl {
   std::vector<ucx::Endpoint> endpoints;       // by rank, self included
   std::vector<bootstrap::Peer> table;         // every rank's node and worker address, as last known
   std::vector<auth::ProcessId> ids;           // by rank: the process id of table[r].address
+  std::set<auth::ProcessId> retired_ids;      // processes that replace_peer replaced
   std::vector<char> failed;                   // by rank: its endpoint reported an error
   uint64_t collective_sequence = 0;
   // Point-to-point messages are numbered per (peer, user tag): a receiver accepts only
@@ -114,8 +121,11 @@ struct World::Impl {
     const ucs_status_t status = ucx::wait_request(worker.get(), request, deadline());
     if (status == UCS_ERR_TIMED_OUT)
       throw TimeoutError(fmt::format("rank {}: {} did not complete within {} ms", contract.rank, what, timeout.count()));
-    if (status != UCS_OK && peer >= 0 && static_cast<std::size_t>(peer) < failed.size() && failed[peer])
+    if (status != UCS_OK && peer >= 0 && static_cast<std::size_t>(peer) < failed.size() &&
+        (failed[peer] || is_peer_error(status))) {
+      failed[peer] = 1;  // the request may complete with the error before the handler runs
       peer_died(peer, what);
+    }
     ucx::check(status, fmt::format("rank {}: {}", contract.rank, what));
   }
 
@@ -127,7 +137,10 @@ struct World::Impl {
     ucp_request_param_t param{};
     void* request = ucp_tag_send_nbx(ep, sealed.data(), sealed.size(), t, &param);
     if (UCS_PTR_IS_ERR(request)) {
-      if (peer >= 0 && failed[peer]) peer_died(peer, what);
+      if (peer >= 0 && (failed[peer] || is_peer_error(UCS_PTR_STATUS(request)))) {
+        failed[peer] = 1;
+        peer_died(peer, what);
+      }
       ucx::check(UCS_PTR_STATUS(request), fmt::format("rank {}: {}", contract.rank, what));
     }
     return request;
@@ -170,7 +183,6 @@ struct World::Impl {
   std::optional<std::pair<std::vector<std::byte>, auth::Envelope>> accept_message(ucp_tag_message_h message,
                                                                                   const ucp_tag_recv_info_t& info,
                                                                                   std::size_t limit,
-                                                                                  const std::string& what, int from,
                                                                                   const Check& check) {
     if (info.length > limit + auth::kTrailerBytes) {
       refuse(info.sender_tag, info.length, fmt::format("larger than the {} bytes allowed, not read", limit));
@@ -179,7 +191,14 @@ struct World::Impl {
     }
     std::vector<std::byte> data(info.length);
     ucp_request_param_t param{};
-    wait(ucp_tag_msg_recv_nbx(worker.get(), data.data(), data.size(), message, &param), what, from);
+    // Not yet authenticated: a transfer that fails (its sender vanished, or stalls) is the
+    // sender's problem, refused like any other bad message, never this rank's error.
+    const ucs_status_t status = ucx::wait_request(
+        worker.get(), ucp_tag_msg_recv_nbx(worker.get(), data.data(), data.size(), message, &param), deadline());
+    if (status != UCS_OK) {
+      refuse(info.sender_tag, info.length, fmt::format("its payload could not be received: {}", ucs_status_string(status)));
+      return std::nullopt;
+    }
     const auto envelope = auth->open(data);
     if (!envelope) {
       refuse(info.sender_tag, info.length, "not sealed with this job's key (the sender lacks the job token)");
@@ -214,7 +233,7 @@ struct World::Impl {
             throw TimeoutError(fmt::format("rank {}: {} did not arrive within {} ms", contract.rank, what, timeout.count()));
         }
       }
-      if (auto accepted = accept_message(message, info, limit, what, from, check)) return std::move(*accepted);
+      if (auto accepted = accept_message(message, info, limit, check)) return std::move(*accepted);
     }
   }
 
@@ -228,7 +247,6 @@ struct World::Impl {
     if (!options.peer_error_handling && contract.incarnation == 0) return "sent by a process that is not that rank";
     return "";
   }
-  std::set<auth::ProcessId> retired_ids;  // processes replaced by replace_peer
 
   /// `to_root`: the endpoint this rank joined rank 0 with, kept as its endpoint to rank 0.
   void connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint to_root = {}) {
@@ -591,7 +609,7 @@ std::vector<World::Rejoin> World::accept_rejoins() {
     ucp_tag_message_h message = ucp_tag_probe_nb(s.worker.get(), tag::make(tag::Kind::kJoin, 0, 0), tag::kKindMask, 1, &info);
     if (!message) break;
     std::optional<bootstrap::JoinRequest> join;
-    if (!s.accept_message(message, info, bootstrap::kMaxJoinBytes, "a rejoin request", -1, s.join_check(join))) continue;
+    if (!s.accept_message(message, info, bootstrap::kMaxJoinBytes, s.join_check(join))) continue;
     const int joined = join->rank;
     s.admitted_addresses.insert(join->address);
     s.replace_peer(joined, join->address, join->node);
