@@ -47,7 +47,8 @@ std::vector<Message> attack_messages(const std::string& attack, int claimed_rank
     for (int i = 0; i < 3; ++i)  // point-to-point on test-rank's ring tag
       out.push_back({make(Kind::kPointToPoint, claimed_rank, 1), random_bytes(22)});
   } else if (attack == "garbage") {
-    for (int i = 0; i < 5; ++i) out.push_back({make(Kind::kJoin, static_cast<int>(gen() % 8), gen()), random_bytes(gen() % 2000)});
+    for (int i = 0; i < 5; ++i)
+      out.push_back({make(Kind::kJoin, static_cast<int>(gen() % 8), gen()), random_bytes(gen() % 2000)});
     for (int i = 0; i < 20; ++i) out.push_back({gen(), random_bytes(gen() % 70000)});
   } else {
     throw hyrun::Error("--attack: '" + attack + "' is not one of oversized-join, impersonate, garbage");

@@ -17,7 +17,9 @@ inline constexpr std::size_t kMaxAddressBytes = 16 * 1024;
 /// Largest encoded join: rank, node, address.
 inline constexpr std::size_t kMaxJoinBytes = 3 * sizeof(uint32_t) + kMaxAddressBytes;
 /// Largest encoded table of `ranks` entries.
-constexpr std::size_t max_table_bytes(std::size_t ranks) { return sizeof(uint32_t) + ranks * (2 * sizeof(uint32_t) + kMaxAddressBytes); }
+constexpr std::size_t max_table_bytes(std::size_t ranks) {
+  return sizeof(uint32_t) + ranks * (2 * sizeof(uint32_t) + kMaxAddressBytes);
+}
 
 struct JoinRequest {
   int rank = 0;

@@ -156,7 +156,8 @@ struct World::Impl {
     const auto line = fmt::format("rank {}: refused a {} message claiming rank {} ({} bytes): {}", contract.rank,
                                   kind_name(t), tag::source_of(t), length, why);
     if (refused_count <= kLoggedRefusals)
-      worker_log().warn("{}{}", line, refused_count == kLoggedRefusals ? " (further refusals are logged at debug level only)" : "");
+      worker_log().warn("{}{}", line,
+                        refused_count == kLoggedRefusals ? " (further refusals are logged at debug level only)" : "");
     else
       worker_log().debug("{}", line);
   }
