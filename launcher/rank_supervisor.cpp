@@ -224,8 +224,10 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
   }
   if (awaiting_address_ && rank.global_rank == 0) return;  // await_root_address reports it
   if (!rank.end.failed() || job_exit_code_ || suspect_) return;
+  // SIGKILL too: a step cancel or a PMIx abort from another node kills hyrun and its ranks
+  // together, and hyrun must not name a rank of that kill as the job's failure.
   if (WIFSIGNALED(wait_status) && (WTERMSIG(wait_status) == SIGTERM || WTERMSIG(wait_status) == SIGINT ||
-                                   WTERMSIG(wait_status) == SIGHUP)) {
+                                   WTERMSIG(wait_status) == SIGHUP || WTERMSIG(wait_status) == SIGKILL)) {
     suspect_ = static_cast<std::size_t>(&rank - ranks_.data());
     suspect_deadline_ = Clock::now() + kSignalSettle;
     return;

@@ -114,8 +114,8 @@ class RankSupervisor {
 
   std::optional<int> job_exit_code_;
   std::optional<std::string> failure_summary_;
-  // A rank killed by SIGTERM/SIGINT/SIGHUP may have been signalled together with hyrun
-  // (scancel, a step cancel): its verdict waits briefly for hyrun's own signal.
+  // A rank killed by SIGTERM/SIGINT/SIGHUP/SIGKILL may have been signalled together with
+  // hyrun (scancel, a step cancel): its verdict waits briefly for hyrun's own signal.
   std::optional<std::size_t> suspect_;
   std::chrono::steady_clock::time_point suspect_deadline_{};
   bool stopping_ = false;

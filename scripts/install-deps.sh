@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libpmix-dev libucx-dev ucx-utils libhwloc-dev hwloc
+  libpmix-dev libucx-dev ucx-utils libhwloc-dev hwloc libssl-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev
   slurmctld slurmd slurm-client munge
   openmpi-bin libopenmpi-dev

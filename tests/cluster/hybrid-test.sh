@@ -193,6 +193,23 @@ torch-gloo)  # torch.distributed (env://, gloo) across 2 nodes x 2 ranks with no
       || fail "4 ranks did not run on 2 distinct nodes"
   fi
   ;;
+unplanned-kill)  # rank 3 dies mid-traffic: survivors must not abort in UCX or fail on their own; the job names rank 3
+  for i in 1 2 3 4 5; do
+    run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
+      --signal-rank 3 --signal 9 --exchange-bytes 100000 --exchange-rounds 1000000 >/dev/null
+    out=$(printf '%s\n' "$RUN_OUT" | grep -v '^rank [0-9]* ready$')
+    printf '%s\n' "$out"
+    [ "$RUN_RC" = 137 ] || fail "run $i: srun exited $RUN_RC, expected 137 (rank 3's SIGKILL)"
+    first=$(printf '%s\n' "$out" | grep '^hyrun\[' | head -1)
+    echo "$first" | grep -Eq '^hyrun\[[^]]+\]: rank 3 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\)' \
+      || fail "run $i: the first hyrun line does not name rank 3's SIGKILL: $first"
+    ! printf '%s\n' "$out" | grep -E '^hyrun\[[^]]+\]: rank [0-9]+ ' | grep -vq '^hyrun\[[^]]*\]: rank 3 ' \
+      || fail "run $i: hyrun named another rank as a failure"
+    ! printf '%s\n' "$out" | grep -Eiq 'fatal|backtrace|UCX +(ERROR|WARN)|^test-rank [0-9]+:' \
+      || fail "run $i: a survivor aborted in UCX or failed on its own"
+  done
+  echo "5 of 5 runs named rank 3 and only rank 3"
+  ;;
 repeat-50)
   for i in $(seq 1 50); do
     run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO" --bytes 4096 >/dev/null

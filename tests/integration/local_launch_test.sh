@@ -14,6 +14,43 @@ hello)  # hello with N ranks: every rank reports once, the ring checks out
   done
   expect_stdout "^rank 0: ring of $n ranks ok"
   ;;
+rendezvous-everywhere)  # every bootstrap message (join, table) and the ring go by UCX rendezvous
+  run_job 60 "$HYRUN" -n 2 -x UCX_RNDV_THRESH=400 -- "$HELLO"
+  expect_rc 0
+  expect_stdout "^rank 0: ring of 2 ranks ok"
+  run_job 60 "$HYRUN" -n 3 -x UCX_RNDV_THRESH=0 -x UCX_TLS=tcp,self -- "$HELLO" --bytes 64
+  expect_rc 0
+  expect_stdout "^rank 0: ring of 3 ranks ok"
+  ;;
+rogue-peer)  # a process that knows rank 0's address but not the job token is refused and logged; the job is unharmed
+  # Rank 2 joins only after the attacks, so that rank 0 is still admitting joins when they arrive;
+  # the forged collective and point-to-point messages wait in UCX until the ranks look for them.
+  mkdir "$WORK/pids"
+  timeout -k 5 90 "$HYRUN" -n 3 -- "$TEST_RANK" --pid-dir "$WORK/pids" --join-wait-rank 2 --join-wait-file "$WORK/go" \
+    --exchange-bytes 4096 --exchange-rounds 200 --ring --report-peak-memory >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  wait_for_files "$WORK/pids" 'rank.*' 3 20
+  root=$(tr '\0' '\n' <"/proc/$(cat "$WORK/pids/rank.1")/environ" | sed -n 's/^HYRUN_ROOT_ADDRESS=//p')
+  [ -n "$root" ] && pass "read rank 0's address" || fail "no HYRUN_ROOT_ADDRESS in rank 1's environment"
+  for attack in oversized-join impersonate garbage; do
+    timeout -k 5 30 "$ROGUE_PEER" --address "$root" --attack $attack --claim-rank 2
+    echo "rogue-peer $attack exited $?"
+  done
+  touch "$WORK/go"
+  wait $hy; RC=$?
+  OUT=$WORK/o; ERR=$WORK/e
+  expect_rc 0
+  for r in 0 1 2; do expect_stdout "^rank $r: exchange ok$"; expect_stdout "^rank $r: ring ok$"; done
+  ! grep -q CORRUPTED "$OUT" && pass "no corrupted message" || fail "a forged message was accepted"
+  expect_stderr "rank 0: refused a join message claiming rank 2 \(67108864 bytes\): larger than the [0-9]+ bytes allowed, not read"
+  expect_stderr "rank 0: refused a join message claiming rank 2 \(300 bytes\): not sealed with this job.s key"
+  expect_stderr "rank 0: refused a collective message claiming rank 2 \(4096 bytes\): not sealed with this job.s key"
+  expect_stderr "rank 0: refused a point-to-point message claiming rank 2 \(22 bytes\): not sealed with this job.s key"
+  expect_stderr "rank 0: refused a join message claiming rank [0-7] \([0-9]+ bytes\): not sealed"  # garbage joins
+  peak=$(sed -n 's/^rank 0: peak memory \([0-9]*\) kB$/\1/p' "$OUT")
+  [ -n "$peak" ] && [ "$peak" -lt 65536 ] && pass "rank 0 never held the 64 MiB join (peak ${peak} kB)" \
+    || fail "rank 0's peak memory is '${peak}' kB: the 64 MiB join was read"
+  ;;
 label)  # --label prefixes every line with its rank, -x passes variables
   run_job 60 "$HYRUN" -n 3 --label -x HYRUN_TEST_VALUE=42 --bootstrap=none -- sh -c 'echo "v=$HYRUN_TEST_VALUE r=$HYRUN_RANK/$WORLD_SIZE l=$LOCAL_RANK/$LOCAL_WORLD_SIZE"'
   expect_rc 0
@@ -177,7 +214,7 @@ torch-gloo)  # torch.distributed (env://, gloo) runs unchanged: hyrun gives what
 wrong-token)  # rank 0 admits only peers that present the job token
   run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 3 -- "$TEST_RANK" --wrong-token-rank 2
   [ "$RC" -ne 0 ] && pass "job failed ($RC)" || fail "job with a wrong-token join succeeded"
-  expect_stderr "ignored a join claiming rank 2 that did not present this job's token"
+  expect_stderr "rank 0: refused a join message claiming rank 2 \(.*\): not sealed with this job.s key"
   expect_faster 15
   ;;
 long-line)  # a 10 MB line and a flood of lines block nobody; every byte arrives

@@ -28,14 +28,22 @@
 namespace hyrun {
 
 struct WorldOptions {
-  /// UCP_ERR_HANDLING_MODE_PEER on every endpoint, so that a peer's death is reported
-  /// instead of fatal. Note: UCX 1.13 then uses no shared-memory transport (tcp only).
+  /// The program handles peers' deaths (elastic jobs): UCP_ERR_HANDLING_MODE_PEER on
+  /// every endpoint, and an operation that needs a dead peer throws at once. Note: UCX
+  /// 1.13 then uses no shared-memory transport (tcp only). Without it, endpoints to other
+  /// nodes (and all endpoints when UCX_TLS allows no shared memory) still use the peer
+  /// mode, so that a dead peer is never fatal inside UCX; an operation that needs the dead
+  /// peer then waits a few seconds for hyrun to stop this rank for the peer's failure, and
+  /// only then throws.
   bool peer_error_handling = false;
   /// Time limit of every wait during connection and collectives; default: the contract's
   /// HYRUN_BOOTSTRAP_TIMEOUT_MS.
   std::optional<std::chrono::milliseconds> timeout;
   /// UCP features requested in addition to tag matching (e.g. UCP_FEATURE_RMA).
   uint64_t extra_ucp_features = UCP_FEATURE_RMA;
+  /// Largest message send(), recv() and each allgatherv() contribution carry. A larger
+  /// send throws; a larger incoming message is refused (logged, never read into memory).
+  std::size_t max_message_bytes = std::size_t{1} << 30;
 };
 
 /// The effective placement of this rank, read back from the system (not from hyrun's plan).
