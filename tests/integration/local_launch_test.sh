@@ -18,6 +18,10 @@ label)  # --label prefixes every line with its rank, -x passes variables
   run_job 60 "$HYRUN" -n 3 --label -x HYRUN_TEST_VALUE=42 --bootstrap=none -- sh -c 'echo "v=$HYRUN_TEST_VALUE r=$HYRUN_RANK/$WORLD_SIZE l=$LOCAL_RANK/$LOCAL_WORLD_SIZE"'
   expect_rc 0
   for r in 0 1 2; do expect_stdout "^$r: v=42 r=$r/3 l=$r/3\$"; done
+  # srun's and mpirun's spellings: -l, --export=A=1,B=2 (split at commas), -np
+  run_job 60 "$HYRUN" -np 2 -l --export=A=1,B=2 --bootstrap=none -- sh -c 'echo "A=$A B=$B"'
+  expect_rc 0
+  for r in 0 1; do expect_stdout "^$r: A=1 B=2\$"; done
   ;;
 rank-exit-code)  # a rank exiting 3 makes hyrun exit 3 and no other rank survives
   mkdir "$WORK/pids"
@@ -168,8 +172,12 @@ usage)
   expect_rc 2; expect_stderr "HYRUN_SURELY_UNSET_VAR is not set in hyrun's environment"
   run_job 10 "$HYRUN" -n 0 -- /bin/true
   expect_rc 2; expect_stderr "ranks"
+  run_job 10 "$HYRUN" -n 2 --timestamp-output -- /bin/true
+  expect_rc 2; expect_stderr "^hyrun: unknown option '--timestamp-output' before the program"
+  run_job 10 "$HYRUN" -n 2 --bootstrap-timeout 2200000 -- /bin/true
+  expect_rc 2; expect_stderr "^hyrun: --bootstrap-timeout: 2200000 is out of range"
   run_job 10 "$HYRUN" --help
-  expect_rc 0; expect_stdout "Examples:"
+  expect_rc 0; expect_stdout "Examples:"; expect_stdout "^Usage: hyrun -n N \[options\] -- program \[args\.\.\.\]$"
   run_job 10 "$HYRUN" --version
   expect_rc 0; expect_stdout "^hyrun [0-9]+\.[0-9]+\.[0-9]+"
   ;;
