@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hyrun/common/planned_exit.hpp"
 #include "launcher/child_process.hpp"
 #include "launcher/cli_options.hpp"
 #include "launcher/output_forwarder.hpp"
@@ -36,8 +37,9 @@ class RankSupervisor {
   static constexpr int kControlFd = 4;
 
   /// Builds the launch of a new process for `local_rank` (its `incarnation`-th restart):
-  /// used when a rank announced a planned exit with respawn. Without one, such a
-  /// request is refused with a warning and the exit is still treated as planned.
+  /// used when a rank announced a planned exit with respawn and ended as it announced.
+  /// Without one, such a request is refused with a warning and the exit is still treated
+  /// as planned. A rank restarted --max-restarts times that asks once more fails the job.
   using Relauncher = std::function<RankLaunch(int local_rank, int incarnation)>;
   void set_relauncher(Relauncher relauncher) { relauncher_ = std::move(relauncher); }
 
@@ -79,8 +81,7 @@ class RankSupervisor {
     int incarnation = 0;
     UniqueFd control;  // our end of the rank's control socket
     bool running = true;
-    bool planned_exit = false;  // the rank announced that its next exit is planned
-    bool respawn = false;       // ... and that hyrun should start a new process for it
+    std::optional<PlannedExit> planned;  // the end the rank announced: only that end is excused
     ProcessEnd end{};
   };
 
@@ -88,7 +89,7 @@ class RankSupervisor {
   void on_signals();
   void reap_children();
   void on_rank_exit(Rank& rank, int wait_status);
-  void report_failure(const Rank& rank);
+  void report_failure(const Rank& rank, const std::string& why = {}, std::optional<int> exit_code = {});
   void settle_suspect();
   void on_publish_readable();
   void on_control_readable(Rank& rank);

@@ -101,10 +101,33 @@ hyrun-killed)  # ranks die with hyrun (parent-death signal), even when it cannot
   kill -KILL $hy; wait $hy
   expect_all_gone "$WORK/pids"
   ;;
-planned-exit)  # an exit the rank announced is not a failure, whatever its status
+planned-exit)  # the exit a rank announced (code 9 here) is not a failure
   run_job 30 "$HYRUN" -n 3 --bootstrap=none -- "$TEST_RANK" --no-world --planned-exit-rank 1 --exit-code 9 --sleep 1
   expect_rc 0
   ! grep -q 'stopping' "$ERR" && pass "nothing was stopped" || fail "the planned exit was treated as a failure"
+  ;;
+planned-exit-other-code)  # a planned exit covers only the code it announced: announced 0, exited 42
+  run_job 30 "$HYRUN" -n 3 --bootstrap=none -- "$TEST_RANK" --no-world --planned-exit-rank 1 --announced-code 0 \
+    --exit-code 42 --sleep 20
+  expect_rc 42
+  expect_stderr "^hyrun: rank 1 \(pid [0-9]+\) exited with code 42 after announcing a planned exit with code 0; stopping 2 other ranks$"
+  expect_faster 15
+  ;;
+planned-exit-then-killed)  # rank 0 announces a planned exit and is SIGKILLed: a failure, 137
+  run_job 30 "$HYRUN" -n 2 --bootstrap=none -- "$TEST_RANK" --no-world --announce-then-signal-rank 0 --signal 9 --sleep 20
+  expect_rc 137
+  expect_stderr "^hyrun: rank 0 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\) after announcing a planned exit with code 0"
+  expect_faster 15
+  ;;
+restart-budget)  # a rank asking to be restarted on every exit stops at --max-restarts
+  run_job 60 "$HYRUN" -n 2 --bootstrap=none --max-restarts 3 -- "$TEST_RANK" --no-world --respawn-forever-rank 1 --sleep 20
+  expect_rc 1
+  expect_stderr "^hyrun: rank 1 \(pid [0-9]+\) exited normally and asked to be restarted once more, over --max-restarts 3 \(restarted 3 times\); stopping 1 other rank$"
+  expect_faster 15
+  run_job 60 "$HYRUN" -n 2 --bootstrap=none -- "$TEST_RANK" --no-world --respawn-forever-rank 1 --sleep 20
+  expect_rc 1
+  expect_stderr "over --max-restarts 32 \(restarted 32 times\)"
+  expect_faster 15
   ;;
 respawn)  # a rank that announces a restart and SIGKILLs itself comes back as a new process that rejoins
   run_job 60 "$HYRUN" -n 4 -- "$TEST_RANK" --respawn-rank 2

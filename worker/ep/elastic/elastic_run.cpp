@@ -147,7 +147,7 @@ class Runner {
       if (doomed && i == p.warmup) {
         // Really killed, during the phase's dispatch/combine: hyrun is told first so that
         // it neither fails the job nor forgets to restart the rank if the plan brings it back.
-        announce_planned_exit(schedule_.used_after(gi, me_));
+        announce_planned_kill(schedule_.used_after(gi, me_), SIGKILL);
         ::raise(SIGKILL);
       }
       Routing routing{num_ranks, std::vector<uint8_t>(active.begin(), active.begin() + num_ranks)};
