@@ -150,6 +150,7 @@ void RankSupervisor::on_signals() {
           job_event("received {}; forwarding it to {} rank(s), SIGKILL follows in {} s", signal_name(sig),
                     running_count(), std::chrono::duration_cast<std::chrono::seconds>(options_.grace_period).count());
         if (!job_exit_code_) job_exit_code_ = 128 + sig;
+        if (!stop_signal_) stop_signal_ = sig;
         signal_running(sig);
         if (!stopping_) {
           stopping_ = true;

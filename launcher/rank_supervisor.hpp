@@ -67,6 +67,8 @@ class RankSupervisor {
   void stop(int signal, int exit_code);
 
   bool stopping() const { return stopping_; }
+  /// The signal (SIGINT, SIGTERM, SIGHUP) to hyrun that stopped the job, if one did.
+  std::optional<int> stop_signal() const { return stop_signal_; }
   /// True when the job ended because a rank failed (not a signal to hyrun, not an error).
   bool ended_by_rank_failure() const { return failure_summary_.has_value(); }
   /// The line that reported the first rank failure ("rank 5 (pid 1234) was killed ...").
@@ -117,6 +119,7 @@ class RankSupervisor {
   std::optional<std::size_t> suspect_;
   std::chrono::steady_clock::time_point suspect_deadline_{};
   bool stopping_ = false;
+  std::optional<int> stop_signal_;
   bool killed_ = false;
   int interrupts_ = 0;
   std::chrono::steady_clock::time_point kill_deadline_{};
