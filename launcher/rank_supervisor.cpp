@@ -339,7 +339,11 @@ std::optional<std::string> RankSupervisor::await_root_address() {
                                              : rank0.end.describe();
       const int code = !rank0.running && rank0.end.failed() ? rank0.end.exit_code() : exit_code::kLauncherError;
       job_exit_code_ = code;  // the cause is reported by this error, not as a rank failure
-      fail_bootstrap(fmt::format("rank 0 (pid {}) {} before publishing its UCX address; {}", root_pid, how, kHint),
+      // The hint is true only of a program that ended as if it knew nothing of hyrun; one
+      // that failed (a bad option, a worker library that could not start UCX) said why itself.
+      const bool hint = rank0.running || !rank0.end.failed();
+      fail_bootstrap(fmt::format("rank 0 (pid {}) {} before publishing its UCX address{}", root_pid, how,
+                                 hint ? fmt::format("; {}", kHint) : std::string()),
                      code);
     }
     if (Clock::now() >= deadline) {

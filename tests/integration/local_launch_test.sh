@@ -157,6 +157,8 @@ rank0-exits-before-publish)
   run_job 30 "$HYRUN" -n 2 -- /bin/false
   expect_rc 1
   expect_stderr "rank 0 \(pid [0-9]+\) exited with code 1 before publishing"
+  # A program that failed said why itself: the hint would be wrong (it may well use the worker library)
+  ! grep -q -- "--bootstrap=none" "$ERR" && pass "no --bootstrap=none hint after a failure" || fail "the hint was given after a failure"
   ;;
 rank0-never-publishes)
   mkdir "$WORK/pids"
