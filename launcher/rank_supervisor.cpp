@@ -50,7 +50,7 @@ void RankSupervisor::start(RankLaunch launch) {
   spec.argv = options_.command;
   spec.environment = std::move(launch.environment);
   spec.pre_exec = std::move(launch.pre_exec);
-  // Like srun, only the first rank reads hyrun's stdin; the others get /dev/null.
+  // Like mpirun, only the first rank reads hyrun's stdin; the others get /dev/null.
   spec.stdin_fd = launch.global_rank == 0 ? 0 : -1;
   UniqueFd out = output_.add(launch.global_rank, 1);
   UniqueFd err = output_.add(launch.global_rank, 2);
