@@ -1,6 +1,7 @@
 #pragma once
 // Forwards every rank's stdout and stderr to the launcher's own, a whole line at a time,
-// optionally labelled with the rank ("3: text", srun's --label format).
+// optionally stamped with the time it was forwarded (UTC, milliseconds) and labelled with
+// the rank: "2026-01-02T03:04:05.678Z 3: text".
 #include <string>
 #include <vector>
 
@@ -11,7 +12,7 @@ namespace hyrun {
 
 class OutputForwarder {
  public:
-  explicit OutputForwarder(bool label) : label_(label) {}
+  explicit OutputForwarder(bool label, bool timestamp = false) : label_(label), timestamp_(timestamp) {}
 
   struct Stream {
     int rank;
@@ -35,6 +36,7 @@ class OutputForwarder {
   void write_out(const Stream& stream, const std::string& text) const;
   void close_stream(Stream& stream);
   bool label_;
+  bool timestamp_;
   std::vector<Stream> streams_;
 };
 

@@ -22,6 +22,13 @@ label)  # --label prefixes every line with its rank, -x passes variables
   run_job 60 "$HYRUN" -np 2 -l --export=A=1,B=2 --bootstrap=none -- sh -c 'echo "A=$A B=$B"'
   expect_rc 0
   for r in 0 1; do expect_stdout "^$r: A=1 B=2\$"; done
+  # mpirun's --timestamp-output: UTC time, then the label
+  run_job 60 "$HYRUN" -n 2 --timestamp-output --label --bootstrap=none -- sh -c 'echo out; echo err >&2'
+  expect_rc 0
+  for r in 0 1; do
+    expect_stdout "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z $r: out\$"
+    expect_stderr "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z $r: err\$"
+  done
   ;;
 rank-exit-code)  # a rank exiting 3 makes hyrun exit 3 and no other rank survives
   mkdir "$WORK/pids"
@@ -197,8 +204,8 @@ usage)
   expect_rc 2; expect_stderr "HYRUN_SURELY_UNSET_VAR is not set in hyrun's environment"
   run_job 10 "$HYRUN" -n 0 -- /bin/true
   expect_rc 2; expect_stderr "ranks"
-  run_job 10 "$HYRUN" -n 2 --timestamp-output -- /bin/true
-  expect_rc 2; expect_stderr "^hyrun: unknown option '--timestamp-output' before the program"
+  run_job 10 "$HYRUN" -n 2 --timestamp-outptu -- /bin/true
+  expect_rc 2; expect_stderr "^hyrun: unknown option '--timestamp-outptu' before the program"
   run_job 10 "$HYRUN" -n 2 --bootstrap-timeout 2200000 -- /bin/true
   expect_rc 2; expect_stderr "^hyrun: --bootstrap-timeout: 2200000 is out of range"
   run_job 10 "$HYRUN" --help

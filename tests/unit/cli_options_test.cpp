@@ -57,8 +57,8 @@ std::pair<std::optional<int>, std::string> parse_capturing(std::vector<std::stri
 }
 
 TEST(CommandLine, UnknownOptionBeforeTheProgramIsAUsageErrorNamingIt) {
-  for (const auto& args : std::vector<std::vector<std::string>>{{"-n", "2", "--timestamp-output", "--", "prog"},
-                                                                {"-n", "2", "--timestamp-output", "prog"},
+  for (const auto& args : std::vector<std::vector<std::string>>{{"-n", "2", "--timestamp-outptu", "--", "prog"},
+                                                                {"-n", "2", "--no-such", "prog"},
                                                                 {"-n", "2", "-q", "prog"},
                                                                 {"--no-such=3", "-n", "2", "prog"}}) {
     const auto [code, err] = parse_capturing(args);
