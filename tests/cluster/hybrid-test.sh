@@ -109,6 +109,14 @@ missing-program-on-one-node)  # no --kill-on-bad-exit: node 1 cannot start its p
   printf '%s\n' "$RUN_OUT" | grep -Eq "^hyrun\[[^]]+\]: cannot execute '/nonexistent/program'" \
     || fail "no line named the program that could not be started"
   ;;
+error-before-fence-on-one-node)  # node 2's launch fails before the exchange: the job ends at once with its code and message
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+    'a=; [ "$SLURM_NODEID" = 2 ] && a="--cpus-allowed 999"; exec "$1" -n 2 $a -- "$2" --sleep 50' _ "$HYRUN" "$TEST_RANK"
+  echo "srun exited $RUN_RC after $RUN_MS ms"
+  [ "$RUN_RC" = 2 ] || fail "srun exited $RUN_RC, expected 2 (node 2's usage error)"
+  [ "$RUN_MS" -lt 20000 ] || fail "took $RUN_MS ms"
+  printf '%s\n' "$RUN_OUT" | grep -Eq "^hyrun\[[^]]+\]: --cpus-allowed '999' names CPU 999" || fail "no line named node 2's error"
+  ;;
 sigterm-one-node)  # no --kill-on-bad-exit: SIGTERM to one node's hyrun ends the whole job
   mkdir "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
