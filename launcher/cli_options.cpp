@@ -93,6 +93,9 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
   app_.add_flag("-l,--label,--tag-output", options_.label, "prefix every output line with the rank (\"3: ...\")");
   app_.add_flag("--timestamp-output", options_.timestamp_output,
                 "prefix every output line with the UTC time hyrun forwarded it (\"2026-01-02T03:04:05.678Z ...\")");
+  app_.add_option("--output-filename", options_.output_filename,
+                  "also write every rank's output, unprefixed, to DIR/rank.N/stdout and DIR/rank.N/stderr (created; truncated)")
+      ->option_text("DIR");
   // -x and --export append in command-line order to the same list.
   app_.add_option_function<std::string>(
          "-x", [this](const std::string& item) { options_.exported.push_back(item); },

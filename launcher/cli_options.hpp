@@ -21,6 +21,7 @@ struct LaunchOptions {
   std::chrono::milliseconds grace_period{10000};
   bool label = false;
   bool timestamp_output = false;  ///< prefix every output line with the UTC time it was forwarded
+  std::string output_filename;    ///< --output-filename DIR: also DIR/rank.N/stdout and stderr
   std::vector<std::string> exported;  ///< -x VAR or VAR=value, as given (--export lists split at commas)
   int max_restarts = 32;              ///< restarts each rank may ask for (planned exits with restart)
   std::string log_level = "warn";

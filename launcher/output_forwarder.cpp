@@ -25,6 +25,7 @@ void write_fully(int fd, std::string_view text) {
 }
 
 UniqueFd OutputForwarder::add(int rank, int destination) {
+  files_.open(rank);
   Pipe pipe = make_pipe();
   set_nonblocking(pipe.read.get());
   streams_.push_back(Stream{rank, destination, std::move(pipe.read), LineSplitter{}});
@@ -40,6 +41,10 @@ std::vector<int> OutputForwarder::open_fds() const {
 
 void OutputForwarder::write_out(const Stream& stream, const std::string& text) const {
   if (text.empty()) return;
+  if (const int file = files_.fd(stream.rank, stream.destination); file >= 0) {
+    write_fully(file, text);
+    if (text.back() != '\n') write_fully(file, "\n");
+  }
   if (!label_ && !timestamp_) return write_fully(stream.destination, text);
   std::string prefix;
   if (timestamp_) {

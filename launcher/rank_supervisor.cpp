@@ -25,7 +25,7 @@ constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankSuper
 }  // namespace
 
 RankSupervisor::RankSupervisor(const LaunchOptions& options, SignalEvents& signals)
-    : options_(options), signals_(signals), output_(options.label, options.timestamp_output) {}
+    : options_(options), signals_(signals), output_(options.label, options.timestamp_output, options.output_filename) {}
 
 RankSupervisor::~RankSupervisor() {
   // Normally finish() has reaped everything; on an exception path this guarantees that

@@ -30,6 +30,25 @@ label)  # --label prefixes every line with its rank, -x passes variables
     expect_stderr "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z $r: err\$"
   done
   ;;
+output-filename)  # mpirun's --output-filename DIR: every rank's lines also in DIR/rank.N/{stdout,stderr}, unprefixed
+  run_job 60 "$HYRUN" -n 2 --label --output-filename "$WORK/out" --bootstrap=none -- sh -c 'echo "out $HYRUN_RANK"; echo "err $HYRUN_RANK" >&2'
+  expect_rc 0
+  for r in 0 1; do
+    expect_stdout "^$r: out $r\$"
+    [ "$(cat "$WORK/out/rank.$r/stdout")" = "out $r" ] && pass "rank.$r/stdout" || fail "rank.$r/stdout: $(cat "$WORK/out/rank.$r/stdout")"
+    [ "$(cat "$WORK/out/rank.$r/stderr")" = "err $r" ] && pass "rank.$r/stderr" || fail "rank.$r/stderr: $(cat "$WORK/out/rank.$r/stderr")"
+  done
+  # A link planted in a shared directory is not followed; a file is not a directory.
+  mkdir -p "$WORK/shared" "$WORK/elsewhere"; ln -s "$WORK/elsewhere" "$WORK/shared/rank.1"
+  run_job 60 "$HYRUN" -n 2 --output-filename "$WORK/shared" --bootstrap=none -- echo hi
+  expect_rc 2
+  expect_stderr "^hyrun: --output-filename .*/shared: cannot create .*/shared/rank.1: "
+  [ -z "$(ls -A "$WORK/elsewhere")" ] && pass "nothing written through the link" || fail "output written through the planted link"
+  printf 'x\n' >"$WORK/a-file"
+  run_job 60 "$HYRUN" -n 1 --output-filename "$WORK/a-file" --bootstrap=none -- echo hi
+  expect_rc 2
+  expect_stderr "^hyrun: --output-filename .*/a-file: cannot create"
+  ;;
 rank-exit-code)  # a rank exiting 3 makes hyrun exit 3 and no other rank survives
   mkdir "$WORK/pids"
   run_job 60 "$HYRUN" -n 4 -- "$TEST_RANK" --pid-dir "$WORK/pids" --fail-rank 2 --exit-code 3 --sleep 60
