@@ -28,7 +28,7 @@ constexpr auto kHelloWait = std::chrono::seconds(3);
 }  // namespace
 
 RankSupervisor::RankSupervisor(const LaunchOptions& options, SignalEvents& signals)
-    : options_(options), signals_(signals), output_(options.label) {}
+    : options_(options), signals_(signals), output_(options.label, options.timestamp_output, options.output_filename) {}
 
 RankSupervisor::~RankSupervisor() {
   // Normally finish() has reaped everything; on an exception path this guarantees that
@@ -53,7 +53,7 @@ void RankSupervisor::start(RankLaunch launch) {
   spec.argv = options_.command;
   spec.environment = std::move(launch.environment);
   spec.pre_exec = std::move(launch.pre_exec);
-  // Like srun, only the first rank reads hyrun's stdin; the others get /dev/null.
+  // Like mpirun, only the first rank reads hyrun's stdin; the others get /dev/null.
   spec.stdin_fd = launch.global_rank == 0 ? 0 : -1;
   UniqueFd out = output_.add(launch.global_rank, 1);
   UniqueFd err = output_.add(launch.global_rank, 2);
@@ -153,6 +153,7 @@ void RankSupervisor::on_signals() {
           job_event("received {}; forwarding it to {} rank(s), SIGKILL follows in {} s", signal_name(sig),
                     running_count(), std::chrono::duration_cast<std::chrono::seconds>(options_.grace_period).count());
         if (!job_exit_code_) job_exit_code_ = 128 + sig;
+        if (!stop_signal_) stop_signal_ = sig;
         signal_running(sig);
         if (!stopping_) {
           stopping_ = true;
@@ -178,16 +179,15 @@ void RankSupervisor::on_control_readable(Rank& rank) {
   for (;;) {
     const ssize_t n = ::recv(rank.control.get(), message, sizeof message, MSG_DONTWAIT);
     if (n > 0) {
-      const auto respawn = parse_planned_exit(std::string_view(message, static_cast<std::size_t>(n)));
-      if (!respawn) {
+      const auto planned = parse_planned_exit(std::string_view(message, static_cast<std::size_t>(n)));
+      if (!planned) {
         spdlog::warn("rank {} sent an unknown control message '{:.60}'; ignored", rank.global_rank,
                      std::string(message, static_cast<std::size_t>(n)));
         continue;
       }
-      rank.planned_exit = true;
-      rank.respawn = *respawn;
-      spdlog::info("rank {} (pid {}) announced a planned exit{}", rank.global_rank, rank.pid,
-                   *respawn ? "; it will be restarted" : "");
+      rank.planned = *planned;  // a later announcement replaces an earlier one
+      spdlog::info("rank {} (pid {}) announced a planned {}{}", rank.global_rank, rank.pid, planned->describe(),
+                   planned->respawn ? "; it will be restarted" : "");
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -215,11 +215,19 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
   spdlog::debug("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
   // A message sent just before death is still in the socket: read it before judging.
   if (rank.control) on_control_readable(rank);
-  if (rank.planned_exit) {
+  if (rank.planned && rank.planned->matches(wait_status)) {
     spdlog::info("rank {} (pid {}) {}, as it announced", rank.global_rank, rank.pid, rank.end.describe());
-    if (rank.respawn && !stopping_) {
-      respawn(rank.local_rank, rank.global_rank, rank.incarnation);  // grows ranks_: `rank` is not used after this
+    if (!rank.planned->respawn || stopping_) return;
+    if (rank.incarnation >= options_.max_restarts) {
+      // A rank that asks for restarts without end (a bug, or a plan gone wrong) must not
+      // spin forever: the request over the budget is the job's failure.
+      report_failure(rank,
+                     fmt::format("and asked to be restarted once more, over --max-restarts {} (restarted {} times)",
+                                 options_.max_restarts, rank.incarnation),
+                     rank.end.failed() ? rank.end.exit_code() : exit_code::kLauncherError);
+      return;
     }
+    respawn(rank.local_rank, rank.global_rank, rank.incarnation);  // grows ranks_: `rank` is not used after this
     return;
   }
   if (awaiting_address_ && rank.global_rank == 0) return;  // await_root_address reports it
@@ -241,10 +249,15 @@ void RankSupervisor::settle_suspect() {
   if (!job_exit_code_) report_failure(ranks_[index]);  // no signal reached hyrun: a real failure
 }
 
-void RankSupervisor::report_failure(const Rank& rank) {
-  job_exit_code_ = rank.end.exit_code();
+void RankSupervisor::report_failure(const Rank& rank, const std::string& why, std::optional<int> exit_code) {
+  job_exit_code_ = exit_code.value_or(rank.end.exit_code());
   const int others = running_count();
-  failure_summary_ = fmt::format("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
+  // An announced end that did not happen does not excuse the one that did: say so.
+  const std::string note =
+      !why.empty() ? " " + why
+      : rank.planned ? fmt::format(" after announcing a planned {}", rank.planned->describe())
+                     : std::string();
+  failure_summary_ = fmt::format("rank {} (pid {}) {}{}", rank.global_rank, rank.pid, rank.end.describe(), note);
   job_event("{}; stopping {} other rank{}", *failure_summary_, others, others == 1 ? "" : "s");
   stop(SIGTERM, *job_exit_code_);
 }
@@ -349,7 +362,11 @@ std::optional<std::string> RankSupervisor::await_root_address() {
                                              : rank0.end.describe();
       const int code = !rank0.running && rank0.end.failed() ? rank0.end.exit_code() : exit_code::kLauncherError;
       job_exit_code_ = code;  // the cause is reported by this error, not as a rank failure
-      fail_bootstrap(fmt::format("rank 0 (pid {}) {} before publishing its UCX address; {}", root_pid, how, kHint),
+      // The hint is true only of a program that ended as if it knew nothing of hyrun; one
+      // that failed (a bad option, a worker library that could not start UCX) said why itself.
+      const bool hint = rank0.running || !rank0.end.failed();
+      fail_bootstrap(fmt::format("rank 0 (pid {}) {} before publishing its UCX address{}", root_pid, how,
+                                 hint ? fmt::format("; {}", kHint) : std::string()),
                      code);
     }
     if (Clock::now() >= deadline) {

@@ -100,14 +100,6 @@ RankEnvironment RankEnvironment::from_environment() {
   return e;
 }
 
-std::string format_planned_exit(bool respawn) { return respawn ? "planned-exit respawn=1" : "planned-exit respawn=0"; }
-
-std::optional<bool> parse_planned_exit(std::string_view message) {
-  if (message == "planned-exit respawn=1") return true;
-  if (message == "planned-exit respawn=0") return false;
-  return std::nullopt;
-}
-
 std::string format_publish_line(const std::string& address_hex) {
   return std::string(kPublishPrefix) + address_hex + "\n";
 }

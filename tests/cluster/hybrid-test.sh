@@ -100,6 +100,40 @@ node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on
   [ "$(cat "$WORK/rc")" = 137 ] || fail "srun exited $(cat "$WORK/rc"), expected 137 (the killed task)"
   grep -q 'task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
   ;;
+missing-program-on-one-node)  # no --kill-on-bad-exit: node 1 cannot start its program, the job still ends at once
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+    '[ "$SLURM_NODEID" = 1 ] && p=/nonexistent/program || p=$2; exec "$1" -n 2 -- "$p" --sleep 50' _ "$HYRUN" "$TEST_RANK"
+  echo "srun exited $RUN_RC after $RUN_MS ms"
+  [ "$RUN_RC" = 127 ] || fail "srun exited $RUN_RC, expected 127 (the program was not found)"
+  [ "$RUN_MS" -lt 20000 ] || fail "took $RUN_MS ms: the other nodes waited for the missing ranks"
+  printf '%s\n' "$RUN_OUT" | grep -Eq "^hyrun\[[^]]+\]: cannot execute '/nonexistent/program'" \
+    || fail "no line named the program that could not be started"
+  ;;
+error-before-fence-on-one-node)  # node 2's launch fails before the exchange: the job ends at once with its code and message
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+    'a=; [ "$SLURM_NODEID" = 2 ] && a="--cpus-allowed 999"; exec "$1" -n 2 $a -- "$2" --sleep 50' _ "$HYRUN" "$TEST_RANK"
+  echo "srun exited $RUN_RC after $RUN_MS ms"
+  [ "$RUN_RC" = 2 ] || fail "srun exited $RUN_RC, expected 2 (node 2's usage error)"
+  [ "$RUN_MS" -lt 20000 ] || fail "took $RUN_MS ms"
+  printf '%s\n' "$RUN_OUT" | grep -Eq "^hyrun\[[^]]+\]: --cpus-allowed '999' names CPU 999" || fail "no line named node 2's error"
+  ;;
+sigterm-one-node)  # no --kill-on-bad-exit: SIGTERM to one node's hyrun ends the whole job
+  mkdir "$WORK/pids"
+  ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
+      "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 50 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  victim=""
+  for p in $(pids_of_exe "$HYRUN"); do
+    tr '\0' '\n' <"/proc/$p/environ" | grep -qx 'SLURM_PROCID=2' && victim=$p
+  done
+  [ -n "$victim" ] || fail "no hyrun of task 2 found"
+  start=$(now_ms); kill -TERM "$victim"; wait_rc
+  elapsed=$(( $(now_ms) - start )); cat "$WORK/out"
+  echo "srun ended ${elapsed} ms after the SIGTERM with $(cat "$WORK/rc")"
+  [ "$elapsed" -lt 20000 ] || fail "took $elapsed ms: the other nodes ran on"
+  [ "$(cat "$WORK/rc")" = 143 ] || fail "srun exited $(cat "$WORK/rc"), expected 143"
+  grep -q 'received SIGTERM; forwarding it to 2 rank' "$WORK/out" || fail "the node's hyrun did not report the SIGTERM"
+  ;;
 different-n)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 sh -c \
     'n=2; [ "$SLURM_PROCID" = 2 ] && n=3; exec "$0" -n $n -- "$1"' "$HYRUN" "$HELLO"

@@ -55,6 +55,36 @@ label)  # --label prefixes every line with its rank, -x passes variables
   run_job 60 "$HYRUN" -n 3 --label -x HYRUN_TEST_VALUE=42 --bootstrap=none -- sh -c 'echo "v=$HYRUN_TEST_VALUE r=$HYRUN_RANK/$WORLD_SIZE l=$LOCAL_RANK/$LOCAL_WORLD_SIZE"'
   expect_rc 0
   for r in 0 1 2; do expect_stdout "^$r: v=42 r=$r/3 l=$r/3\$"; done
+  # srun's and mpirun's spellings: -l, --export=A=1,B=2 (split at commas), -np
+  run_job 60 "$HYRUN" -np 2 -l --export=A=1,B=2 --bootstrap=none -- sh -c 'echo "A=$A B=$B"'
+  expect_rc 0
+  for r in 0 1; do expect_stdout "^$r: A=1 B=2\$"; done
+  # mpirun's --timestamp-output: UTC time, then the label
+  run_job 60 "$HYRUN" -n 2 --timestamp-output --label --bootstrap=none -- sh -c 'echo out; echo err >&2'
+  expect_rc 0
+  for r in 0 1; do
+    expect_stdout "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z $r: out\$"
+    expect_stderr "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z $r: err\$"
+  done
+  ;;
+output-filename)  # mpirun's --output-filename DIR: every rank's lines also in DIR/rank.N/{stdout,stderr}, unprefixed
+  run_job 60 "$HYRUN" -n 2 --label --output-filename "$WORK/out" --bootstrap=none -- sh -c 'echo "out $HYRUN_RANK"; echo "err $HYRUN_RANK" >&2'
+  expect_rc 0
+  for r in 0 1; do
+    expect_stdout "^$r: out $r\$"
+    [ "$(cat "$WORK/out/rank.$r/stdout")" = "out $r" ] && pass "rank.$r/stdout" || fail "rank.$r/stdout: $(cat "$WORK/out/rank.$r/stdout")"
+    [ "$(cat "$WORK/out/rank.$r/stderr")" = "err $r" ] && pass "rank.$r/stderr" || fail "rank.$r/stderr: $(cat "$WORK/out/rank.$r/stderr")"
+  done
+  # A link planted in a shared directory is not followed; a file is not a directory.
+  mkdir -p "$WORK/shared" "$WORK/elsewhere"; ln -s "$WORK/elsewhere" "$WORK/shared/rank.1"
+  run_job 60 "$HYRUN" -n 2 --output-filename "$WORK/shared" --bootstrap=none -- echo hi
+  expect_rc 2
+  expect_stderr "^hyrun: --output-filename .*/shared: cannot create .*/shared/rank.1: "
+  [ -z "$(ls -A "$WORK/elsewhere")" ] && pass "nothing written through the link" || fail "output written through the planted link"
+  printf 'x\n' >"$WORK/a-file"
+  run_job 60 "$HYRUN" -n 1 --output-filename "$WORK/a-file" --bootstrap=none -- echo hi
+  expect_rc 2
+  expect_stderr "^hyrun: --output-filename .*/a-file: cannot create"
   ;;
 rank-exit-code)  # a rank exiting 3 makes hyrun exit 3 and no other rank survives
   mkdir "$WORK/pids"
@@ -134,10 +164,33 @@ hyrun-killed)  # ranks die with hyrun (parent-death signal), even when it cannot
   kill -KILL $hy; wait $hy
   expect_all_gone "$WORK/pids"
   ;;
-planned-exit)  # an exit the rank announced is not a failure, whatever its status
+planned-exit)  # the exit a rank announced (code 9 here) is not a failure
   run_job 30 "$HYRUN" -n 3 --bootstrap=none -- "$TEST_RANK" --no-world --planned-exit-rank 1 --exit-code 9 --sleep 1
   expect_rc 0
   ! grep -q 'stopping' "$ERR" && pass "nothing was stopped" || fail "the planned exit was treated as a failure"
+  ;;
+planned-exit-other-code)  # a planned exit covers only the code it announced: announced 0, exited 42
+  run_job 30 "$HYRUN" -n 3 --bootstrap=none -- "$TEST_RANK" --no-world --planned-exit-rank 1 --announced-code 0 \
+    --exit-code 42 --sleep 20
+  expect_rc 42
+  expect_stderr "^hyrun: rank 1 \(pid [0-9]+\) exited with code 42 after announcing a planned exit with code 0; stopping 2 other ranks$"
+  expect_faster 15
+  ;;
+planned-exit-then-killed)  # rank 0 announces a planned exit and is SIGKILLed: a failure, 137
+  run_job 30 "$HYRUN" -n 2 --bootstrap=none -- "$TEST_RANK" --no-world --announce-then-signal-rank 0 --signal 9 --sleep 20
+  expect_rc 137
+  expect_stderr "^hyrun: rank 0 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\) after announcing a planned exit with code 0"
+  expect_faster 15
+  ;;
+restart-budget)  # a rank asking to be restarted on every exit stops at --max-restarts
+  run_job 60 "$HYRUN" -n 2 --bootstrap=none --max-restarts 3 -- "$TEST_RANK" --no-world --respawn-forever-rank 1 --sleep 20
+  expect_rc 1
+  expect_stderr "^hyrun: rank 1 \(pid [0-9]+\) exited normally and asked to be restarted once more, over --max-restarts 3 \(restarted 3 times\); stopping 1 other rank$"
+  expect_faster 15
+  run_job 60 "$HYRUN" -n 2 --bootstrap=none -- "$TEST_RANK" --no-world --respawn-forever-rank 1 --sleep 20
+  expect_rc 1
+  expect_stderr "over --max-restarts 32 \(restarted 32 times\)"
+  expect_faster 15
   ;;
 respawn)  # a rank that announces a restart and SIGKILLs itself comes back as a new process that rejoins
   run_job 60 "$HYRUN" -n 4 -- "$TEST_RANK" --respawn-rank 2
@@ -167,6 +220,8 @@ rank0-exits-before-publish)
   run_job 30 "$HYRUN" -n 2 -- /bin/false
   expect_rc 1
   expect_stderr "rank 0 \(pid [0-9]+\) exited with code 1 before publishing"
+  # A program that failed said why itself: the hint would be wrong (it may well use the worker library)
+  ! grep -q -- "--bootstrap=none" "$ERR" && pass "no --bootstrap=none hint after a failure" || fail "the hint was given after a failure"
   ;;
 rank0-never-publishes)
   mkdir "$WORK/pids"
@@ -240,8 +295,12 @@ usage)
   expect_rc 2; expect_stderr "HYRUN_SURELY_UNSET_VAR is not set in hyrun's environment"
   run_job 10 "$HYRUN" -n 0 -- /bin/true
   expect_rc 2; expect_stderr "ranks"
+  run_job 10 "$HYRUN" -n 2 --timestamp-outptu -- /bin/true
+  expect_rc 2; expect_stderr "^hyrun: unknown option '--timestamp-outptu' before the program"
+  run_job 10 "$HYRUN" -n 2 --bootstrap-timeout 2200000 -- /bin/true
+  expect_rc 2; expect_stderr "^hyrun: --bootstrap-timeout: 2200000 is out of range"
   run_job 10 "$HYRUN" --help
-  expect_rc 0; expect_stdout "Examples:"
+  expect_rc 0; expect_stdout "Examples:"; expect_stdout "^Usage: hyrun -n N \[options\] -- program \[args\.\.\.\]$"
   run_job 10 "$HYRUN" --version
   expect_rc 0; expect_stdout "^hyrun [0-9]+\.[0-9]+\.[0-9]+"
   ;;

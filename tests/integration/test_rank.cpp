@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   bool no_world = false, exit_before_publish = false, ignore_term = false, spawn_child = false;
   int fail_rank = -1, exit_code = 1, signal_rank = -1, signal_number = SIGKILL, long_line_rank = -1;
   int wrong_token_rank = -1, flood_rank = -1, planned_exit_rank = -1, respawn_rank = -1;
+  int announced_code = -1, announce_then_signal_rank = -1, respawn_forever_rank = -1;
   long long long_line_bytes = 0, flood_lines = 0;
   std::size_t exchange_bytes = 0;
   int exchange_rounds = 100;
@@ -77,6 +78,12 @@ int main(int argc, char** argv) {
   app.add_option("--respawn-rank", respawn_rank,
                  "this rank announces a planned exit with restart and kills itself; its new process rejoins rank 0 "
                  "and reports; rank 0 waits for it");
+  app.add_option("--announced-code", announced_code,
+                 "the exit code --planned-exit-rank announces (default: --exit-code, the one it exits with)");
+  app.add_option("--announce-then-signal-rank", announce_then_signal_rank,
+                 "this rank announces a planned exit with code 0, then raises --signal (not what it announced)");
+  app.add_option("--respawn-forever-rank", respawn_forever_rank,
+                 "every process of this rank announces a planned exit with restart and exits 0 (use with --no-world)");
   CLI11_PARSE(app, argc, argv);
 
   const int rank = env_rank();
@@ -93,6 +100,14 @@ int main(int argc, char** argv) {
   }
   if (exit_before_publish && rank == 0) return 0;
   try {
+    if (rank == respawn_forever_rank) {
+      hyrun::announce_planned_exit(true, 0);
+      return 0;
+    }
+    if (rank == announce_then_signal_rank) {
+      hyrun::announce_planned_exit(false, 0);
+      ::raise(signal_number);
+    }
     std::optional<hyrun::World> world;
     if (rank == wrong_token_rank) setenv("HYRUN_JOB_TOKEN", "00000000000000000000000000000000", 1);
     hyrun::WorldOptions options;
@@ -105,7 +120,7 @@ int main(int argc, char** argv) {
     if (respawn_rank >= 0) {
       constexpr uint32_t kHelloAgain = 77;
       if (rank == respawn_rank && world->incarnation() == 0) {
-        hyrun::announce_planned_exit(true);
+        hyrun::announce_planned_kill(true, SIGKILL);
         ::raise(SIGKILL);
       }
       if (rank == respawn_rank) {
@@ -131,7 +146,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (rank == planned_exit_rank) {
-      hyrun::announce_planned_exit(false);
+      hyrun::announce_planned_exit(false, announced_code >= 0 ? announced_code : exit_code);
       return exit_code;
     }
     if (rank == long_line_rank) {

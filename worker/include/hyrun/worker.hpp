@@ -57,12 +57,17 @@ struct RankBinding {
   std::string describe() const;
 };
 
-/// Tells hyrun that this process's next exit (by any status or signal, SIGKILL included)
-/// is planned, not a failure; with `respawn`, hyrun then starts a new process for this rank
-/// (HYRUN_INCARNATION + 1), which joins again with World (see World::incarnation). Throws
-/// Error when hyrun gave no control channel (HYRUN_CONTROL_FD unset). Rank 0 cannot be
-/// restarted: it publishes the job's root address.
-void announce_planned_exit(bool respawn);
+/// Tells hyrun that this process will next exit with `exit_code`, on purpose: that exit is
+/// not a failure. Any other end (another code, a signal) still fails the job. With
+/// `respawn`, hyrun then starts a new process for this rank (HYRUN_INCARNATION + 1), which
+/// joins again with World (see World::incarnation), at most `hyrun --max-restarts` times.
+/// Throws Error when hyrun gave no control channel (HYRUN_CONTROL_FD unset). Rank 0 cannot
+/// be restarted: it publishes the job's root address.
+void announce_planned_exit(bool respawn, int exit_code = 0);
+
+/// The same for a death by `signal` that this process is about to cause itself (e.g.
+/// raise(SIGKILL) to test failure handling): only that signal is excused.
+void announce_planned_kill(bool respawn, int signal);
 
 /// Compact list form of OS indexes: {0,1,2,3,8} -> "0-3,8".
 std::string format_index_list(const std::vector<int>& indexes);

@@ -77,12 +77,6 @@ struct RankEnvironment {
   static RankEnvironment from_environment();
 };
 
-/// The message a rank sends on its control channel before an exit that is planned
-/// ("planned-exit respawn=0|1"), and its parser.
-std::string format_planned_exit(bool respawn);
-/// std::nullopt if `message` is not a planned-exit message; else whether to respawn.
-std::optional<bool> parse_planned_exit(std::string_view message);
-
 /// The line rank 0 writes on its publish fd: "hyrun-root v1 <hex address>\n".
 std::string format_publish_line(const std::string& address_hex);
 
