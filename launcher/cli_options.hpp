@@ -20,7 +20,10 @@ struct LaunchOptions {
   std::chrono::milliseconds bootstrap_timeout{60000};
   std::chrono::milliseconds grace_period{10000};
   bool label = false;
-  std::vector<std::string> exported;  ///< -x VAR or VAR=value, as given
+  bool timestamp_output = false;  ///< prefix every output line with the UTC time it was forwarded
+  std::string output_filename;    ///< --output-filename DIR: also DIR/rank.N/stdout and stderr
+  std::vector<std::string> exported;  ///< -x VAR or VAR=value, as given (--export lists split at commas)
+  int max_restarts = 32;              ///< restarts each rank may ask for (planned exits with restart)
   std::string log_level = "warn";
   std::vector<std::string> command;   ///< the program and its arguments
   binding::BindingOptions binding;    ///< GPU/CPU/memory/NIC placement (docs/binding.md)
@@ -35,10 +38,15 @@ class CommandLine {
   LaunchOptions& options() { return options_; }
 
   /// Parses argv. Returns an exit code when hyrun should stop at once (--help, --version:
-  /// 0 after printing; a usage error: 2 after printing one line), std::nullopt otherwise.
+  /// 0 after printing; a usage error: 2 after printing one line naming the bad option or
+  /// value), std::nullopt otherwise. mpirun's `-np N` is accepted as `-n N`; an unknown
+  /// option before the program is a usage error, never taken for the program.
   std::optional<int> parse(int argc, char** argv);
 
  private:
+  std::vector<std::string> with_mpirun_spellings(std::vector<std::string> args) const;
+  void add_export_list(const std::string& list);
+
   CLI::App app_;
   LaunchOptions options_;
   double bootstrap_timeout_s_ = 60;

@@ -11,7 +11,9 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "launcher/job_events.hpp"
+#include "launcher/master_endpoint.hpp"
 #include "launcher/node_launch.hpp"
+#include "launcher/process_ancestry.hpp"
 #include "launcher/rank_supervisor.hpp"
 
 namespace hyrun {
@@ -57,6 +59,24 @@ void check_same_ranks_per_node(pmix::Client& pmix, const LaunchOptions& options)
                                  options.ranks, fmt::join(differing, ", ")));
 }
 
+// The root's addresses and port from its record; an old record without them sets nothing.
+void set_rendezvous_from(const nlohmann::json& record, NodeLaunch& node, const std::string& run_id) {
+  if (!record.contains("master_port") || !record["master_port"].is_number_integer() ||
+      !record.contains("master_addresses") || !record["master_addresses"].is_array())
+    return;
+  std::vector<InterfaceAddress> root;
+  for (const auto& a : record.at("master_addresses"))
+    if (a.is_string()) root.push_back(InterfaceAddress::parse(a.get<std::string>()));
+  if (root.empty()) {
+    spdlog::warn("the root node has no IPv4 address other than loopback: MASTER_ADDR is not set");
+    return;
+  }
+  const MasterChoice choice = choose_master(root, local_ipv4_addresses());
+  spdlog::debug("MASTER_ADDR {} (interface '{}'), MASTER_PORT {}", choice.address, choice.interface,
+                record.at("master_port").get<int>());
+  node.set_rendezvous(choice.address, record.at("master_port").get<int>(), run_id, choice.interface);
+}
+
 }  // namespace
 
 std::optional<pmix::Client> connect_pmix_for(const LaunchOptions& options) {
@@ -83,34 +103,64 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   spdlog::info("hybrid mode: {}, {} ranks per task, {} ranks in all", pmix.describe(), options.ranks,
                tasks * options.ranks);
 
+  // Every way this node can end badly must reach the other nodes: they cannot see this
+  // node's ranks, and without srun --kill-on-bad-exit they would wait for them until their
+  // own bootstrap limit. Errors that every node found the same way (the root's error
+  // record, a different -n) end each node by itself; anything else aborts the PMIx job.
+  bool every_node_knows = false;
+  const auto abort_job = [&pmix](int code, const std::string& why) {
+    pmix.abort(code, fmt::format("{}: {}", pmix.hostname(), why));  // does not return
+  };
+
   RankEnvironment contract;
   contract.world_size = tasks * options.ranks;
   contract.local_world_size = options.ranks;
   contract.node_rank = task;
   contract.num_nodes = tasks;
   contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
-  NodeLaunch node(options, contract, task * options.ranks);
-  if (node.report_and_check()) return exit_code::kSuccess;  // --dry-run: each node shows its own plan
+  std::optional<NodeLaunch> node;
+  try {
+    // Tasks of this job on the same node split what Slurm did not give each of them alone.
+    node.emplace(options, contract, task * options.ranks,
+                 binding::NodeTaskShare{pmix.local_rank_on_node(), pmix.local_size_on_node()});
+    if (node->report_and_check()) return exit_code::kSuccess;  // --dry-run: each node shows its own plan
+  } catch (const Error& e) {
+    if (options.dry_run) throw;  // nothing was exchanged: every node reports its own plan's problem
+    job_event_line(e.what());
+    abort_job(e.exit_code(), e.what());
+  }
 
-  pmix.put(kNodeKey, to_bytes({{"ranks", options.ranks}, {"host", pmix.hostname()}}));
   RankSupervisor supervisor(options, signals);
-  supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node.rank(local_rank, false, incarnation); });
+  supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node->rank(local_rank, false, incarnation); });
   std::optional<Error> root_failure;
   try {
+    pmix.put(kNodeKey, to_bytes({{"ranks", options.ranks}, {"host", pmix.hostname()}}));
     if (task == 0) {
       // The root starts global rank 0 first; whatever happens, it still puts a record and
       // joins the fence, so no other node waits for a fence that never completes.
       nlohmann::json record{{"protocol", kProtocol}, {"ranks", options.ranks}, {"world_size", contract.world_size}};
       try {
         const std::string token = make_job_token();
-        node.set_job_token(token);
+        node->set_job_token(token);
         record["job_token"] = token;
+        // MASTER_ADDR/MASTER_PORT for programs with their own bootstrap: a port free here
+        // and every address of this node; each node picks the one on a network it shares.
+        try {
+          nlohmann::json addresses = nlohmann::json::array();
+          for (const auto& a : local_ipv4_addresses()) addresses.push_back(a.to_string());
+          record["master_addresses"] = addresses;
+          record["master_port"] = pick_free_tcp_port();
+          set_rendezvous_from(record, *node, pmix.nspace());
+        } catch (const SystemError& e) {  // only programs with their own bootstrap need it
+          spdlog::warn("MASTER_ADDR/MASTER_PORT are not set: {}", e.what());
+          record.erase("master_port");
+        }
         if (options.bootstrap == BootstrapMode::kUcx) {
-          supervisor.start(node.rank(0, true));
+          supervisor.start(node->rank(0, true));
           const auto address = supervisor.await_root_address();
           if (!address) throw Error("the job was stopped before rank 0 published its address");
           record["root_address"] = *address;
-          node.set_root_address(*address);
+          node->set_root_address(*address);
         }
       } catch (const Error& e) {
         record["error"] = e.what();
@@ -121,38 +171,67 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     }
     pmix.commit();
     pmix.fence(options.bootstrap_timeout);
-    if (root_failure) throw *root_failure;
-    check_same_ranks_per_node(pmix, options);
+    if (root_failure) {
+      every_node_knows = true;  // they read it in the root's record
+      throw *root_failure;
+    }
+    try {
+      check_same_ranks_per_node(pmix, options);
+    } catch (const UsageError&) {
+      every_node_knows = true;  // every node compares every node's -n
+      throw;
+    }
 
     if (task != 0) {
       const auto record = from_bytes(pmix.get(0, kRootKey, options.bootstrap_timeout), "the root's record");
       if (record.value("protocol", 0) != kProtocol)
         throw Error(fmt::format("the root hyrun speaks protocol {}, this one {}: use the same hyrun on every node",
                                 record.value("protocol", 0), kProtocol));
-      if (record.contains("error"))
+      if (record.contains("error")) {
+        every_node_knows = true;
         throw Error(fmt::format("the root node failed before the launch: {}", record.at("error").get<std::string>()),
                     exit_code::kLauncherError);
-      node.set_job_token(record.at("job_token").get<std::string>());
-      if (record.contains("root_address")) node.set_root_address(record.at("root_address").get<std::string>());
+      }
+      node->set_job_token(record.at("job_token").get<std::string>());
+      set_rendezvous_from(record, *node, pmix.nspace());
+      if (record.contains("root_address")) node->set_root_address(record.at("root_address").get<std::string>());
     }
     const int first = (task == 0 && options.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
     for (int local = first; local < options.ranks && !supervisor.stopping(); ++local)
-      supervisor.start(node.rank(local, false));
+      supervisor.start(node->rank(local, false));
   } catch (const TimeoutError& e) {
     // Some hyrun never reached the exchange (stuck or gone): abort the whole job so that
     // no node waits for it until its own limit.
     job_event_line(e.what());
     supervisor.stop(SIGTERM, e.exit_code());
     supervisor.finish();
-    pmix.abort(e.exit_code(), fmt::format("{}: {}", pmix.hostname(), e.what()));  // does not return
+    abort_job(e.exit_code(), e.what());
   } catch (const Error& e) {
     supervisor.stop(SIGTERM, e.exit_code());  // stop and reap what did start before the error is reported
     supervisor.finish();
-    throw;
+    if (every_node_knows) throw;
+    job_event_line(e.what());  // e.g. "cannot execute '/nonexistent'": said here, then the job ends everywhere
+    abort_job(e.exit_code(), e.what());
   }
-  const int code = supervisor.finish();
-  if (supervisor.ended_by_rank_failure())
-    pmix.abort(code, fmt::format("{}: {}", pmix.hostname(), supervisor.failure_summary()));  // does not return
+  int code = 0;
+  try {
+    code = supervisor.finish();
+  } catch (const Error& e) {  // e.g. a restarted rank that cannot be started
+    job_event_line(e.what());
+    abort_job(e.exit_code(), e.what());
+  }
+  if (supervisor.ended_by_rank_failure()) abort_job(code, supervisor.failure_summary());
+  if (code != exit_code::kSuccess) {
+    // A signal from the launch above us (slurmstepd for scancel or srun's own teardown,
+    // mpirun's daemon) reaches every node: each ends by itself, and srun keeps naming the
+    // first failure. A signal from anyone else reached this node only: the others' ranks
+    // would wait for this node's, so the job ends everywhere.
+    const auto signal = supervisor.stop_signal();
+    if (signal && is_ancestor(signals.sender_of(*signal))) return code;
+    abort_job(code, signal ? fmt::format("this node's ranks were stopped by {} from pid {}", signal_name(*signal),
+                                         signals.sender_of(*signal))
+                           : fmt::format("this node's ranks were stopped (exit status {})", code));
+  }
   return code;
 }
 

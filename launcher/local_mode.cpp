@@ -1,9 +1,14 @@
 #include "launcher/local_mode.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "hyrun/common/env_contract.hpp"
+#include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
+#include "launcher/master_endpoint.hpp"
 #include "launcher/node_launch.hpp"
 #include "launcher/rank_supervisor.hpp"
 
@@ -16,6 +21,12 @@ int run_local(const LaunchOptions& options, SignalEvents& signals) {
   contract.job_token = make_job_token();
   contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
   NodeLaunch node(options, contract, 0);
+  // One node: loopback is reachable by every rank, and gloo finds its own interface.
+  try {
+    node.set_rendezvous("127.0.0.1", pick_free_tcp_port(), fmt::format("hyrun-local-{}", ::getpid()), "");
+  } catch (const SystemError& e) {  // only programs with their own bootstrap need it
+    spdlog::warn("MASTER_ADDR/MASTER_PORT are not set: {}", e.what());
+  }
   if (node.report_and_check()) return exit_code::kSuccess;  // --dry-run
 
   RankSupervisor supervisor(options, signals);

@@ -8,13 +8,22 @@
 #include "launcher/rank_environment.hpp"
 
 namespace hyrun {
+namespace {
 
-NodeLaunch::NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset)
+binding::BindingOptions with_share(binding::BindingOptions options, binding::NodeTaskShare share) {
+  options.node_share = share;
+  return options;
+}
+
+}  // namespace
+
+NodeLaunch::NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset,
+                       binding::NodeTaskShare share)
     : options_(options),
       contract_(std::move(contract)),
       rank_offset_(rank_offset),
       exports_(resolve_exports(options.exported)),
-      plan_(binding::BindingPlan::compute(options.binding, options.ranks)) {}
+      plan_(binding::BindingPlan::compute(with_share(options.binding, share), options.ranks)) {}
 
 bool NodeLaunch::report_and_check() {
   switch (options_.binding.report) {
@@ -33,6 +42,14 @@ bool NodeLaunch::report_and_check() {
   return false;
 }
 
+void NodeLaunch::set_rendezvous(std::string master_addr, int master_port, std::string run_id, std::string interface) {
+  contract_.master_addr = std::move(master_addr);
+  contract_.master_port = master_port;
+  contract_.run_id = std::move(run_id);
+  node_defaults_.clear();
+  if (!interface.empty()) node_defaults_.emplace_back("GLOO_SOCKET_IFNAME", std::move(interface));
+}
+
 RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnation) const {
   RankEnvironment e = contract_;
   e.incarnation = incarnation;
@@ -42,7 +59,10 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
   RankLaunch launch;
   launch.global_rank = e.rank;
   launch.local_rank = local_rank;
-  launch.environment = build_rank_environment(e, placement.environment, exports_);
+  auto defaults = node_defaults_;
+  // As many threads as the rank has CPUs, instead of every CPU of the node per rank.
+  if (!placement.cpus.empty()) defaults.emplace_back(env::kOmpNumThreads, std::to_string(placement.cpus.size()));
+  launch.environment = build_rank_environment(e, placement.environment, exports_, defaults);
   launch.publishes_address = publishes_address;
   launch.incarnation = incarnation;
   // Runs in the forked child: only the plain-data binding and system calls.

@@ -15,8 +15,10 @@ class NodeLaunch {
  public:
   /// Computes the binding plan for this node's ranks (UsageError for bad binding input).
   /// `contract` holds the values shared by the node's ranks (world, node, token, timeout);
-  /// global rank = rank_offset + local rank.
-  NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset);
+  /// global rank = rank_offset + local rank. `share` places this hyrun among the job's
+  /// tasks on its node (hybrid mode), so that tasks sharing a node split its CPUs and GPUs.
+  NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset,
+             binding::NodeTaskShare share = {});
 
   /// Prints the plan when --report-bindings asks for it. Returns true under --dry-run
   /// (the caller then starts nothing); otherwise checks that the plan applies here.
@@ -24,6 +26,10 @@ class NodeLaunch {
 
   void set_root_address(std::string hex) { contract_.root_address_hex = std::move(hex); }
   void set_job_token(std::string token) { contract_.job_token = std::move(token); }
+  /// The rendezvous defaults of programs with their own bootstrap (docs/environment.md):
+  /// MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID and, when `interface` is not empty,
+  /// GLOO_SOCKET_IFNAME. Values the user set win.
+  void set_rendezvous(std::string master_addr, int master_port, std::string run_id, std::string interface);
   const RankEnvironment& contract() const { return contract_; }
 
   /// The launch of one local rank: its environment (binding, exports, contract) and the
@@ -35,6 +41,7 @@ class NodeLaunch {
   RankEnvironment contract_;
   int rank_offset_;
   std::vector<std::string> exports_;
+  std::vector<std::pair<std::string, std::string>> node_defaults_;  // GLOO_SOCKET_IFNAME
   binding::BindingPlan plan_;
 };
 

@@ -1,10 +1,12 @@
 #include "launcher/output_forwarder.hpp"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 
 namespace hyrun {
 
@@ -23,6 +25,7 @@ void write_fully(int fd, std::string_view text) {
 }
 
 UniqueFd OutputForwarder::add(int rank, int destination) {
+  files_.open(rank);
   Pipe pipe = make_pipe();
   set_nonblocking(pipe.read.get());
   streams_.push_back(Stream{rank, destination, std::move(pipe.read), LineSplitter{}});
@@ -38,10 +41,21 @@ std::vector<int> OutputForwarder::open_fds() const {
 
 void OutputForwarder::write_out(const Stream& stream, const std::string& text) const {
   if (text.empty()) return;
-  if (!label_) return write_fully(stream.destination, text);
-  // A piece of an over-long line gets its own newline so that every output line is labelled.
+  if (const int file = files_.fd(stream.rank, stream.destination); file >= 0) {
+    write_fully(file, text);
+    if (text.back() != '\n') write_fully(file, "\n");
+  }
+  if (!label_ && !timestamp_) return write_fully(stream.destination, text);
+  std::string prefix;
+  if (timestamp_) {
+    const auto now = std::chrono::system_clock::now();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    prefix = fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z ", fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms);
+  }
+  if (label_) prefix += fmt::format("{}: ", stream.rank);
+  // A piece of an over-long line gets its own newline so that every output line is prefixed.
   const bool whole = text.back() == '\n';
-  write_fully(stream.destination, fmt::format("{}: {}{}", stream.rank, text, whole ? "" : "\n"));
+  write_fully(stream.destination, fmt::format("{}{}{}", prefix, text, whole ? "" : "\n"));
 }
 
 void OutputForwarder::close_stream(Stream& stream) {

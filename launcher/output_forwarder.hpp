@@ -1,17 +1,22 @@
 #pragma once
 // Forwards every rank's stdout and stderr to the launcher's own, a whole line at a time,
-// optionally labelled with the rank ("3: text", srun's --label format).
+// optionally stamped with the time it was forwarded (UTC, milliseconds) and labelled with
+// the rank: "2026-01-02T03:04:05.678Z 3: text"; with --output-filename, the lines also
+// go, unprefixed, to one file per rank and stream.
 #include <string>
 #include <vector>
 
 #include "launcher/line_splitter.hpp"
+#include "launcher/rank_output_files.hpp"
 #include "launcher/unique_fd.hpp"
 
 namespace hyrun {
 
 class OutputForwarder {
  public:
-  explicit OutputForwarder(bool label) : label_(label) {}
+  /// `output_dir`: --output-filename (see RankOutputFiles); empty for none.
+  explicit OutputForwarder(bool label, bool timestamp = false, std::string output_dir = {})
+      : label_(label), timestamp_(timestamp), files_(std::move(output_dir)) {}
 
   struct Stream {
     int rank;
@@ -21,6 +26,7 @@ class OutputForwarder {
   };
 
   /// Creates the pipe for one stream of `rank`; returns the write end for the child.
+  /// Throws UsageError when the rank's --output-filename files cannot be created.
   UniqueFd add(int rank, int destination);
 
   /// The fds still open, for poll.
@@ -35,6 +41,8 @@ class OutputForwarder {
   void write_out(const Stream& stream, const std::string& text) const;
   void close_stream(Stream& stream);
   bool label_;
+  bool timestamp_;
+  RankOutputFiles files_;
   std::vector<Stream> streams_;
 };
 

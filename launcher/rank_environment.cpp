@@ -16,7 +16,8 @@ bool inherited(std::string_view name) {
 }  // namespace
 
 std::vector<std::string> build_rank_environment(const RankEnvironment& contract, const EnvironmentEntries& binding,
-                                                const std::vector<std::string>& exports) {
+                                                const std::vector<std::string>& exports,
+                                                const EnvironmentEntries& defaults) {
   std::vector<std::string> order;  // first-seen order keeps the environment readable
   std::map<std::string, std::string, std::less<>> values;
   auto set = [&](const std::string& name, const std::string& value) {
@@ -36,6 +37,9 @@ std::vector<std::string> build_rank_environment(const RankEnvironment& contract,
     set(item.substr(0, eq), item.substr(eq + 1));
   }
   for (const auto& [name, value] : contract.to_variables()) set(name, value);
+  for (const auto& layer : {contract.default_variables(), defaults})
+    for (const auto& [name, value] : layer)
+      if (values.find(name) == values.end()) set(name, value);
 
   std::vector<std::string> out;
   out.reserve(order.size());

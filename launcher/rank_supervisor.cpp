@@ -22,10 +22,13 @@ namespace {
 constexpr auto kExitGrace = std::chrono::seconds(1);    // rank 0 closed its fd: wait this long for its status
 constexpr auto kDrainLimit = std::chrono::seconds(2);  // output of killed process groups
 constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankSupervisor::suspect_
+// A rank 0 that has not loaded the worker library this long after its start most likely
+// never will (the library says hello before main): hyrun says so instead of waiting silently.
+constexpr auto kHelloWait = std::chrono::seconds(3);
 }  // namespace
 
 RankSupervisor::RankSupervisor(const LaunchOptions& options, SignalEvents& signals)
-    : options_(options), signals_(signals), output_(options.label) {}
+    : options_(options), signals_(signals), output_(options.label, options.timestamp_output, options.output_filename) {}
 
 RankSupervisor::~RankSupervisor() {
   // Normally finish() has reaped everything; on an exception path this guarantees that
@@ -50,7 +53,7 @@ void RankSupervisor::start(RankLaunch launch) {
   spec.argv = options_.command;
   spec.environment = std::move(launch.environment);
   spec.pre_exec = std::move(launch.pre_exec);
-  // Like srun, only the first rank reads hyrun's stdin; the others get /dev/null.
+  // Like mpirun, only the first rank reads hyrun's stdin; the others get /dev/null.
   spec.stdin_fd = launch.global_rank == 0 ? 0 : -1;
   UniqueFd out = output_.add(launch.global_rank, 1);
   UniqueFd err = output_.add(launch.global_rank, 2);
@@ -150,6 +153,7 @@ void RankSupervisor::on_signals() {
           job_event("received {}; forwarding it to {} rank(s), SIGKILL follows in {} s", signal_name(sig),
                     running_count(), std::chrono::duration_cast<std::chrono::seconds>(options_.grace_period).count());
         if (!job_exit_code_) job_exit_code_ = 128 + sig;
+        if (!stop_signal_) stop_signal_ = sig;
         signal_running(sig);
         if (!stopping_) {
           stopping_ = true;
@@ -175,16 +179,15 @@ void RankSupervisor::on_control_readable(Rank& rank) {
   for (;;) {
     const ssize_t n = ::recv(rank.control.get(), message, sizeof message, MSG_DONTWAIT);
     if (n > 0) {
-      const auto respawn = parse_planned_exit(std::string_view(message, static_cast<std::size_t>(n)));
-      if (!respawn) {
+      const auto planned = parse_planned_exit(std::string_view(message, static_cast<std::size_t>(n)));
+      if (!planned) {
         spdlog::warn("rank {} sent an unknown control message '{:.60}'; ignored", rank.global_rank,
                      std::string(message, static_cast<std::size_t>(n)));
         continue;
       }
-      rank.planned_exit = true;
-      rank.respawn = *respawn;
-      spdlog::info("rank {} (pid {}) announced a planned exit{}", rank.global_rank, rank.pid,
-                   *respawn ? "; it will be restarted" : "");
+      rank.planned = *planned;  // a later announcement replaces an earlier one
+      spdlog::info("rank {} (pid {}) announced a planned {}{}", rank.global_rank, rank.pid, planned->describe(),
+                   planned->respawn ? "; it will be restarted" : "");
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -212,17 +215,27 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
   spdlog::debug("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
   // A message sent just before death is still in the socket: read it before judging.
   if (rank.control) on_control_readable(rank);
-  if (rank.planned_exit) {
+  if (rank.planned && rank.planned->matches(wait_status)) {
     spdlog::info("rank {} (pid {}) {}, as it announced", rank.global_rank, rank.pid, rank.end.describe());
-    if (rank.respawn && !stopping_) {
-      respawn(rank.local_rank, rank.global_rank, rank.incarnation);  // grows ranks_: `rank` is not used after this
+    if (!rank.planned->respawn || stopping_) return;
+    if (rank.incarnation >= options_.max_restarts) {
+      // A rank that asks for restarts without end (a bug, or a plan gone wrong) must not
+      // spin forever: the request over the budget is the job's failure.
+      report_failure(rank,
+                     fmt::format("and asked to be restarted once more, over --max-restarts {} (restarted {} times)",
+                                 options_.max_restarts, rank.incarnation),
+                     rank.end.failed() ? rank.end.exit_code() : exit_code::kLauncherError);
+      return;
     }
+    respawn(rank.local_rank, rank.global_rank, rank.incarnation);  // grows ranks_: `rank` is not used after this
     return;
   }
   if (awaiting_address_ && rank.global_rank == 0) return;  // await_root_address reports it
   if (!rank.end.failed() || job_exit_code_ || suspect_) return;
+  // SIGKILL too: a step cancel or a PMIx abort from another node kills hyrun and its ranks
+  // together, and hyrun must not name a rank of that kill as the job's failure.
   if (WIFSIGNALED(wait_status) && (WTERMSIG(wait_status) == SIGTERM || WTERMSIG(wait_status) == SIGINT ||
-                                   WTERMSIG(wait_status) == SIGHUP)) {
+                                   WTERMSIG(wait_status) == SIGHUP || WTERMSIG(wait_status) == SIGKILL)) {
     suspect_ = static_cast<std::size_t>(&rank - ranks_.data());
     suspect_deadline_ = Clock::now() + kSignalSettle;
     return;
@@ -236,10 +249,15 @@ void RankSupervisor::settle_suspect() {
   if (!job_exit_code_) report_failure(ranks_[index]);  // no signal reached hyrun: a real failure
 }
 
-void RankSupervisor::report_failure(const Rank& rank) {
-  job_exit_code_ = rank.end.exit_code();
+void RankSupervisor::report_failure(const Rank& rank, const std::string& why, std::optional<int> exit_code) {
+  job_exit_code_ = exit_code.value_or(rank.end.exit_code());
   const int others = running_count();
-  failure_summary_ = fmt::format("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
+  // An announced end that did not happen does not excuse the one that did: say so.
+  const std::string note =
+      !why.empty() ? " " + why
+      : rank.planned ? fmt::format(" after announcing a planned {}", rank.planned->describe())
+                     : std::string();
+  failure_summary_ = fmt::format("rank {} (pid {}) {}{}", rank.global_rank, rank.pid, rank.end.describe(), note);
   job_event("{}; stopping {} other rank{}", *failure_summary_, others, others == 1 ? "" : "s");
   stop(SIGTERM, *job_exit_code_);
 }
@@ -268,13 +286,20 @@ void RankSupervisor::on_publish_readable() {
     const ssize_t n = ::read(publish_.get(), buffer, sizeof buffer);
     if (n > 0) {
       publish_buffer_.append(buffer, static_cast<std::size_t>(n));
-      const auto newline = publish_buffer_.find('\n');
-      if (newline != std::string::npos) {
-        const auto address = parse_publish_line(publish_buffer_.substr(0, newline));
+      // Lines in order: the library's hello (at load), then the address.
+      for (auto newline = publish_buffer_.find('\n'); newline != std::string::npos; newline = publish_buffer_.find('\n')) {
+        const std::string line = publish_buffer_.substr(0, newline);
+        publish_buffer_.erase(0, newline + 1);
+        if (is_hello_line(line)) {
+          if (!root_said_hello_) spdlog::debug("rank 0 uses the hyrun worker library (said hello)");
+          root_said_hello_ = true;
+          continue;
+        }
+        const auto address = parse_publish_line(line);
         publish_.reset();
         if (!address) {
           fail_bootstrap(fmt::format("rank 0 wrote something other than its address on {} (fd {}): '{:.60}'",
-                                     env::kPublishFd, kPublishFd, publish_buffer_.substr(0, newline)),
+                                     env::kPublishFd, kPublishFd, line),
                          exit_code::kLauncherError);
           return;
         }
@@ -316,8 +341,19 @@ std::optional<std::string> RankSupervisor::await_root_address() {
     bool& flag;
     ~Reset() { flag = false; }
   } reset{awaiting_address_};
+  const auto hint_at = Clock::now() + kHelloWait;
+  bool hinted = false;
   while (!root_address_) {
     if (stopping_) return std::nullopt;
+    if (!hinted && !root_said_hello_ && Clock::now() >= hint_at && hint_at < deadline) {
+      hinted = true;
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(kHelloWait).count();
+      const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count();
+      job_event("rank 0 (pid {}) has run {} s without loading the hyrun worker library, so it will probably never "
+                "publish a UCX address: {} (torch.distributed programs too: hyrun gives them MASTER_ADDR and "
+                "MASTER_PORT); waiting up to {} s more (--bootstrap-timeout)",
+                root_pid, waited, kHint, left);
+    }
     auto& rank0 = *std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });
     if (publish_closed_ && !closed_at) closed_at = Clock::now();
     if (!rank0.running || (closed_at && Clock::now() - *closed_at >= kExitGrace)) {
@@ -326,7 +362,11 @@ std::optional<std::string> RankSupervisor::await_root_address() {
                                              : rank0.end.describe();
       const int code = !rank0.running && rank0.end.failed() ? rank0.end.exit_code() : exit_code::kLauncherError;
       job_exit_code_ = code;  // the cause is reported by this error, not as a rank failure
-      fail_bootstrap(fmt::format("rank 0 (pid {}) {} before publishing its UCX address; {}", root_pid, how, kHint),
+      // The hint is true only of a program that ended as if it knew nothing of hyrun; one
+      // that failed (a bad option, a worker library that could not start UCX) said why itself.
+      const bool hint = rank0.running || !rank0.end.failed();
+      fail_bootstrap(fmt::format("rank 0 (pid {}) {} before publishing its UCX address{}", root_pid, how,
+                                 hint ? fmt::format("; {}", kHint) : std::string()),
                      code);
     }
     if (Clock::now() >= deadline) {
@@ -335,7 +375,9 @@ std::optional<std::string> RankSupervisor::await_root_address() {
                                      "(--bootstrap-timeout); {}",
                                      root_pid, std::chrono::duration<double>(options_.bootstrap_timeout).count(), kHint));
     }
-    poll_once(closed_at ? std::min(deadline, *closed_at + kExitGrace) : deadline);
+    auto wake = closed_at ? std::min(deadline, *closed_at + kExitGrace) : deadline;
+    if (!hinted && !root_said_hello_) wake = std::min(wake, hint_at);
+    poll_once(wake);
   }
   return root_address_;
 }

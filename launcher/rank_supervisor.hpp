@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hyrun/common/planned_exit.hpp"
 #include "launcher/child_process.hpp"
 #include "launcher/cli_options.hpp"
 #include "launcher/output_forwarder.hpp"
@@ -36,8 +37,9 @@ class RankSupervisor {
   static constexpr int kControlFd = 4;
 
   /// Builds the launch of a new process for `local_rank` (its `incarnation`-th restart):
-  /// used when a rank announced a planned exit with respawn. Without one, such a
-  /// request is refused with a warning and the exit is still treated as planned.
+  /// used when a rank announced a planned exit with respawn and ended as it announced.
+  /// Without one, such a request is refused with a warning and the exit is still treated
+  /// as planned. A rank restarted --max-restarts times that asks once more fails the job.
   using Relauncher = std::function<RankLaunch(int local_rank, int incarnation)>;
   void set_relauncher(Relauncher relauncher) { relauncher_ = std::move(relauncher); }
 
@@ -53,7 +55,9 @@ class RankSupervisor {
   /// Runs the loop until the publishing rank has written its address (returned, hex), or
   /// the job is stopping (std::nullopt: a signal or failure; finish() then ends it).
   /// Throws Error/TimeoutError (after stopping the ranks) when rank 0 closes its publish
-  /// fd, exits without publishing, or stays silent past --bootstrap-timeout.
+  /// fd, exits without publishing, or stays silent past --bootstrap-timeout. When rank 0
+  /// has not said hello (loaded the worker library) within a few seconds, a line says that
+  /// it probably never will and points to --bootstrap=none; the wait goes on to the limit.
   std::optional<std::string> await_root_address();
 
   /// Runs the loop until every rank has exited; kills leftovers of their process groups;
@@ -65,6 +69,8 @@ class RankSupervisor {
   void stop(int signal, int exit_code);
 
   bool stopping() const { return stopping_; }
+  /// The signal (SIGINT, SIGTERM, SIGHUP) to hyrun that stopped the job, if one did.
+  std::optional<int> stop_signal() const { return stop_signal_; }
   /// True when the job ended because a rank failed (not a signal to hyrun, not an error).
   bool ended_by_rank_failure() const { return failure_summary_.has_value(); }
   /// The line that reported the first rank failure ("rank 5 (pid 1234) was killed ...").
@@ -79,8 +85,7 @@ class RankSupervisor {
     int incarnation = 0;
     UniqueFd control;  // our end of the rank's control socket
     bool running = true;
-    bool planned_exit = false;  // the rank announced that its next exit is planned
-    bool respawn = false;       // ... and that hyrun should start a new process for it
+    std::optional<PlannedExit> planned;  // the end the rank announced: only that end is excused
     ProcessEnd end{};
   };
 
@@ -88,7 +93,7 @@ class RankSupervisor {
   void on_signals();
   void reap_children();
   void on_rank_exit(Rank& rank, int wait_status);
-  void report_failure(const Rank& rank);
+  void report_failure(const Rank& rank, const std::string& why = {}, std::optional<int> exit_code = {});
   void settle_suspect();
   void on_publish_readable();
   void on_control_readable(Rank& rank);
@@ -107,15 +112,17 @@ class RankSupervisor {
   std::string publish_buffer_;
   std::optional<std::string> root_address_;
   bool publish_closed_ = false;
+  bool root_said_hello_ = false;  // rank 0 loaded the worker library (it wrote the hello line)
   bool awaiting_address_ = false;  // rank 0's end is then reported as a bootstrap failure
 
   std::optional<int> job_exit_code_;
   std::optional<std::string> failure_summary_;
-  // A rank killed by SIGTERM/SIGINT/SIGHUP may have been signalled together with hyrun
-  // (scancel, a step cancel): its verdict waits briefly for hyrun's own signal.
+  // A rank killed by SIGTERM/SIGINT/SIGHUP/SIGKILL may have been signalled together with
+  // hyrun (scancel, a step cancel): its verdict waits briefly for hyrun's own signal.
   std::optional<std::size_t> suspect_;
   std::chrono::steady_clock::time_point suspect_deadline_{};
   bool stopping_ = false;
+  std::optional<int> stop_signal_;
   bool killed_ = false;
   int interrupts_ = 0;
   std::chrono::steady_clock::time_point kill_deadline_{};

@@ -32,6 +32,7 @@ std::vector<int> SignalEvents::drain() {
     const ssize_t n = ::read(fd_.get(), &info, sizeof info);
     if (n == static_cast<ssize_t>(sizeof info)) {
       out.push_back(static_cast<int>(info.ssi_signo));
+      if (info.ssi_signo < kSlots) senders_[info.ssi_signo] = static_cast<pid_t>(info.ssi_pid);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

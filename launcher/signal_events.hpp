@@ -3,6 +3,7 @@
 // handles child exits and user signals without async handlers. Construction blocks the
 // signals in this process; destruction restores the previous mask.
 #include <signal.h>
+#include <sys/types.h>
 
 #include <initializer_list>
 #include <vector>
@@ -21,8 +22,13 @@ class SignalEvents {
   int fd() const { return fd_.get(); }
   /// Every signal that arrived since the last call (non-blocking).
   std::vector<int> drain();
+  /// The pid that sent the latest `signal` drained so far; 0 when none arrived or the
+  /// kernel sent it.
+  pid_t sender_of(int signal) const { return signal > 0 && signal < kSlots ? senders_[signal] : 0; }
 
  private:
+  static constexpr int kSlots = 65;
+  pid_t senders_[kSlots] = {};
   sigset_t previous_mask_{};
   UniqueFd fd_;
 };

@@ -31,6 +31,7 @@ int required_int(const char* name, int min_value) {
 }
 
 constexpr std::string_view kPublishPrefix = "hyrun-root v1 ";
+constexpr std::string_view kHelloLine = "hyrun-hello v1";
 
 }  // namespace
 
@@ -49,10 +50,25 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment::to_variables()
       {env::kCommonWorldSize, std::to_string(world_size)},
       {env::kCommonLocalRank, std::to_string(local_rank)},
       {env::kCommonLocalWorldSize, std::to_string(local_world_size)},
+      {env::kGroupRank, std::to_string(node_rank)},
+      {env::kGroupWorldSize, std::to_string(num_nodes)},
+      {env::kRoleRank, std::to_string(rank)},
+      {env::kRoleWorldSize, std::to_string(world_size)},
+      {env::kRoleName, "default"},
+      {env::kRestartCount, std::to_string(incarnation)},
+      {env::kMaxRestarts, "0"},
   };
   if (root_address_hex) vars.emplace_back(env::kRootAddress, *root_address_hex);
   if (publish_fd) vars.emplace_back(env::kPublishFd, std::to_string(*publish_fd));
   if (control_fd) vars.emplace_back(env::kControlFd, std::to_string(*control_fd));
+  return vars;
+}
+
+std::vector<std::pair<std::string, std::string>> RankEnvironment::default_variables() const {
+  std::vector<std::pair<std::string, std::string>> vars;
+  if (!master_addr.empty()) vars.emplace_back(env::kMasterAddr, master_addr);
+  if (master_port) vars.emplace_back(env::kMasterPort, std::to_string(*master_port));
+  if (!run_id.empty()) vars.emplace_back(env::kRunId, run_id);
   return vars;
 }
 
@@ -84,14 +100,6 @@ RankEnvironment RankEnvironment::from_environment() {
   return e;
 }
 
-std::string format_planned_exit(bool respawn) { return respawn ? "planned-exit respawn=1" : "planned-exit respawn=0"; }
-
-std::optional<bool> parse_planned_exit(std::string_view message) {
-  if (message == "planned-exit respawn=1") return true;
-  if (message == "planned-exit respawn=0") return false;
-  return std::nullopt;
-}
-
 std::string format_publish_line(const std::string& address_hex) {
   return std::string(kPublishPrefix) + address_hex + "\n";
 }
@@ -104,5 +112,10 @@ std::optional<std::string> parse_publish_line(const std::string& line) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
   return hex;
 }
+
+
+std::string format_hello_line() { return std::string(kHelloLine) + "\n"; }
+
+bool is_hello_line(const std::string& line) { return line == kHelloLine; }
 
 }  // namespace hyrun

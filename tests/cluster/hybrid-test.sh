@@ -100,6 +100,40 @@ node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on
   [ "$(cat "$WORK/rc")" = 137 ] || fail "srun exited $(cat "$WORK/rc"), expected 137 (the killed task)"
   grep -q 'task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
   ;;
+missing-program-on-one-node)  # no --kill-on-bad-exit: node 1 cannot start its program, the job still ends at once
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+    '[ "$SLURM_NODEID" = 1 ] && p=/nonexistent/program || p=$2; exec "$1" -n 2 -- "$p" --sleep 50' _ "$HYRUN" "$TEST_RANK"
+  echo "srun exited $RUN_RC after $RUN_MS ms"
+  [ "$RUN_RC" = 127 ] || fail "srun exited $RUN_RC, expected 127 (the program was not found)"
+  [ "$RUN_MS" -lt 20000 ] || fail "took $RUN_MS ms: the other nodes waited for the missing ranks"
+  printf '%s\n' "$RUN_OUT" | grep -Eq "^hyrun\[[^]]+\]: cannot execute '/nonexistent/program'" \
+    || fail "no line named the program that could not be started"
+  ;;
+error-before-fence-on-one-node)  # node 2's launch fails before the exchange: the job ends at once with its code and message
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+    'a=; [ "$SLURM_NODEID" = 2 ] && a="--cpus-allowed 999"; exec "$1" -n 2 $a -- "$2" --sleep 50' _ "$HYRUN" "$TEST_RANK"
+  echo "srun exited $RUN_RC after $RUN_MS ms"
+  [ "$RUN_RC" = 2 ] || fail "srun exited $RUN_RC, expected 2 (node 2's usage error)"
+  [ "$RUN_MS" -lt 20000 ] || fail "took $RUN_MS ms"
+  printf '%s\n' "$RUN_OUT" | grep -Eq "^hyrun\[[^]]+\]: --cpus-allowed '999' names CPU 999" || fail "no line named node 2's error"
+  ;;
+sigterm-one-node)  # no --kill-on-bad-exit: SIGTERM to one node's hyrun ends the whole job
+  mkdir "$WORK/pids"
+  ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
+      "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 50 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  victim=""
+  for p in $(pids_of_exe "$HYRUN"); do
+    tr '\0' '\n' <"/proc/$p/environ" | grep -qx 'SLURM_PROCID=2' && victim=$p
+  done
+  [ -n "$victim" ] || fail "no hyrun of task 2 found"
+  start=$(now_ms); kill -TERM "$victim"; wait_rc
+  elapsed=$(( $(now_ms) - start )); cat "$WORK/out"
+  echo "srun ended ${elapsed} ms after the SIGTERM with $(cat "$WORK/rc")"
+  [ "$elapsed" -lt 20000 ] || fail "took $elapsed ms: the other nodes ran on"
+  [ "$(cat "$WORK/rc")" = 143 ] || fail "srun exited $(cat "$WORK/rc"), expected 143"
+  grep -q 'received SIGTERM; forwarding it to 2 rank' "$WORK/out" || fail "the node's hyrun did not report the SIGTERM"
+  ;;
 different-n)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 sh -c \
     'n=2; [ "$SLURM_PROCID" = 2 ] && n=3; exec "$0" -n $n -- "$1"' "$HYRUN" "$HELLO"
@@ -152,6 +186,63 @@ sbatch-ep-bench)  # the example batch script: expansion/contraction over 3 nodes
   grep -q 'detected failed ranks \[6\]' "$WORK/job.out" || fail "the kill of rank 6 was not detected"
   [ "$(grep -c -- '-> end phase 3' "$WORK/job.out")" = 8 ] || fail "not every rank ended phase 3"
   grep -q 'no phase of the plan uses this rank' "$WORK/job.out" || fail "unused ranks 8-11 gave no note"
+  ;;
+two-tasks-per-node-disjoint)  # 2 hyrun tasks per node split the node's CPUs: their ranks' affinities are disjoint
+  run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=2 "$HYRUN" -n 2 --bootstrap=none -- \
+    sh -c 'echo "affinity rank=$HYRUN_RANK node=$SLURMD_NODENAME task=$HYRUN_NODE_RANK cpus=$(sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status)"'
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  [ "$(printf '%s\n' "$RUN_OUT" | grep -c '^affinity ')" = 8 ] || fail "expected 8 affinity lines"
+  for node in $(printf '%s\n' "$RUN_OUT" | grep '^affinity ' | sed -E 's/.* node=([^ ]+) .*/\1/' | sort -u); do
+    tasks=$(printf '%s\n' "$RUN_OUT" | grep "^affinity .* node=$node " | sed -E 's/.* task=([0-9]+) .*/\1/' | sort -u)
+    [ "$(echo "$tasks" | wc -l)" = 2 ] || fail "node $node does not run 2 tasks: $tasks"
+    declare -A owner=()
+    for line in $(printf '%s\n' "$RUN_OUT" | grep "^affinity .* node=$node " | sed -E 's/.* task=([0-9]+) cpus=(.*)/\1:\2/'); do
+      task=${line%%:*}
+      for cpu in $(python3 -c 'import sys
+for part in sys.argv[1].split(","):
+    a, _, b = part.partition("-")
+    print(*range(int(a), int(b or a) + 1))' "${line#*:}"); do
+        [ -z "${owner[$cpu]:-}" ] || [ "${owner[$cpu]}" = "$task" ] || fail "node $node: CPU $cpu is bound by ranks of tasks ${owner[$cpu]} and $task"
+        owner[$cpu]=$task
+      done
+    done
+    unset owner
+  done
+  echo "the ranks of the 2 tasks on each node have disjoint CPU affinities"
+  ;;
+torch-gloo)  # torch.distributed (env://, gloo) across 2 nodes x 2 ranks with nothing but hyrun's variables
+  /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "python3-torch is not installed"; exit 77; }
+  run_bounded 80 env -u MASTER_ADDR -u MASTER_PORT -u GLOO_SOCKET_IFNAME srun --mpi=pmix -N2 --ntasks-per-node=1 \
+    "$HYRUN" -n 2 --bootstrap=none -- /usr/bin/python3 "$GLOO_ALLREDUCE"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  for r in 0 1 2 3; do
+    printf '%s\n' "$RUN_OUT" | grep -qE "^gloo rank $r/4 on .*: sum=10 expected=10 RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 GROUP_RANK=$((r / 2)) GROUP_WORLD_SIZE=2 " \
+      || fail "rank $r did not report the right sum and variables"
+  done
+  masters=$(printf '%s\n' "$RUN_OUT" | grep '^gloo rank' | grep -oE 'MASTER_ADDR=[^ ]+ MASTER_PORT=[0-9]+' | sort -u)
+  [ "$(echo "$masters" | wc -l)" = 1 ] || fail "ranks were given different rendezvous points: $masters"
+  case $masters in *MASTER_ADDR=127.*) fail "MASTER_ADDR is loopback on a multi-node job: $masters" ;; esac
+  if [ "${HYRUN_CLUSTER_MODE:-}" = netns ]; then
+    [ "$(printf '%s\n' "$RUN_OUT" | grep '^gloo rank' | sed -E 's/.* on ([^:]+):.*/\1/' | sort -u | wc -l)" = 2 ] \
+      || fail "4 ranks did not run on 2 distinct nodes"
+  fi
+  ;;
+unplanned-kill)  # rank 3 dies mid-traffic: survivors must not abort in UCX or fail on their own; the job names rank 3
+  for i in 1 2 3 4 5; do
+    run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
+      --signal-rank 3 --signal 9 --exchange-bytes 100000 --exchange-rounds 1000000 >/dev/null
+    out=$(printf '%s\n' "$RUN_OUT" | grep -v '^rank [0-9]* ready$')
+    printf '%s\n' "$out"
+    [ "$RUN_RC" = 137 ] || fail "run $i: srun exited $RUN_RC, expected 137 (rank 3's SIGKILL)"
+    first=$(printf '%s\n' "$out" | grep '^hyrun\[' | head -1)
+    echo "$first" | grep -Eq '^hyrun\[[^]]+\]: rank 3 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\)' \
+      || fail "run $i: the first hyrun line does not name rank 3's SIGKILL: $first"
+    ! printf '%s\n' "$out" | grep -E '^hyrun\[[^]]+\]: rank [0-9]+ ' | grep -vq '^hyrun\[[^]]*\]: rank 3 ' \
+      || fail "run $i: hyrun named another rank as a failure"
+    ! printf '%s\n' "$out" | grep -Eiq 'fatal|backtrace|UCX +(ERROR|WARN)|^test-rank [0-9]+:' \
+      || fail "run $i: a survivor aborted in UCX or failed on its own"
+  done
+  echo "5 of 5 runs named rank 3 and only rank 3"
   ;;
 repeat-50)
   for i in $(seq 1 50); do

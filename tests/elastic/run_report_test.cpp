@@ -129,7 +129,7 @@ TEST_F(RunReport, ResultsJsonHasParametersPlanPhasesAndSamples) {
   EXPECT_EQ(phases[2]["samples"][0]["detected_ranks"], nlohmann::json::parse("[2]"));
 
   // No temporary files left behind by the atomic writes.
-  for (const auto& entry : fs::directory_iterator(dir_)) EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos);
+  for (const auto& entry : fs::directory_iterator(dir_)) EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
   EXPECT_FALSE(fs::exists(dir_ / "bandwidth.png"));
 }
 
@@ -201,6 +201,55 @@ TEST_F(RunReport, UnwritableDirectoryNamesIt) {
   } catch (const SystemError& e) {
     EXPECT_NE(std::string(e.what()).find("/proc/hyrun-no-such-dir/report"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(RunReport, PlantedSymlinksAreNotFollowed) {
+  // Another user of a shared report directory plants links at every name the report uses,
+  // temporary names included: each must be replaced, and the target left untouched.
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  fs::create_directories(dir_);
+  const fs::path victim = dir_ / "victim";
+  { std::ofstream(victim) << "precious\n"; }
+  const auto pid = ::getpid();
+  for (const std::string name : {"results.json", "plan.json", "bandwidth.dat", "transitions.dat", "bandwidth.gp",
+                                 "bandwidth.png", "gnuplot.log"}) {
+    fs::create_symlink(victim, dir_ / name);
+    fs::create_symlink(victim, dir_ / fmt::format(".{}.tmp.{}", name, pid));
+  }
+  const auto files = write_report(dir_, run());
+  EXPECT_EQ(read(victim), "precious\n");
+  for (const std::string name : {"results.json", "plan.json", "bandwidth.dat", "bandwidth.gp", "bandwidth.png"})
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir_ / name))) << name << " is still a link";
+  EXPECT_EQ(files.plot_warning, "");
+  for (const auto& entry : fs::directory_iterator(dir_)) {  // temporary files of ours are gone
+    if (entry.path().filename().string().find(".tmp.") == std::string::npos) {
+      EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
+    }
+  }
+}
+
+TEST(CheckReportDir, CreatesAMissingDirectory) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("hyrun-check-report-dir-{}", ::getpid()) / "a" / "b";
+  fs::remove_all(dir.parent_path().parent_path());
+  check_report_dir(dir);
+  EXPECT_TRUE(fs::is_directory(dir));
+  EXPECT_TRUE(fs::is_empty(dir));  // the write probe leaves nothing behind
+  fs::remove_all(dir.parent_path().parent_path());
+}
+
+TEST(CheckReportDir, AFileOrAnUncreatablePathIsAUsageErrorNamingIt) {
+  const fs::path file = fs::temp_directory_path() / fmt::format("hyrun-check-report-file-{}", ::getpid());
+  { std::ofstream(file) << "x"; }
+  for (const fs::path& bad : {file, file / "sub", fs::path("/proc/hyrun-no-such-dir/report")}) {
+    try {
+      check_report_dir(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.string()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--report-dir"), std::string::npos) << e.what();
+    }
+  }
+  fs::remove(file);
 }
 
 }  // namespace

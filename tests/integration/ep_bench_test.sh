@@ -96,6 +96,33 @@ bad-plans)  # every plan error is named before anything runs
     grep -qi "plan" "$ERR" && pass "the message names the plan: $(grep -i plan "$ERR" | head -1)" || fail "no message for '$bad'"
   done
   ;;
+bad-options)  # option errors exit 2 (not CLI11's 105/109/114) with ep-bench's message and no wrong hyrun hint
+  for bad in '--iters 0' '--no-such-option' '--num-topk 65' '--backend gpu'; do
+    # shellcheck disable=SC2086
+    run_job 60 "$HYRUN" -n 2 -- "$EP_BENCH" --plan '[[0,1]]' "${small[@]}" $bad
+    [ "$RC" -eq 2 ] && pass "'$bad' refused with exit 2" || { fail "'$bad': exit $RC"; show_output; }
+    grep -q "^ep-bench: " "$ERR" && pass "ep-bench named the error: $(grep '^ep-bench: ' "$ERR" | head -1)" \
+      || fail "no ep-bench message for '$bad'"
+    ! grep -q -- "--bootstrap=none" "$ERR" && pass "no --bootstrap=none hint" || fail "hyrun gave the --bootstrap=none hint for '$bad'"
+  done
+  # More experts per token than the plan has (2 ranks x 1 expert)
+  run_job 60 "$HYRUN" -n 2 -- "$EP_BENCH" --plan '[[0,1]]' --num-tokens 16 --hidden-dim 512 --num-topk 3 \
+    --num-experts-per-rank 1 --warmup 2 --iters 6
+  expect_rc 2
+  expect_stderr "--num-topk 3 is larger than the 2 experts of plan"
+  ;;
+report-dir-checked-first)  # a --report-dir that cannot be written fails before the first phase, not after the run
+  printf 'x\n' >"$WORK/a-file"
+  for dir in "$WORK/a-file" "$WORK/a-file/sub"; do
+    run_job 60 "$HYRUN" -n 4 -- "$EP_BENCH" --plan "$plans/expansion_contraction.json" "${small[@]}" --report-dir "$dir"
+    expect_rc 2
+    expect_stderr "^ep-bench: --report-dir $dir: "
+    ! grep -q -- '-> end phase\|start phase' "$OUT" && pass "no phase ran" || fail "phases ran before the report directory was refused"
+    ! grep -q -- "--bootstrap=none" "$ERR" && pass "no --bootstrap=none hint" || fail "hyrun gave the --bootstrap=none hint"
+    expect_faster 10
+  done
+  [ "$(cat "$WORK/a-file")" = x ] && pass "the file is untouched" || fail "the file named as --report-dir was changed"
+  ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 finish

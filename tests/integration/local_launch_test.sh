@@ -14,10 +14,77 @@ hello)  # hello with N ranks: every rank reports once, the ring checks out
   done
   expect_stdout "^rank 0: ring of $n ranks ok"
   ;;
+rendezvous-everywhere)  # every bootstrap message (join, table) and the ring go by UCX rendezvous
+  run_job 60 "$HYRUN" -n 2 -x UCX_RNDV_THRESH=400 -- "$HELLO"
+  expect_rc 0
+  expect_stdout "^rank 0: ring of 2 ranks ok"
+  run_job 60 "$HYRUN" -n 3 -x UCX_RNDV_THRESH=0 -x UCX_TLS=tcp,self -- "$HELLO" --bytes 64
+  expect_rc 0
+  expect_stdout "^rank 0: ring of 3 ranks ok"
+  ;;
+rogue-peer)  # a process that knows rank 0's address but not the job token is refused and logged; the job is unharmed
+  # Rank 2 joins only after the attacks, so that rank 0 is still admitting joins when they arrive;
+  # the forged collective and point-to-point messages wait in UCX until the ranks look for them.
+  mkdir "$WORK/pids"
+  timeout -k 5 90 "$HYRUN" -n 3 -- "$TEST_RANK" --pid-dir "$WORK/pids" --join-wait-rank 2 --join-wait-file "$WORK/go" \
+    --exchange-bytes 4096 --exchange-rounds 200 --ring --report-peak-memory >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  wait_for_files "$WORK/pids" 'rank.*' 3 20
+  root=$(tr '\0' '\n' <"/proc/$(cat "$WORK/pids/rank.1")/environ" | sed -n 's/^HYRUN_ROOT_ADDRESS=//p')
+  [ -n "$root" ] && pass "read rank 0's address" || fail "no HYRUN_ROOT_ADDRESS in rank 1's environment"
+  for attack in oversized-join impersonate garbage; do
+    timeout -k 5 30 "$ROGUE_PEER" --address "$root" --attack $attack --claim-rank 2
+    echo "rogue-peer $attack exited $?"
+  done
+  touch "$WORK/go"
+  wait $hy; RC=$?
+  OUT=$WORK/o; ERR=$WORK/e
+  expect_rc 0
+  for r in 0 1 2; do expect_stdout "^rank $r: exchange ok$"; expect_stdout "^rank $r: ring ok$"; done
+  ! grep -q CORRUPTED "$OUT" && pass "no corrupted message" || fail "a forged message was accepted"
+  expect_stderr "rank 0: refused a join message claiming rank 2 \(67108864 bytes\): larger than the [0-9]+ bytes allowed, not read"
+  expect_stderr "rank 0: refused a join message claiming rank 2 \(300 bytes\): not sealed with this job.s key"
+  expect_stderr "rank 0: refused a collective message claiming rank 2 \(4096 bytes\): not sealed with this job.s key"
+  expect_stderr "rank 0: refused a point-to-point message claiming rank 2 \(22 bytes\): not sealed with this job.s key"
+  expect_stderr "rank 0: refused a join message claiming rank [0-7] \([0-9]+ bytes\): not sealed"  # garbage joins
+  peak=$(sed -n 's/^rank 0: peak memory \([0-9]*\) kB$/\1/p' "$OUT")
+  [ -n "$peak" ] && [ "$peak" -lt 65536 ] && pass "rank 0 never held the 64 MiB join (peak ${peak} kB)" \
+    || fail "rank 0's peak memory is '${peak}' kB: the 64 MiB join was read"
+  ;;
 label)  # --label prefixes every line with its rank, -x passes variables
   run_job 60 "$HYRUN" -n 3 --label -x HYRUN_TEST_VALUE=42 --bootstrap=none -- sh -c 'echo "v=$HYRUN_TEST_VALUE r=$HYRUN_RANK/$WORLD_SIZE l=$LOCAL_RANK/$LOCAL_WORLD_SIZE"'
   expect_rc 0
   for r in 0 1 2; do expect_stdout "^$r: v=42 r=$r/3 l=$r/3\$"; done
+  # srun's and mpirun's spellings: -l, --export=A=1,B=2 (split at commas), -np
+  run_job 60 "$HYRUN" -np 2 -l --export=A=1,B=2 --bootstrap=none -- sh -c 'echo "A=$A B=$B"'
+  expect_rc 0
+  for r in 0 1; do expect_stdout "^$r: A=1 B=2\$"; done
+  # mpirun's --timestamp-output: UTC time, then the label
+  run_job 60 "$HYRUN" -n 2 --timestamp-output --label --bootstrap=none -- sh -c 'echo out; echo err >&2'
+  expect_rc 0
+  for r in 0 1; do
+    expect_stdout "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z $r: out\$"
+    expect_stderr "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z $r: err\$"
+  done
+  ;;
+output-filename)  # mpirun's --output-filename DIR: every rank's lines also in DIR/rank.N/{stdout,stderr}, unprefixed
+  run_job 60 "$HYRUN" -n 2 --label --output-filename "$WORK/out" --bootstrap=none -- sh -c 'echo "out $HYRUN_RANK"; echo "err $HYRUN_RANK" >&2'
+  expect_rc 0
+  for r in 0 1; do
+    expect_stdout "^$r: out $r\$"
+    [ "$(cat "$WORK/out/rank.$r/stdout")" = "out $r" ] && pass "rank.$r/stdout" || fail "rank.$r/stdout: $(cat "$WORK/out/rank.$r/stdout")"
+    [ "$(cat "$WORK/out/rank.$r/stderr")" = "err $r" ] && pass "rank.$r/stderr" || fail "rank.$r/stderr: $(cat "$WORK/out/rank.$r/stderr")"
+  done
+  # A link planted in a shared directory is not followed; a file is not a directory.
+  mkdir -p "$WORK/shared" "$WORK/elsewhere"; ln -s "$WORK/elsewhere" "$WORK/shared/rank.1"
+  run_job 60 "$HYRUN" -n 2 --output-filename "$WORK/shared" --bootstrap=none -- echo hi
+  expect_rc 2
+  expect_stderr "^hyrun: --output-filename .*/shared: cannot create .*/shared/rank.1: "
+  [ -z "$(ls -A "$WORK/elsewhere")" ] && pass "nothing written through the link" || fail "output written through the planted link"
+  printf 'x\n' >"$WORK/a-file"
+  run_job 60 "$HYRUN" -n 1 --output-filename "$WORK/a-file" --bootstrap=none -- echo hi
+  expect_rc 2
+  expect_stderr "^hyrun: --output-filename .*/a-file: cannot create"
   ;;
 rank-exit-code)  # a rank exiting 3 makes hyrun exit 3 and no other rank survives
   mkdir "$WORK/pids"
@@ -97,10 +164,33 @@ hyrun-killed)  # ranks die with hyrun (parent-death signal), even when it cannot
   kill -KILL $hy; wait $hy
   expect_all_gone "$WORK/pids"
   ;;
-planned-exit)  # an exit the rank announced is not a failure, whatever its status
+planned-exit)  # the exit a rank announced (code 9 here) is not a failure
   run_job 30 "$HYRUN" -n 3 --bootstrap=none -- "$TEST_RANK" --no-world --planned-exit-rank 1 --exit-code 9 --sleep 1
   expect_rc 0
   ! grep -q 'stopping' "$ERR" && pass "nothing was stopped" || fail "the planned exit was treated as a failure"
+  ;;
+planned-exit-other-code)  # a planned exit covers only the code it announced: announced 0, exited 42
+  run_job 30 "$HYRUN" -n 3 --bootstrap=none -- "$TEST_RANK" --no-world --planned-exit-rank 1 --announced-code 0 \
+    --exit-code 42 --sleep 20
+  expect_rc 42
+  expect_stderr "^hyrun: rank 1 \(pid [0-9]+\) exited with code 42 after announcing a planned exit with code 0; stopping 2 other ranks$"
+  expect_faster 15
+  ;;
+planned-exit-then-killed)  # rank 0 announces a planned exit and is SIGKILLed: a failure, 137
+  run_job 30 "$HYRUN" -n 2 --bootstrap=none -- "$TEST_RANK" --no-world --announce-then-signal-rank 0 --signal 9 --sleep 20
+  expect_rc 137
+  expect_stderr "^hyrun: rank 0 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\) after announcing a planned exit with code 0"
+  expect_faster 15
+  ;;
+restart-budget)  # a rank asking to be restarted on every exit stops at --max-restarts
+  run_job 60 "$HYRUN" -n 2 --bootstrap=none --max-restarts 3 -- "$TEST_RANK" --no-world --respawn-forever-rank 1 --sleep 20
+  expect_rc 1
+  expect_stderr "^hyrun: rank 1 \(pid [0-9]+\) exited normally and asked to be restarted once more, over --max-restarts 3 \(restarted 3 times\); stopping 1 other rank$"
+  expect_faster 15
+  run_job 60 "$HYRUN" -n 2 --bootstrap=none -- "$TEST_RANK" --no-world --respawn-forever-rank 1 --sleep 20
+  expect_rc 1
+  expect_stderr "over --max-restarts 32 \(restarted 32 times\)"
+  expect_faster 15
   ;;
 respawn)  # a rank that announces a restart and SIGKILLs itself comes back as a new process that rejoins
   run_job 60 "$HYRUN" -n 4 -- "$TEST_RANK" --respawn-rank 2
@@ -130,19 +220,56 @@ rank0-exits-before-publish)
   run_job 30 "$HYRUN" -n 2 -- /bin/false
   expect_rc 1
   expect_stderr "rank 0 \(pid [0-9]+\) exited with code 1 before publishing"
+  # A program that failed said why itself: the hint would be wrong (it may well use the worker library)
+  ! grep -q -- "--bootstrap=none" "$ERR" && pass "no --bootstrap=none hint after a failure" || fail "the hint was given after a failure"
   ;;
 rank0-never-publishes)
   mkdir "$WORK/pids"
-  run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 2 -- "$TEST_RANK" --pid-dir "$WORK/pids" --no-world --sleep 60
+  # 5 s: past the 3 s after which a rank 0 without the worker library would get the hint.
+  run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 5 -- "$TEST_RANK" --pid-dir "$WORK/pids" --no-world --sleep 60
   expect_rc 124
-  expect_stderr "did not publish its UCX address within 2 s \(--bootstrap-timeout\)"
-  expect_faster 8
+  expect_stderr "did not publish its UCX address within 5 s \(--bootstrap-timeout\)"
+  ! grep -q "without loading the hyrun worker library" "$ERR" && pass "no hint: rank 0 loaded the library" \
+    || fail "hint given although rank 0 uses the worker library"
+  expect_faster 12
   expect_all_gone "$WORK/pids"
+  ;;
+no-worker-library-hint)  # a program without the worker library under --bootstrap=ucx is named within seconds
+  # The limit is 60 s; the hint must come long before it (here: before the test's own 25 s).
+  "$HYRUN" -n 2 --bootstrap-timeout 60 -- sleep 50 >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  OUT=$WORK/o; ERR=$WORK/e
+  for _ in $(seq 250); do grep -q "without loading the hyrun worker library" "$ERR" && break; sleep 0.1; done
+  kill -TERM $hy; wait $hy
+  expect_stderr "^hyrun: rank 0 \(pid [0-9]+\) has run 3 s without loading the hyrun worker library, .*--bootstrap=none"
+  ;;
+torch-gloo)  # torch.distributed (env://, gloo) runs unchanged: hyrun gives what torchrun gives
+  /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "python3-torch is not installed"; exit 77; }
+  run_job 120 env -u MASTER_ADDR -u MASTER_PORT -u OMP_NUM_THREADS "$HYRUN" -n 2 --bootstrap=none -- \
+    /usr/bin/python3 "$(dirname "$0")/gloo_allreduce.py"
+  expect_rc 0
+  for r in 0 1; do
+    expect_stdout "^gloo rank $r/2 on .*: sum=3 expected=3 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=1 ROLE_RANK=$r ROLE_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=[0-9]+ OMP_NUM_THREADS=[0-9]+ TORCHELASTIC_RUN_ID=hyrun-local-[0-9]+ cpus=[0-9]+\$"
+  done
+  # OMP_NUM_THREADS is the number of CPUs the rank is bound to.
+  if grep -E '^gloo rank' "$OUT" | sed -E 's/.*OMP_NUM_THREADS=([0-9]+) .* cpus=([0-9]+)$/\1 \2/' | awk '$1 != $2 {bad=1} END {exit bad}'; then
+    pass "OMP_NUM_THREADS equals each rank's CPU count"
+  else
+    fail "OMP_NUM_THREADS differs from a rank's CPU count"
+  fi
+  # The user's own values win over hyrun's defaults.
+  user_port=$((20000 + RANDOM % 10000))
+  run_job 120 env OMP_NUM_THREADS=7 "$HYRUN" -n 2 --bootstrap=none -x MASTER_PORT=$user_port -- \
+    /usr/bin/python3 "$(dirname "$0")/gloo_allreduce.py"
+  expect_rc 0
+  port=$(grep -oE 'MASTER_PORT=[0-9]+' "$OUT" | sort -u)
+  [ "$port" = "MASTER_PORT=$user_port" ] && pass "every rank has the user's $port" || fail "ranks saw $port, not the user's $user_port"
+  expect_stdout "OMP_NUM_THREADS=7 "  # more than the CPUs of any rank here: not hyrun's default
   ;;
 wrong-token)  # rank 0 admits only peers that present the job token
   run_job 30 "$HYRUN" -n 3 --bootstrap-timeout 3 -- "$TEST_RANK" --wrong-token-rank 2
   [ "$RC" -ne 0 ] && pass "job failed ($RC)" || fail "job with a wrong-token join succeeded"
-  expect_stderr "ignored a join claiming rank 2 that did not present this job's token"
+  expect_stderr "rank 0: refused a join message claiming rank 2 \(.*\): not sealed with this job.s key"
   expect_faster 15
   ;;
 long-line)  # a 10 MB line and a flood of lines block nobody; every byte arrives
@@ -168,8 +295,12 @@ usage)
   expect_rc 2; expect_stderr "HYRUN_SURELY_UNSET_VAR is not set in hyrun's environment"
   run_job 10 "$HYRUN" -n 0 -- /bin/true
   expect_rc 2; expect_stderr "ranks"
+  run_job 10 "$HYRUN" -n 2 --timestamp-outptu -- /bin/true
+  expect_rc 2; expect_stderr "^hyrun: unknown option '--timestamp-outptu' before the program"
+  run_job 10 "$HYRUN" -n 2 --bootstrap-timeout 2200000 -- /bin/true
+  expect_rc 2; expect_stderr "^hyrun: --bootstrap-timeout: 2200000 is out of range"
   run_job 10 "$HYRUN" --help
-  expect_rc 0; expect_stdout "Examples:"
+  expect_rc 0; expect_stdout "Examples:"; expect_stdout "^Usage: hyrun -n N \[options\] -- program \[args\.\.\.\]$"
   run_job 10 "$HYRUN" --version
   expect_rc 0; expect_stdout "^hyrun [0-9]+\.[0-9]+\.[0-9]+"
   ;;

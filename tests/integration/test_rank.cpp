@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "hyrun/worker.hpp"
 
@@ -41,7 +42,13 @@ int main(int argc, char** argv) {
   bool no_world = false, exit_before_publish = false, ignore_term = false, spawn_child = false;
   int fail_rank = -1, exit_code = 1, signal_rank = -1, signal_number = SIGKILL, long_line_rank = -1;
   int wrong_token_rank = -1, flood_rank = -1, planned_exit_rank = -1, respawn_rank = -1;
+  int announced_code = -1, announce_then_signal_rank = -1, respawn_forever_rank = -1;
   long long long_line_bytes = 0, flood_lines = 0;
+  std::size_t exchange_bytes = 0;
+  int exchange_rounds = 100;
+  std::string join_wait_file;
+  int join_wait_rank = -1;
+  bool ring = false, report_peak_memory = false;
   double sleep_s = 0;
   app.add_option("--pid-dir", pid_dir, "write rank.<R> (and child.<R>) pid files here");
   app.add_flag("--no-world", no_world, "do not join the world (never publishes)");
@@ -57,12 +64,26 @@ int main(int argc, char** argv) {
   app.add_option("--wrong-token-rank", wrong_token_rank);
   app.add_flag("--ignore-term", ignore_term, "ignore SIGTERM, SIGINT and SIGHUP (to test the SIGKILL escalation)");
   app.add_flag("--spawn-child", spawn_child, "start a child process that sleeps (to test group cleanup)");
+  app.add_option("--exchange-bytes", exchange_bytes,
+                 "exchange this many bytes with every rank (allgather, contents checked) --exchange-rounds times; "
+                 "--signal-rank then dies in the middle of the traffic");
+  app.add_option("--exchange-rounds", exchange_rounds);
+  app.add_option("--join-wait-rank", join_wait_rank, "this rank joins the world only once --join-wait-file exists");
+  app.add_option("--join-wait-file", join_wait_file);
+  app.add_flag("--ring", ring, "pass a checked message around a ring of all ranks (point-to-point, tag 1)");
+  app.add_flag("--report-peak-memory", report_peak_memory, "print this process's peak resident memory at the end");
   app.add_option("--sleep", sleep_s, "seconds to sleep at the end");
   app.add_option("--planned-exit-rank", planned_exit_rank,
                  "this rank announces a planned exit, then exits with --exit-code (not a failure)");
   app.add_option("--respawn-rank", respawn_rank,
                  "this rank announces a planned exit with restart and kills itself; its new process rejoins rank 0 "
                  "and reports; rank 0 waits for it");
+  app.add_option("--announced-code", announced_code,
+                 "the exit code --planned-exit-rank announces (default: --exit-code, the one it exits with)");
+  app.add_option("--announce-then-signal-rank", announce_then_signal_rank,
+                 "this rank announces a planned exit with code 0, then raises --signal (not what it announced)");
+  app.add_option("--respawn-forever-rank", respawn_forever_rank,
+                 "every process of this rank announces a planned exit with restart and exits 0 (use with --no-world)");
   CLI11_PARSE(app, argc, argv);
 
   const int rank = env_rank();
@@ -79,15 +100,27 @@ int main(int argc, char** argv) {
   }
   if (exit_before_publish && rank == 0) return 0;
   try {
+    if (rank == respawn_forever_rank) {
+      hyrun::announce_planned_exit(true, 0);
+      return 0;
+    }
+    if (rank == announce_then_signal_rank) {
+      hyrun::announce_planned_exit(false, 0);
+      ::raise(signal_number);
+    }
     std::optional<hyrun::World> world;
     if (rank == wrong_token_rank) setenv("HYRUN_JOB_TOKEN", "00000000000000000000000000000000", 1);
     hyrun::WorldOptions options;
     options.peer_error_handling = respawn_rank >= 0;  // survivors must outlive the killed process
+    if (rank == join_wait_rank) {
+      for (int i = 0; i < 600 && access(join_wait_file.c_str(), F_OK) != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     if (!no_world) world.emplace(options);
     if (respawn_rank >= 0) {
       constexpr uint32_t kHelloAgain = 77;
       if (rank == respawn_rank && world->incarnation() == 0) {
-        hyrun::announce_planned_exit(true);
+        hyrun::announce_planned_kill(true, SIGKILL);
         ::raise(SIGKILL);
       }
       if (rank == respawn_rank) {
@@ -113,7 +146,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (rank == planned_exit_rank) {
-      hyrun::announce_planned_exit(false);
+      hyrun::announce_planned_exit(false, announced_code >= 0 ? announced_code : exit_code);
       return exit_code;
     }
     if (rank == long_line_rank) {
@@ -130,12 +163,51 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       return exit_code;
     }
+    if (exchange_bytes > 0 && world) {
+      // Every rank sends to every other without pause, so a rank that dies leaves sends to it in flight.
+      const std::vector<std::byte> mine(exchange_bytes, static_cast<std::byte>(rank));
+      const auto start = std::chrono::steady_clock::now();
+      for (int round = 0; round < exchange_rounds; ++round) {
+        if (rank == signal_rank && std::chrono::steady_clock::now() > start + std::chrono::milliseconds(200))
+          ::raise(signal_number);
+        const auto all = world->allgather(mine);
+        for (int r = 0; r < world->size(); ++r)
+          for (std::size_t i = 0; i < exchange_bytes; ++i)
+            if (all[r * exchange_bytes + i] != static_cast<std::byte>(r)) {
+              std::printf("rank %d: the contribution of rank %d is CORRUPTED\n", rank, r);
+              return 1;
+            }
+      }
+      std::printf("rank %d: exchange ok\n", rank);
+    }
+    if (ring && world) {
+      constexpr uint32_t kRingTag = 1;
+      const int next = (rank + 1) % world->size(), prev = (rank + world->size() - 1) % world->size();
+      const std::string token = "ring token from rank 0";
+      std::string got;
+      if (rank == 0) world->send(next, std::as_bytes(std::span(token)), kRingTag);
+      const auto bytes = world->recv(prev, kRingTag);
+      got.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      if (rank != 0) world->send(next, bytes, kRingTag);
+      std::printf("rank %d: ring %s\n", rank, got == token ? "ok" : "CORRUPTED");
+      if (got != token) return 1;
+    }
     if (rank == signal_rank) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       ::raise(signal_number);
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
     if (world) world->barrier();
+    if (report_peak_memory) {
+      // VmHWM: the most resident memory this process ever had, in kB.
+      if (FILE* f = std::fopen("/proc/self/status", "r")) {
+        char line[256];
+        while (std::fgets(line, sizeof line, f))
+          if (std::strncmp(line, "VmHWM:", 6) == 0) std::printf("rank %d: peak memory %lld kB\n", rank, std::atoll(line + 6));
+        std::fclose(f);
+      }
+    }
+    std::fflush(stdout);
   } catch (const hyrun::Error& e) {
     std::fprintf(stderr, "test-rank %d: %s\n", rank, e.what());
     return e.exit_code();

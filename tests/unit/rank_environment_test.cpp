@@ -40,3 +40,44 @@ TEST(RankEnvironment, ContractWinsAndForeignLaunchVariablesAreDropped) {
 
 }  // namespace
 }  // namespace hyrun
+
+namespace hyrun {
+namespace {
+
+TEST(RankEnvironment, TorchrunVariablesDescribeTheRankAndUserSetDefaultsWin) {
+  RankEnvironment c;
+  c.rank = 5;
+  c.world_size = 8;
+  c.local_rank = 1;
+  c.local_world_size = 4;
+  c.node_rank = 1;
+  c.num_nodes = 2;
+  c.incarnation = 2;
+  c.job_token = "t";
+  c.master_addr = "10.0.0.1";
+  c.master_port = 29400;
+  c.run_id = "job-1";
+  unsetenv("MASTER_ADDR");
+  unsetenv("OMP_NUM_THREADS");
+  setenv("MASTER_PORT", "1234", 1);  // the user's, from hyrun's environment
+  setenv("GROUP_RANK", "9", 1);      // an outer launcher's: describes another process
+  const auto m = as_map(build_rank_environment(c, {}, {"TORCHELASTIC_RUN_ID=mine"},
+                                               {{"OMP_NUM_THREADS", "14"}, {"GLOO_SOCKET_IFNAME", "eth0"}}));
+  EXPECT_EQ(m.at("MASTER_ADDR"), "10.0.0.1");
+  EXPECT_EQ(m.at("MASTER_PORT"), "1234");
+  EXPECT_EQ(m.at("TORCHELASTIC_RUN_ID"), "mine");
+  EXPECT_EQ(m.at("OMP_NUM_THREADS"), "14");
+  EXPECT_EQ(m.at("GLOO_SOCKET_IFNAME"), "eth0");
+  EXPECT_EQ(m.at("GROUP_RANK"), "1");
+  EXPECT_EQ(m.at("GROUP_WORLD_SIZE"), "2");
+  EXPECT_EQ(m.at("ROLE_RANK"), "5");
+  EXPECT_EQ(m.at("ROLE_WORLD_SIZE"), "8");
+  EXPECT_EQ(m.at("LOCAL_WORLD_SIZE"), "4");
+  EXPECT_EQ(m.at("TORCHELASTIC_RESTART_COUNT"), "2");
+  setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_EQ(as_map(build_rank_environment(c, {}, {}, {{"OMP_NUM_THREADS", "14"}})).at("OMP_NUM_THREADS"), "3");
+  for (const char* v : {"MASTER_PORT", "GROUP_RANK", "OMP_NUM_THREADS"}) unsetenv(v);
+}
+
+}  // namespace
+}  // namespace hyrun

@@ -1,5 +1,7 @@
 #include "bootstrap_messages.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -58,37 +60,48 @@ class Reader {
 std::vector<std::byte> encode(const JoinRequest& join) {
   Writer w;
   w.u32(static_cast<uint32_t>(join.rank));
-  w.blob(std::as_bytes(std::span(join.job_token)));
+  w.u32(static_cast<uint32_t>(join.node));
   w.blob(join.address);
   return w.take();
 }
 
 JoinRequest decode_join(std::span<const std::byte> bytes) {
+  if (bytes.size() > kMaxJoinBytes)
+    throw Error(fmt::format("malformed join message: {} bytes, at most {}", bytes.size(), kMaxJoinBytes));
   Reader r(bytes, "join");
   JoinRequest join;
   join.rank = static_cast<int>(r.u32());
-  const auto token = r.blob();
-  join.job_token.assign(reinterpret_cast<const char*>(token.data()), token.size());
+  join.node = static_cast<int>(r.u32());
   join.address = r.blob();
   r.expect_end();
+  if (join.address.empty()) throw Error("malformed join message: empty worker address");
   return join;
 }
 
-std::vector<std::byte> encode_table(const std::vector<std::vector<std::byte>>& addresses) {
+std::vector<std::byte> encode_table(const std::vector<Peer>& peers) {
   Writer w;
-  w.u32(static_cast<uint32_t>(addresses.size()));
-  for (const auto& a : addresses) w.blob(a);
+  w.u32(static_cast<uint32_t>(peers.size()));
+  for (const auto& p : peers) {
+    w.u32(static_cast<uint32_t>(p.node));
+    w.blob(p.address);
+  }
   return w.take();
 }
 
-std::vector<std::vector<std::byte>> decode_table(std::span<const std::byte> bytes) {
+std::vector<Peer> decode_table(std::span<const std::byte> bytes) {
   Reader r(bytes, "address table");
   const uint32_t count = r.u32();
   if (count > bytes.size()) throw Error("malformed address table message: more entries than bytes");
-  std::vector<std::vector<std::byte>> table(count);
-  for (auto& a : table) a = r.blob();
+  std::vector<Peer> peers(count);
+  for (auto& p : peers) {
+    p.node = static_cast<int>(r.u32());
+    p.address = r.blob();
+    if (p.address.size() > kMaxAddressBytes)
+      throw Error(fmt::format("malformed address table message: an address of {} bytes, at most {}", p.address.size(),
+                              kMaxAddressBytes));
+  }
   r.expect_end();
-  return table;
+  return peers;
 }
 
 }  // namespace hyrun::bootstrap

@@ -1,26 +1,44 @@
 #pragma once
 // The two bootstrap messages and their byte encoding (little-endian host order:
 // every rank of a job runs the same build on the same architecture).
-//   join  (rank -> rank 0): rank, job token, worker address
-//   table (rank 0 -> rank): the worker address of every rank, by rank
+//   join  (rank -> rank 0): rank, node, worker address
+//   table (rank 0 -> rank): the node and worker address of every rank, by rank
+// Both travel sealed (message_auth.hpp): the job token never goes over the wire, and a
+// decoder only ever sees bytes that a holder of the token sent.
 #include <cstddef>
+#include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
 namespace hyrun::bootstrap {
 
+/// Largest UCX worker address accepted (a worker with many devices has a few KiB).
+inline constexpr std::size_t kMaxAddressBytes = 16 * 1024;
+/// Largest encoded join: rank, node, address.
+inline constexpr std::size_t kMaxJoinBytes = 3 * sizeof(uint32_t) + kMaxAddressBytes;
+/// Largest encoded table of `ranks` entries.
+constexpr std::size_t max_table_bytes(std::size_t ranks) {
+  return sizeof(uint32_t) + ranks * (2 * sizeof(uint32_t) + kMaxAddressBytes);
+}
+
 struct JoinRequest {
   int rank = 0;
-  std::string job_token;
+  int node = 0;  ///< HYRUN node rank of the joining process
   std::vector<std::byte> address;
 };
 
+struct Peer {
+  int node = 0;
+  std::vector<std::byte> address;
+  bool operator==(const Peer&) const = default;
+};
+
 std::vector<std::byte> encode(const JoinRequest& join);
-/// Throws hyrun::Error naming the message if it is truncated or malformed.
+/// Throws hyrun::Error naming the message if it is truncated, malformed or too large.
 JoinRequest decode_join(std::span<const std::byte> bytes);
 
-std::vector<std::byte> encode_table(const std::vector<std::vector<std::byte>>& addresses);
-std::vector<std::vector<std::byte>> decode_table(std::span<const std::byte> bytes);
+std::vector<std::byte> encode_table(const std::vector<Peer>& peers);
+/// Throws hyrun::Error naming the message if it is truncated, malformed or too large.
+std::vector<Peer> decode_table(std::span<const std::byte> bytes);
 
 }  // namespace hyrun::bootstrap

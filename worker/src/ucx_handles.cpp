@@ -4,6 +4,9 @@
 
 #include <sched.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "hyrun/common/error.hpp"
@@ -14,9 +17,14 @@ void check(ucs_status_t status, const std::string& what) {
   if (status != UCS_OK) throw Error(fmt::format("{}: {}", what, ucs_status_string(status)));
 }
 
-Context make_context(uint64_t extra_features) {
+Context make_context(uint64_t extra_features, const char* default_net_devices) {
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "reading the UCX configuration (UCX_* variables)");
+  if (default_net_devices && !std::getenv("UCX_NET_DEVICES")) {
+    const ucs_status_t status = ucp_config_modify(config, "NET_DEVICES", default_net_devices);
+    if (status != UCS_OK) ucp_config_release(config);
+    check(status, fmt::format("setting UCX_NET_DEVICES={}", default_net_devices));
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | extra_features;
@@ -25,6 +33,25 @@ Context make_context(uint64_t extra_features) {
   ucp_config_release(config);
   check(status, "creating the UCP context");
   return Context(context);
+}
+
+bool shared_memory_allowed() {
+  const char* value = std::getenv("UCX_TLS");
+  if (!value || !*value) return true;
+  std::string tls = value;
+  const bool exclude = tls.front() == '^';
+  if (exclude) tls.erase(0, 1);
+  bool names_shm = false, names_all = false;
+  std::size_t start = 0;
+  while (start <= tls.size()) {
+    const std::size_t end = std::min(tls.find(',', start), tls.size());
+    const std::string name = tls.substr(start, end - start);
+    names_all |= name == "all";
+    // UCX's shared-memory transports and the aliases that include them
+    for (const char* shm : {"sm", "shm", "mm", "posix", "sysv", "xpmem", "cma", "knem"}) names_shm |= name == shm;
+    start = end + 1;
+  }
+  return exclude ? !names_shm && !names_all : names_shm || names_all;
 }
 
 Worker make_worker(ucp_context_h context) {

@@ -23,8 +23,14 @@ struct WorkerDeleter {
 using Context = std::unique_ptr<std::remove_pointer_t<ucp_context_h>, ContextDeleter>;
 using Worker = std::unique_ptr<std::remove_pointer_t<ucp_worker_h>, WorkerDeleter>;
 
-/// A UCP context with tag matching plus `extra_features`.
-Context make_context(uint64_t extra_features);
+/// A UCP context with tag matching plus `extra_features`. `default_net_devices`, when
+/// given, is used as UCX_NET_DEVICES unless the user set that variable.
+Context make_context(uint64_t extra_features, const char* default_net_devices = nullptr);
+
+/// Whether UCX_TLS (as set in the environment) lets UCX use a shared-memory transport.
+/// UCX 1.13 uses none on endpoints with peer error handling, and reports no peer failure
+/// through one, so only endpoints that may use shared memory can do without it.
+bool shared_memory_allowed();
 /// A single-threaded worker of `context`.
 Worker make_worker(ucp_context_h context);
 

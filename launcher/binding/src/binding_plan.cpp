@@ -16,6 +16,7 @@
 #include "hyrun/binding/gpu_discovery.hpp"
 #include "hyrun/binding/nic_discovery.hpp"
 #include "hyrun/binding/pci_proximity.hpp"
+#include "hyrun/binding/task_resources.hpp"
 #include "hyrun/binding/topology.hpp"
 #include "hyrun/common/error.hpp"
 
@@ -433,17 +434,12 @@ BindingPlan BindingPlan::compute(const BindingOptions& options, int local_ranks,
   if (options.gpus_per_rank < 0)
     throw UsageError("--gpus-per-rank " + std::to_string(options.gpus_per_rank) + " is negative; give 0 or more");
   const Topology topo = options.topology.empty() ? Topology::load_this_system() : Topology::load_from(options.topology);
-  const Bitmap usable = usable_cpus(topo, options);
+  // This task's CPUs and GPUs: the node's view of them, and its share of the node when
+  // other tasks of the job run there (task_resources.hpp).
+  std::vector<std::string> task_notes;
+  const Bitmap usable = task_cpus(topo, options, usable_cpus(topo, options), task_notes);
   const auto devices = discover_gpus(topo);
-  const auto visible = env("CUDA_VISIBLE_DEVICES");
-  const auto allowed_gpus = select_gpus(devices, visible, options.gpus);
-  // Under Slurm's ConstrainDevices the task's indexes are relative to its devices, while
-  // hwloc shows the whole node: say so rather than silently pairing the wrong CPUs and NIC.
-  if (const auto step_gpus = env("SLURM_STEP_GPUS"); visible && step_gpus && options.gpus.empty() && *step_gpus != *visible)
-    spdlog::warn("binding: CUDA_VISIBLE_DEVICES '{}' differs from SLURM_STEP_GPUS '{}': Slurm may number the task's GPUs "
-                 "from 0 (ConstrainDevices); hyrun reads them as node-wide PCI-order indexes, so CPU/NIC locality may "
-                 "be another GPU's; pass --gpus with node-wide indexes to be sure",
-                 *visible, *step_gpus);
+  const auto allowed_gpus = task_gpus(topo, options, devices, env, task_notes);
   spdlog::debug("binding: topology {}: {} GPU(s), {} allowed, usable CPUs {}", topo.description(), devices.size(),
                 allowed_gpus.size(), list_of(usable.get()));
 
@@ -463,6 +459,7 @@ BindingPlan BindingPlan::compute(const BindingOptions& options, int local_ranks,
     const std::string gpu_part = p.gpus.empty() ? std::string("no GPU (CPU-only rank)")
                                                 : gpu_label(p.gpus) + (r.gpu_shared ? " (shared round-robin)" : "");
     p.reason = gpu_part + "; " + p.reason;
+    p.notes.insert(p.notes.end(), task_notes.begin(), task_notes.end());
     build_environment(allowed_gpus, options, p);
     plan.child_bindings_.push_back(make_child_binding(p, options.bind_warn_only));
     plan.ranks_.push_back(std::move(p));

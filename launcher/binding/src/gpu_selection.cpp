@@ -27,14 +27,20 @@ std::vector<std::string> split_commas(const std::string& text) {
   }
 }
 
-std::string known_indexes(const std::vector<GpuDevice>& gpus) {
+std::string known_indexes(const std::vector<GpuDevice>& gpus, const std::vector<int>* view) {
+  if (view && view->size() != gpus.size()) {
+    if (view->empty()) return "this task can open none of the node's " + std::to_string(gpus.size()) + " GPU(s)";
+    return "this task can open " + std::to_string(view->size()) + " of the node's " + std::to_string(gpus.size()) +
+           " GPUs (a device cgroup), which CUDA numbers 0-" + std::to_string(view->size() - 1) + " in PCI bus id order";
+  }
   if (gpus.empty()) return "this node has no GPU";
   return "this node has " + std::to_string(gpus.size()) + " GPU(s), indexes 0-" + std::to_string(gpus.size() - 1) +
          " in PCI bus id order";
 }
 
 // Resolves one entry to an ordinal; `source` names where it came from for messages.
-int resolve(const std::vector<GpuDevice>& gpus, const std::string& entry, const std::string& source) {
+int resolve(const std::vector<GpuDevice>& gpus, const std::string& entry, const std::string& source,
+            const std::vector<int>* view) {
   const std::string where = "GPU '" + entry + "' in " + source;
   if (entry.rfind("MIG-", 0) == 0)
     throw UsageError(where + " is a MIG instance; MIG is not supported by hyrun's GPU binding: give whole GPUs as "
@@ -52,21 +58,25 @@ int resolve(const std::vector<GpuDevice>& gpus, const std::string& entry, const 
       found = g.ordinal;
     }
     if (found == -1) throw UsageError(where + " matches no GPU UUID of this node");
+    if (view && std::find(view->begin(), view->end(), found) == view->end())
+      throw UsageError(where + " is a GPU of this node that this task cannot open (a device cgroup): " +
+                       known_indexes(gpus, view));
     return found;
   }
   int index = -1;
   const auto [ptr, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), index);
   if (entry.empty() || ec != std::errc() || ptr != entry.data() + entry.size() || index < 0)
     throw UsageError(where + " is neither a GPU index (0, 1, ...) nor a GPU- UUID");
-  if (index >= static_cast<int>(gpus.size())) throw UsageError(where + " is unknown: " + known_indexes(gpus));
-  return index;
+  const int count = static_cast<int>(view ? view->size() : gpus.size());
+  if (index >= count) throw UsageError(where + " is unknown: " + known_indexes(gpus, view));
+  return view ? (*view)[static_cast<std::size_t>(index)] : index;
 }
 
 std::vector<std::pair<int, std::string>> resolve_list(const std::vector<GpuDevice>& gpus, const std::string& text,
-                                                      const std::string& source) {
+                                                      const std::string& source, const std::vector<int>* view) {
   std::vector<std::pair<int, std::string>> out;
   for (const auto& entry : split_commas(text)) {
-    const int ordinal = resolve(gpus, entry, source);
+    const int ordinal = resolve(gpus, entry, source, view);
     for (const auto& [seen, seen_entry] : out)
       if (seen == ordinal)
         throw UsageError("GPU '" + entry + "' in " + source + " is the same GPU as '" + seen_entry +
@@ -80,26 +90,30 @@ std::vector<std::pair<int, std::string>> resolve_list(const std::vector<GpuDevic
 
 std::vector<GpuAssignment> select_gpus(const std::vector<GpuDevice>& gpus,
                                        const std::optional<std::string>& cuda_visible_devices,
-                                       const std::string& gpus_option) {
+                                       const std::string& gpus_option, const std::vector<int>* cuda_view,
+                                       const std::string& visible_source) {
   std::vector<std::pair<int, std::string>> chosen;
   std::optional<std::vector<std::pair<int, std::string>>> visible;
   if (cuda_visible_devices) {
     visible.emplace();
     if (!trim(*cuda_visible_devices).empty())
-      *visible = resolve_list(gpus, *cuda_visible_devices, "CUDA_VISIBLE_DEVICES '" + *cuda_visible_devices + "'");
+      *visible = resolve_list(gpus, *cuda_visible_devices, visible_source + " '" + *cuda_visible_devices + "'", cuda_view);
   }
   if (!gpus_option.empty()) {
-    chosen = resolve_list(gpus, gpus_option, "--gpus '" + gpus_option + "'");
+    chosen = resolve_list(gpus, gpus_option, "--gpus '" + gpus_option + "'", cuda_view);
     if (visible) {
       for (const auto& [ordinal, entry] : chosen) {
         const bool given = std::any_of(visible->begin(), visible->end(), [&](const auto& v) { return v.first == ordinal; });
         if (!given)
-          throw UsageError("GPU '" + entry + "' in --gpus '" + gpus_option + "' is not in this task's CUDA_VISIBLE_DEVICES '" +
+          throw UsageError("GPU '" + entry + "' in --gpus '" + gpus_option + "' is not in this task's " + visible_source + " '" +
                            *cuda_visible_devices + "'; choose among the GPUs the task was given");
       }
     }
   } else if (visible) {
     chosen = *visible;
+  } else if (cuda_view) {
+    // The rank's CUDA numbers the same view: position i there is device i.
+    for (std::size_t i = 0; i < cuda_view->size(); ++i) chosen.emplace_back((*cuda_view)[i], std::to_string(i));
   } else {
     for (const auto& g : gpus) chosen.emplace_back(g.ordinal, std::to_string(g.ordinal));
   }

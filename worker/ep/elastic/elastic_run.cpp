@@ -155,7 +155,7 @@ class Runner {
       if (doomed && i == p.warmup) {
         // Really killed, during the phase's dispatch/combine: hyrun is told first so that
         // it neither fails the job nor forgets to restart the rank if the plan brings it back.
-        announce_planned_exit(schedule_.used_after(gi, me_));
+        announce_planned_kill(schedule_.used_after(gi, me_), SIGKILL);
         ::raise(SIGKILL);
       }
       Routing routing{num_ranks, std::vector<uint8_t>(active.begin(), active.begin() + num_ranks)};
@@ -510,7 +510,17 @@ class Runner {
 
 int run_elastic_bench(World& world, const BenchOptions& options) {
   std::vector<ElasticPlan> plans;
-  for (const auto& p : options.plans) plans.push_back(ElasticPlan::from_option(p, world.size()));
+  const auto& p = options.parameters;
+  for (const auto& text : options.plans) {
+    plans.push_back(ElasticPlan::from_option(text, world.size()));
+    // Each token picks --num-topk distinct experts among the plan's.
+    const int experts = plans.back().num_experts(p.num_experts_per_rank);
+    if (p.num_topk > experts)
+      throw UsageError(fmt::format("--num-topk {} is larger than the {} experts of plan {} ({} per rank x {} ranks): "
+                                   "give --num-topk {} or less, or more --num-experts-per-rank",
+                                   p.num_topk, experts, plans.back().source(), p.num_experts_per_rank,
+                                   plans.back().max_rank() + 1, experts));
+  }
   Runner runner(world, options, std::move(plans));
   return runner.run();
 }

@@ -4,8 +4,11 @@
 //   hyrun -n 8 -- ep-bench --plan examples/plans/expansion_contraction.json
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "elastic_run.hpp"
+#include "hyrun/ep/bench/run_report.hpp"
 #include "hyrun/common/logging.hpp"
 
 int main(int argc, char** argv) {
@@ -33,13 +36,27 @@ int main(int argc, char** argv) {
   app.add_flag("--validate", p.validate, "check the results of every phase");
   app.add_option("--seed", p.seed, "seed of the inputs")->capture_default_str();
   app.add_option("--report-dir", options.report_dir, "write results.json, plan.json and a plot here");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own codes (105, 114, ...) would read as a crash; a usage error is 2 (docs/ep-bench.md).
+    std::fprintf(stderr, "ep-bench: %s; see ep-bench --help\n", e.what());
+    return hyrun::exit_code::kUsage;
+  }
   if (p.hidden_dim % 128 != 0) {
     std::fprintf(stderr, "ep-bench: --hidden-dim %d is not a multiple of 128 (one FP8 scale per 128 channels)\n", p.hidden_dim);
     return hyrun::exit_code::kUsage;
   }
   try {
     hyrun::init_logging("ep-bench", hyrun::log_level_from_environment("warn"));
+    // Rank 0 checks --report-dir before anything runs: a report that cannot be written must
+    // not cost the whole run. It fails before it publishes its address, so no other rank
+    // starts (or every node ends, under Slurm).
+    const char* rank = std::getenv("HYRUN_RANK");
+    if (!options.report_dir.empty() && rank && std::string_view(rank) == "0")
+      hyrun::ep::bench::check_report_dir(options.report_dir);
     hyrun::WorldOptions world_options;
     world_options.peer_error_handling = true;  // survivors must outlive killed ranks and see them die
     hyrun::World world(world_options);

@@ -28,14 +28,22 @@
 namespace hyrun {
 
 struct WorldOptions {
-  /// UCP_ERR_HANDLING_MODE_PEER on every endpoint, so that a peer's death is reported
-  /// instead of fatal. Note: UCX 1.13 then uses no shared-memory transport (tcp only).
+  /// The program handles peers' deaths (elastic jobs): UCP_ERR_HANDLING_MODE_PEER on
+  /// every endpoint, and an operation that needs a dead peer throws at once. Note: UCX
+  /// 1.13 then uses no shared-memory transport (tcp only). Without it, endpoints to other
+  /// nodes (and all endpoints when UCX_TLS allows no shared memory) still use the peer
+  /// mode, so that a dead peer is never fatal inside UCX; an operation that needs the dead
+  /// peer then waits a few seconds for hyrun to stop this rank for the peer's failure, and
+  /// only then throws.
   bool peer_error_handling = false;
   /// Time limit of every wait during connection and collectives; default: the contract's
   /// HYRUN_BOOTSTRAP_TIMEOUT_MS.
   std::optional<std::chrono::milliseconds> timeout;
   /// UCP features requested in addition to tag matching (e.g. UCP_FEATURE_RMA).
   uint64_t extra_ucp_features = UCP_FEATURE_RMA;
+  /// Largest message send(), recv() and each allgatherv() contribution carry. A larger
+  /// send throws; a larger incoming message is refused (logged, never read into memory).
+  std::size_t max_message_bytes = std::size_t{1} << 30;
 };
 
 /// The effective placement of this rank, read back from the system (not from hyrun's plan).
@@ -49,12 +57,17 @@ struct RankBinding {
   std::string describe() const;
 };
 
-/// Tells hyrun that this process's next exit (by any status or signal, SIGKILL included)
-/// is planned, not a failure; with `respawn`, hyrun then starts a new process for this rank
-/// (HYRUN_INCARNATION + 1), which joins again with World (see World::incarnation). Throws
-/// Error when hyrun gave no control channel (HYRUN_CONTROL_FD unset). Rank 0 cannot be
-/// restarted: it publishes the job's root address.
-void announce_planned_exit(bool respawn);
+/// Tells hyrun that this process will next exit with `exit_code`, on purpose: that exit is
+/// not a failure. Any other end (another code, a signal) still fails the job. With
+/// `respawn`, hyrun then starts a new process for this rank (HYRUN_INCARNATION + 1), which
+/// joins again with World (see World::incarnation), at most `hyrun --max-restarts` times.
+/// Throws Error when hyrun gave no control channel (HYRUN_CONTROL_FD unset). Rank 0 cannot
+/// be restarted: it publishes the job's root address.
+void announce_planned_exit(bool respawn, int exit_code = 0);
+
+/// The same for a death by `signal` that this process is about to cause itself (e.g.
+/// raise(SIGKILL) to test failure handling): only that signal is excused.
+void announce_planned_kill(bool respawn, int signal);
 
 /// Compact list form of OS indexes: {0,1,2,3,8} -> "0-3,8".
 std::string format_index_list(const std::vector<int>& indexes);

@@ -28,6 +28,20 @@ inline constexpr const char* kCommonRank = "RANK";
 inline constexpr const char* kCommonWorldSize = "WORLD_SIZE";
 inline constexpr const char* kCommonLocalRank = "LOCAL_RANK";
 inline constexpr const char* kCommonLocalWorldSize = "LOCAL_WORLD_SIZE";
+// The rest of what torchrun gives its workers, so that torch.distributed (env://) and
+// frameworks that detect torchrun by TORCHELASTIC_RUN_ID run unchanged under hyrun.
+inline constexpr const char* kGroupRank = "GROUP_RANK";              ///< = HYRUN_NODE_RANK
+inline constexpr const char* kGroupWorldSize = "GROUP_WORLD_SIZE";   ///< = HYRUN_NUM_NODES
+inline constexpr const char* kRoleRank = "ROLE_RANK";                ///< = RANK (one role)
+inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";     ///< = WORLD_SIZE
+inline constexpr const char* kRoleName = "ROLE_NAME";                ///< "default", as torchrun's
+inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";  ///< = HYRUN_INCARNATION
+inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";    ///< 0: hyrun never restarts a job
+// Defaults: set only when neither hyrun's environment nor -x has them (the user's win).
+inline constexpr const char* kMasterAddr = "MASTER_ADDR";            ///< root node's address, reachable from all
+inline constexpr const char* kMasterPort = "MASTER_PORT";            ///< a port that was free on the root node
+inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";         ///< one id per job
+inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";     ///< CPUs of the rank's binding
 }  // namespace env
 
 /// What a rank learns from its parent. Parents build it, format it with
@@ -45,9 +59,17 @@ struct RankEnvironment {
   int bootstrap_timeout_ms = 60000;
   int incarnation = 0;                          ///< restarts of this rank by hyrun
   std::optional<int> control_fd;                ///< hyrun's control channel, when given
+  // Rendezvous defaults for programs with their own bootstrap (torch.distributed env://).
+  std::string master_addr;                      ///< "" = not set
+  std::optional<int> master_port;
+  std::string run_id;                           ///< "" = not set
 
   /// NAME=value pairs for every variable of the contract, the common aliases included.
+  /// They describe this rank and replace any inherited value.
   std::vector<std::pair<std::string, std::string>> to_variables() const;
+  /// NAME=value pairs of the rendezvous defaults (MASTER_ADDR, MASTER_PORT,
+  /// TORCHELASTIC_RUN_ID): a value the user set in the environment or with -x wins.
+  std::vector<std::pair<std::string, std::string>> default_variables() const;
 
   /// Reads the contract from this process's environment. Throws Error with
   /// "not started by hyrun: HYRUN_RANK is not set" when the contract is absent,
@@ -55,16 +77,17 @@ struct RankEnvironment {
   static RankEnvironment from_environment();
 };
 
-/// The message a rank sends on its control channel before an exit that is planned
-/// ("planned-exit respawn=0|1"), and its parser.
-std::string format_planned_exit(bool respawn);
-/// std::nullopt if `message` is not a planned-exit message; else whether to respawn.
-std::optional<bool> parse_planned_exit(std::string_view message);
-
 /// The line rank 0 writes on its publish fd: "hyrun-root v1 <hex address>\n".
 std::string format_publish_line(const std::string& address_hex);
 
 /// Parses one publish line (without its newline); std::nullopt if it is not one.
 std::optional<std::string> parse_publish_line(const std::string& line);
+
+/// The line the worker library writes on the publish fd as soon as it is loaded (or a
+/// World starts), before the address: "hyrun-hello v1\n". It tells hyrun that rank 0
+/// uses the worker library, so that a program that does not is named within seconds.
+std::string format_hello_line();
+/// True for a hello line (without its newline).
+bool is_hello_line(const std::string& line);
 
 }  // namespace hyrun

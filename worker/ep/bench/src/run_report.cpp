@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,6 +94,17 @@ std::string gp_quote(std::string_view text) {
   return out + "'";
 }
 
+// Creates an empty file, readable by all (0644), beside `path` under a unique name
+// (".<name>.XXXXXX", O_EXCL); returns its path. The caller renames or removes it.
+std::filesystem::path new_temporary_file(const std::filesystem::path& path) {
+  std::string name = (path.parent_path() / fmt::format(".{}.XXXXXX", path.filename().string())).string();
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) throw SystemError(fmt::format("creating a temporary file for {}", path.string()), errno);
+  ::fchmod(fd, 0644);  // mkostemp's 0600 would hide the report from the other users it is for
+  ::close(fd);
+  return name;
+}
+
 std::string gp_value(const std::optional<double>& v) { return v ? fmt::format("{}", *v) : "-"; }
 
 // Runs gnuplot on `script`; returns "" on success, otherwise why not.
@@ -104,7 +116,12 @@ std::string run_gnuplot(const std::string& program, const std::filesystem::path&
   posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   const std::string log_name = log.filename().string();  // log lies beside the script
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_name.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // A fresh log (the old one, or a link planted in its place, is removed first; O_EXCL
+  // fails rather than follow a link planted again in between).
+  std::error_code ignored;
+  std::filesystem::remove(log, ignored);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_name.c_str(),
+                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::string script_arg = script.filename().string();
   std::string program_arg = program;
@@ -170,6 +187,16 @@ std::string plot_files(const std::filesystem::path& dir, const RunResults& r, co
   std::string gp;
   gp += "# Drawn by ep-bench; rerun with: gnuplot bandwidth.gp\n";
   gp += "set terminal png size 1100,900\n";
+  // gnuplot opens its output by name and would follow a planted link: it writes into a new
+  // file of ours instead, renamed into place afterwards. bandwidth.gp names the real file.
+  const auto image_tmp = new_temporary_file(image);
+  struct RemoveUnlessRenamed {
+    std::filesystem::path path;
+    ~RemoveUnlessRenamed() {
+      std::error_code ignored;
+      std::filesystem::remove(path, ignored);
+    }
+  } image_tmp_guard{image_tmp};
   gp += fmt::format("set output {}\n", gp_quote(image.filename().string()));
   gp += "set datafile missing '-'\n";
   gp += fmt::format("set multiplot layout 2,1 title {}\n", gp_quote(title));
@@ -194,13 +221,23 @@ std::string plot_files(const std::filesystem::path& dir, const RunResults& r, co
   }
   gp += "unset multiplot\n";
   write_file_atomically(script, gp);
+  // The script run now differs from the one kept only in its output name.
+  const auto run_script = new_temporary_file(script);
+  RemoveUnlessRenamed run_script_guard{run_script};
+  std::string run_gp = gp;
+  const std::string kept_output = fmt::format("set output {}\n", gp_quote(image.filename().string()));
+  run_gp.replace(run_gp.find(kept_output), kept_output.size(),
+                 fmt::format("set output {}\n", gp_quote(image_tmp.filename().string())));
+  write_file_atomically(run_script, run_gp);
 
   std::filesystem::remove(image);  // a stale image must not pass for this run's
-  if (auto why = run_gnuplot(options.gnuplot, script, dir / "gnuplot.log"); !why.empty()) return why;
+  if (auto why = run_gnuplot(options.gnuplot, run_script, dir / "gnuplot.log"); !why.empty()) return why;
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(image, ec) || std::filesystem::file_size(image, ec) == 0) {
+  if (!std::filesystem::is_regular_file(image_tmp, ec) || std::filesystem::file_size(image_tmp, ec) == 0) {
     return fmt::format("gnuplot ran but wrote no {}; see {}", image.string(), (dir / "gnuplot.log").string());
   }
+  if (::rename(image_tmp.c_str(), image.c_str()) != 0)
+    return fmt::format("renaming {} to {}: {}", image_tmp.string(), image.string(), std::strerror(errno));
   png = image;
   return "";
 }
@@ -273,9 +310,15 @@ std::string results_json(const RunResults& r) {
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
-  const auto tmp = path.parent_path() / fmt::format(".{}.tmp.{}", path.filename().string(), ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw SystemError(fmt::format("creating {}", tmp.string()), errno);
+  // A new file under a name nobody can guess (mkostemp: O_CREAT | O_EXCL), so a link planted
+  // in a shared directory is never written through; rename then replaces a link at `path`.
+  const auto tmp = new_temporary_file(path);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw SystemError(fmt::format("opening {}", tmp.string()), err);
+  }
   std::size_t done = 0;
   while (done < content.size()) {
     const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
@@ -298,6 +341,26 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
     ::unlink(tmp.c_str());
     throw SystemError(fmt::format("renaming {} to {}", tmp.string(), path.string()), err);
   }
+}
+
+void check_report_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status))
+    throw UsageError(fmt::format("--report-dir {}: it exists and is not a directory; name a directory (it is created "
+                                 "when missing)",
+                                 dir.string()));
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw UsageError(fmt::format("--report-dir {}: cannot create it: {}", dir.string(), ec.message()));
+  // Writable? Ask the file system itself (permissions, a read-only mount, a full disk for
+  // the directory entry): create a file and remove it.
+  std::string probe = (dir / ".ep-bench-write-check.XXXXXX").string();
+  const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
+  if (fd < 0)
+    throw UsageError(fmt::format("--report-dir {}: cannot create files in it: {}", dir.string(), std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 ReportFiles write_report(const std::filesystem::path& dir, const RunResults& results, const ReportOptions& options) {

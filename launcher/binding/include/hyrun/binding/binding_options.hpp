@@ -1,7 +1,11 @@
 #pragma once
 // The command-line options of GPU/CPU/memory/NIC binding and their defaults
 // (docs/binding.md describes them for users).
+#include <optional>
 #include <string>
+
+#include "hyrun/binding/gpu_visibility.hpp"
+#include "hyrun/binding/node_share.hpp"
 
 namespace CLI {
 class App;
@@ -36,6 +40,11 @@ struct BindingOptions {
   bool bind_warn_only = false;   ///< --bind-warn-only: a read-back mismatch is a warning
   std::string cpus_allowed;      ///< --cpus-allowed: "" or a CPU list further restricting the usable CPUs
   ReportFormat report = ReportFormat::none;  ///< --report-bindings[=table|json]
+  // Not command-line options: set by the launch mode, or by tests.
+  NodeTaskShare node_share;      ///< this task among the job's tasks on its node (hybrid mode: PMIx local rank/size)
+  /// Where to read the node's GPU devices (/dev, /proc); nullopt = the real ones for this
+  /// machine's topology, none for --topology (another machine's).
+  std::optional<SystemRoots> device_roots;
 };
 
 /// Registers --topology --gpus --gpus-per-rank --oversubscribe --nics --bind-to --cpu-map

@@ -23,8 +23,14 @@ struct GpuAssignment {
 /// not given). Throws UsageError naming the entry and the source for an unknown index or UUID,
 /// a MIG id, a duplicate, UUIDs on a topology without UUIDs, or a --gpus entry outside
 /// CUDA_VISIBLE_DEVICES.
+///
+/// `cuda_view` holds the ordinals CUDA in this task numbers 0, 1, ... (cuda_view_ordinals():
+/// under a device cgroup only the task's GPUs); nullptr means every GPU of the node. Indexes
+/// of CUDA_VISIBLE_DEVICES and --gpus count within it, and so does the visible_id given to
+/// a rank (whose CUDA sees the same view).
 std::vector<GpuAssignment> select_gpus(const std::vector<GpuDevice>& gpus,
                                        const std::optional<std::string>& cuda_visible_devices,
-                                       const std::string& gpus_option);
+                                       const std::string& gpus_option, const std::vector<int>* cuda_view = nullptr,
+                                       const std::string& visible_source = "CUDA_VISIBLE_DEVICES");
 
 }  // namespace hyrun::binding

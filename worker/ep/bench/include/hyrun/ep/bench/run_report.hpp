@@ -1,7 +1,8 @@
 #pragma once
 // The files ep-bench leaves in --report-dir: results.json (schema in docs/ep-bench.md), plan.json
 // (the plan as run) and bandwidth.png (gnuplot; with its bandwidth.gp script and .dat data files).
-// Each file is written atomically (temporary file + rename), so a reader never sees half a file.
+// Each file is written atomically (a new temporary file + rename), so a reader never sees half a
+// file, and no file is written through a symlink someone planted in a shared directory.
 // A missing or failing gnuplot gives a warning (spdlog and ReportFiles::plot_warning), never an error.
 #include <cstdint>
 #include <filesystem>
@@ -43,7 +44,8 @@ struct RunResults {
 /// The results.json document (pretty-printed, ends with a newline).
 std::string results_json(const RunResults& results);
 
-/// Writes `content` to `path` through a temporary file in the same directory, fsync and rename.
+/// Writes `content` to `path` through a new temporary file (unique name, O_EXCL) in the same
+/// directory, fsync and rename: a symlink at `path` is replaced, never followed.
 /// Throws hyrun::SystemError naming the file.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content);
 
@@ -58,6 +60,11 @@ struct ReportFiles {
   std::filesystem::path plot_png;  ///< set when the plot was drawn
   std::string plot_warning;        ///< why there is no plot (empty when drawn or not asked for)
 };
+
+/// Checks, before a run, that the report can be written: creates `dir` if needed and
+/// creates and removes a file in it. Throws hyrun::UsageError naming --report-dir and `dir`
+/// when it is not a directory or cannot be created or written.
+void check_report_dir(const std::filesystem::path& dir);
 
 /// Creates `dir` if needed and writes results.json, plan.json and the plot files into it.
 /// Throws hyrun::SystemError when the directory or the JSON files cannot be written.
