@@ -11,6 +11,7 @@
 #include "launcher/hybrid_mode.hpp"
 #include "launcher/job_events.hpp"
 #include "launcher/local_mode.hpp"
+#include "launcher/open_file_limit.hpp"
 #include "launcher/signal_events.hpp"
 
 int main(int argc, char** argv) {
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
     ::signal(SIGPIPE, SIG_IGN);
     // Orphans of a rank's own children are re-parented to hyrun, which reaps them.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // A few fds per rank: the usual soft limit of 1024 would stop hyrun at ~250 ranks.
+    hyrun::raise_open_file_limit();
     hyrun::SignalEvents signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2});
     if (auto pmix = hyrun::connect_pmix_for(options)) return hyrun::run_hybrid(options, signals, *pmix);
     return hyrun::run_local(options, signals);

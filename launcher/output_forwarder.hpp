@@ -1,45 +1,68 @@
 #pragma once
 // Forwards every rank's stdout and stderr to the launcher's own, a whole line at a time,
 // optionally labelled with the rank ("3: text", srun's --label format).
+//
+// Never blocks: output goes through OutputDestination queues. While a destination holds
+// more than kBackpressure bytes its ranks' pipes are not read, so a slow reader slows the
+// ranks down as it would a plain pipeline. When a destination's reader goes away (EPIPE),
+// the read ends of that stream of every rank are closed: a rank writing there next gets
+// SIGPIPE (or EPIPE), exactly as the first command of `prog | head -1` does.
+#include <poll.h>
+
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "launcher/line_splitter.hpp"
+#include "launcher/output_destination.hpp"
 #include "launcher/unique_fd.hpp"
 
 namespace hyrun {
 
 class OutputForwarder {
  public:
-  explicit OutputForwarder(bool label) : label_(label) {}
+  static constexpr std::size_t kBackpressure = 1 << 20;
 
+  /// Writes to hyrun's fds 1 and 2.
+  explicit OutputForwarder(bool label);
+
+  /// Creates the pipe for one stream of `rank` (`destination` 1 or 2); returns the write
+  /// end for the child. Its read end is closed at once when that destination is broken.
+  UniqueFd add(int rank, int destination);
+
+  /// Appends what poll must watch: sources that may be read, destinations with output queued.
+  void add_poll_fds(std::vector<pollfd>& fds) const;
+  /// Handles one polled entry; false when `p.fd` is not one of ours.
+  bool on_poll(const pollfd& p);
+  /// Reads everything left on every stream into the queues, writes partial last lines, closes all.
+  void drain_all();
+  /// The writers are gone: read their pipes whatever is queued (bounded by what is left).
+  void set_draining() { draining_ = true; }
+  bool all_closed() const { return open_sources_ == 0; }
+  /// Output queued for a reader that is still there.
+  bool has_pending() const;
+  /// Whether the reader of hyrun's stdout (1) or stderr (2) went away.
+  bool broken(int destination) const { return destinations_[destination - 1]->broken(); }
+
+ private:
   struct Stream {
     int rank;
     int destination;  // 1 or 2
     UniqueFd source;  // read end, non-blocking
     LineSplitter splitter;
   };
-
-  /// Creates the pipe for one stream of `rank`; returns the write end for the child.
-  UniqueFd add(int rank, int destination);
-
-  /// The fds still open, for poll.
-  std::vector<int> open_fds() const;
-  /// Reads what is available on `fd` and writes out whole lines; closes it at EOF.
-  void on_readable(int fd);
-  /// Reads everything left on every stream, writes partial last lines, closes all.
-  void drain_all();
-  bool all_closed() const { return open_fds().empty(); }
-
- private:
-  void write_out(const Stream& stream, const std::string& text) const;
+  void read_source(Stream& stream, bool draining);
+  void write_out(const Stream& stream, const std::string& text);
   void close_stream(Stream& stream);
-  bool label_;
-  std::vector<Stream> streams_;
-};
+  void after_write(int destination);
 
-/// Writes all of `text` to `fd`, retrying on EINTR/EAGAIN; gives up quietly on a closed
-/// destination (EPIPE): the ranks' output then has nowhere to go, which must not stop them.
-void write_fully(int fd, std::string_view text);
+  bool label_;
+  std::unique_ptr<OutputDestination> destinations_[2];
+  std::vector<Stream> streams_;
+  std::unordered_map<int, std::size_t> by_fd_;  // source fd -> index in streams_
+  std::size_t open_sources_ = 0;
+  bool draining_ = false;
+};
 
 }  // namespace hyrun

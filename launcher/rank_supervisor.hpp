@@ -12,7 +12,9 @@
 
 #include "launcher/child_process.hpp"
 #include "launcher/cli_options.hpp"
+#include "launcher/input_forwarder.hpp"
 #include "launcher/output_forwarder.hpp"
+#include "launcher/process_group.hpp"
 #include "launcher/signal_events.hpp"
 #include "launcher/wait_status.hpp"
 
@@ -76,6 +78,7 @@ class RankSupervisor {
     int global_rank = 0;
     int local_rank = 0;
     pid_t pid = 0;
+    ProcessGroup group;  // signalled only while known to be this rank's
     int incarnation = 0;
     UniqueFd control;  // our end of the rank's control socket
     bool running = true;
@@ -84,11 +87,13 @@ class RankSupervisor {
     ProcessEnd end{};
   };
 
+  void start_process(RankLaunch launch);
   void poll_once(std::chrono::steady_clock::time_point deadline);
   void on_signals();
   void reap_children();
   void on_rank_exit(Rank& rank, int wait_status);
-  void report_failure(const Rank& rank);
+  void on_rank_stopped(Rank& rank, int signal);
+  void report_failure(const Rank& rank, const std::string& how);
   void settle_suspect();
   void on_publish_readable();
   void on_control_readable(Rank& rank);
@@ -101,6 +106,7 @@ class RankSupervisor {
   const LaunchOptions& options_;
   SignalEvents& signals_;
   OutputForwarder output_;
+  InputForwarder input_;
   std::vector<Rank> ranks_;
 
   UniqueFd publish_;
