@@ -12,6 +12,7 @@
 #include "hyrun/common/job_token.hpp"
 #include "launcher/job_events.hpp"
 #include "launcher/node_launch.hpp"
+#include "launcher/wait_status.hpp"
 #include "launcher/rank_supervisor.hpp"
 
 namespace hyrun {
@@ -90,6 +91,11 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   contract.num_nodes = tasks;
   contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
   NodeLaunch node(options, contract, task * options.ranks);
+  // The plan of many ranks takes a while and the loop is not running yet: a signal that
+  // came meanwhile ends hyrun here, before anything is started or printed.
+  if (const auto sig = signals.pending_stop())
+    throw Error(fmt::format("received {} while computing the binding plan; nothing was started", signal_name(*sig)),
+                128 + *sig);
   if (node.report_and_check()) return exit_code::kSuccess;  // --dry-run: each node shows its own plan
 
   pmix.put(kNodeKey, to_bytes({{"ranks", options.ranks}, {"host", pmix.hostname()}}));
@@ -120,7 +126,14 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
       pmix.put(kRootKey, to_bytes(record));
     }
     pmix.commit();
-    pmix.fence(options.bootstrap_timeout);
+    if (!pmix.fence(options.bootstrap_timeout, [&signals] { return signals.pending_stop().has_value(); })) {
+      // A signal while other nodes are awaited: honour it now, and end the PMIx job so
+      // that no node waits in the fence for this one.
+      job_event("stopped by a signal while waiting for the other nodes in the PMIx fence; aborting the job");
+      supervisor.handle_signals();
+      const int code = supervisor.finish();
+      pmix.abort(code, fmt::format("{}: hyrun was stopped by a signal while waiting for the other nodes", pmix.hostname()));
+    }
     if (root_failure) throw *root_failure;
     check_same_ranks_per_node(pmix, options);
 

@@ -1,10 +1,12 @@
 #include "launcher/local_mode.hpp"
 
+#include <fmt/format.h>
 #include <signal.h>
 
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "launcher/node_launch.hpp"
+#include "launcher/wait_status.hpp"
 #include "launcher/rank_supervisor.hpp"
 
 namespace hyrun {
@@ -16,6 +18,11 @@ int run_local(const LaunchOptions& options, SignalEvents& signals) {
   contract.job_token = make_job_token();
   contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
   NodeLaunch node(options, contract, 0);
+  // The plan of many ranks takes a while and the loop is not running yet: a signal that
+  // came meanwhile ends hyrun here, before anything is started or printed.
+  if (const auto sig = signals.pending_stop())
+    throw Error(fmt::format("received {} while computing the binding plan; nothing was started", signal_name(*sig)),
+                128 + *sig);
   if (node.report_and_check()) return exit_code::kSuccess;  // --dry-run
 
   RankSupervisor supervisor(options, signals);

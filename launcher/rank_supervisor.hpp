@@ -66,6 +66,10 @@ class RankSupervisor {
   /// after the grace period. `exit_code` becomes the job's if none is set yet.
   void stop(int signal, int exit_code);
 
+  /// Acts on the signals queued for hyrun now (forwarding, stopping), for callers that
+  /// waited outside the loop and saw SignalEvents::pending_stop().
+  void handle_signals() { on_signals(); }
+
   bool stopping() const { return stopping_; }
   /// True when the job ended because a rank failed (not a signal to hyrun, not an error).
   bool ended_by_rank_failure() const { return failure_summary_.has_value(); }

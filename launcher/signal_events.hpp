@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "launcher/unique_fd.hpp"
@@ -21,6 +22,9 @@ class SignalEvents {
   int fd() const { return fd_.get(); }
   /// Every signal that arrived since the last call (non-blocking).
   std::vector<int> drain();
+  /// A signal that asks the job to end (SIGINT, SIGTERM, SIGHUP) waiting to be drained, if
+  /// any; it stays queued. For work outside the poll loop that must still honour signals.
+  std::optional<int> pending_stop() const;
 
  private:
   sigset_t previous_mask_{};
