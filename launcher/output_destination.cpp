@@ -15,7 +15,7 @@ namespace hyrun {
 OutputDestination::OutputDestination(int fd) : original_(fd), fd_(fd) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    broken_ = true;  // closed: output has nowhere to go
+    discard_ = true;  // hyrun was started with it closed: output is dropped, as before a reader existed
     return;
   }
   if (S_ISSOCK(st.st_mode)) {
@@ -35,7 +35,7 @@ OutputDestination::OutputDestination(int fd) : original_(fd), fd_(fd) {
 }
 
 void OutputDestination::write(std::string_view text) {
-  if (broken_ || text.empty()) return;
+  if (broken_ || discard_ || text.empty()) return;
   if (offset_ == pending_.size() || offset_ > (1u << 20)) {
     pending_.erase(0, offset_);  // drop what was written, so the queue holds only what was not
     offset_ = 0;

@@ -31,6 +31,7 @@ class OutputDestination {
   bool wants_writable() const { return !broken_ && pending_.size() > offset_; }
   std::size_t pending_bytes() const { return broken_ ? 0 : pending_.size() - offset_; }
   /// The reader is gone (EPIPE) or the fd failed: everything written since is dropped.
+  /// (An fd that was closed when hyrun started is not broken: its output is dropped quietly.)
   bool broken() const { return broken_; }
 
  private:
@@ -44,6 +45,7 @@ class OutputDestination {
   std::string pending_;
   std::size_t offset_ = 0;
   bool broken_ = false;
+  bool discard_ = false;  // the fd was closed when hyrun started
 };
 
 }  // namespace hyrun

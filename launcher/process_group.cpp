@@ -62,9 +62,12 @@ bool ProcessGroup::signal(int signal) {
 
 void ProcessGroup::on_leader_reaped() {
   leader_reaped_ = true;
-  // With a pidfd, the kernel tells emptiness at each signal; by number, the group may be
-  // signalled only while it is known non-empty, so look now.
-  if (!pidfd_) recheck();
+  // By number, the group may be signalled only while it is known non-empty: look now.
+  // With a pidfd, signal 0 tells the same; an empty group gives its pidfd back, so that
+  // ranks that come and go (restarts) do not accumulate descriptors.
+  if (!pidfd_) return recheck();
+  signal(0);
+  if (!may_have_members_) pidfd_.reset();
 }
 
 void ProcessGroup::recheck() {

@@ -45,6 +45,10 @@ closed-stdout)  # `hyrun ... | head -1` ends like a pipeline: ranks get SIGPIPE,
   expect_stdout "^y$"
   expect_stdout "^status 141 0$"
   expect_stderr "^hyrun: rank [01] \(pid [0-9]+\) was killed by signal 13 \(SIGPIPE\) after the reader of hyrun's stdout went away"
+  # A stdout that was closed before hyrun started is no reader going away: output is dropped.
+  run_job 30 bash -c 'exec "$0" -n 2 --bootstrap=none -- sh -c "echo lost; echo kept >&2" >&-' "$HYRUN"
+  expect_rc 0
+  expect_stderr "^kept$"
   ;;
 stalled-stdout)  # a reader that takes nothing does not stop hyrun from honouring SIGTERM
   mkfifo "$WORK/fifo"
