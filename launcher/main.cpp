@@ -1,8 +1,11 @@
 // hyrun: start the ranks of a job, locally or as one PMIx process per node.
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 
+#include <cerrno>
 #include <cstdio>
 
 #include "hyrun/common/error.hpp"
@@ -14,7 +17,23 @@
 #include "launcher/open_file_limit.hpp"
 #include "launcher/signal_events.hpp"
 
+namespace {
+// A closed 0, 1 or 2 would be taken by the next fd hyrun opens (a signalfd, a rank's pipe),
+// and output meant for it would go there: they are held open on /dev/null instead.
+void hold_standard_fds() {
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      const int null = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (null >= 0 && null != fd) {
+        ::dup2(null, fd);
+        ::close(null);
+      }
+    }
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  hold_standard_fds();
   hyrun::CommandLine command_line;
   if (const auto code = command_line.parse(argc, argv)) return *code;
   const auto& options = command_line.options();
