@@ -105,6 +105,11 @@ void OutputForwarder::drain_all() {
     read_source(stream, true);
 }
 
+void OutputForwarder::write_own_line(const std::string& line) {
+  destinations_[1]->write(line);
+  after_write(2);
+}
+
 bool OutputForwarder::has_pending() const {
   return destinations_[0]->wants_writable() || destinations_[1]->wants_writable();
 }

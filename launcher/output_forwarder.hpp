@@ -42,6 +42,10 @@ class OutputForwarder {
   bool all_closed() const { return open_sources_ == 0; }
   /// Output queued for a reader that is still there.
   bool has_pending() const;
+  /// Output queued for hyrun's stdout (1) or stderr (2).
+  bool has_pending(int destination) const { return destinations_[destination - 1]->wants_writable(); }
+  /// Queues one line of hyrun's own for its stderr, in order with the ranks' lines.
+  void write_own_line(const std::string& line);
   /// Whether the reader of hyrun's stdout (1) or stderr (2) went away.
   bool broken(int destination) const { return destinations_[destination - 1]->broken(); }
 

@@ -26,7 +26,10 @@ constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankSuper
 }  // namespace
 
 RankSupervisor::RankSupervisor(const LaunchOptions& options, SignalEvents& signals)
-    : options_(options), signals_(signals), output_(options.label) {}
+    : options_(options), signals_(signals), output_(options.label) {
+  // hyrun's own lines go through the same non-blocking stderr queue as the ranks' lines.
+  job_event_sink() = [this](const std::string& line) { output_.write_own_line(line); };
+}
 
 RankSupervisor::~RankSupervisor() {
   // Normally finish() has reaped everything; on an exception path this guarantees that
@@ -40,6 +43,8 @@ RankSupervisor::~RankSupervisor() {
       rank.running = false;
     }
   reap_children();
+  // Lines still queued (a slow reader) get a last chance; then lines go to stdio again.
+  job_event_sink() = nullptr;
 }
 
 int RankSupervisor::running_count() const {
@@ -420,7 +425,9 @@ int RankSupervisor::finish() {
     }
     poll_once(stopping_ ? until : Clock::now() + std::chrono::seconds(1));
   }
-  if (output_.has_pending())
+  job_event_sink() = nullptr;  // the loop is over: later lines (main's error) go to stdio, after these
+  // Said only where it can be read: not on a stderr that is itself stalled.
+  if (output_.has_pending() && !output_.has_pending(2))
     spdlog::warn("the reader of hyrun's output did not take the last of it within {} s; the rest is dropped",
                  std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count());
   reap_children();

@@ -60,6 +60,14 @@ stalled-stdout)  # a reader that takes nothing does not stop hyrun from honourin
   expect_rc 143
   expect_faster 10
   expect_stderr "received SIGTERM; forwarding it to 2 rank"
+  # The same with stderr on the stalled FIFO too (2>&1): hyrun's own lines must not block it.
+  sleep 120 <"$WORK/fifo" & reader=$!
+  "$HYRUN" -n 2 --bootstrap=none --grace-period 30 -- yes >"$WORK/fifo" 2>&1 & HY=$!
+  sleep 2
+  stop_and_time TERM
+  kill $reader 2>/dev/null
+  expect_rc 143
+  expect_faster 10
   ;;
 terminal-stdin)  # rank 0 reads a terminal stdin through hyrun instead of being stopped by SIGTTIN
   command -v script >/dev/null || { echo "SKIP: no script(1)"; exit 77; }
