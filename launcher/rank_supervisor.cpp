@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
 
 #include "hyrun/common/env_contract.hpp"
 #include "launcher/job_events.hpp"
@@ -325,6 +328,38 @@ void RankSupervisor::kill_all_groups() {
   for (auto& rank : ranks_) rank.group.signal(SIGKILL);
 }
 
+void RankSupervisor::kill_adopted_orphans() {
+  // As child subreaper, hyrun becomes the parent of every descendant of a rank whose own
+  // parent ended, also of one that left its rank's process group (setsid, a daemon).
+  // Once every rank has ended, each child of hyrun is such a leftover, and killing it is
+  // safe: an unreaped child's pid cannot belong to anyone else. Killing one may orphan
+  // its own children to hyrun, hence rounds (bounded).
+  for (int round = 0; round < 20; ++round) {
+    std::vector<pid_t> children;
+    if (DIR* tasks = ::opendir("/proc/self/task")) {
+      while (const dirent* task = ::readdir(tasks)) {
+        if (task->d_name[0] == '.') continue;
+        std::ifstream list(fmt::format("/proc/self/task/{}/children", task->d_name));
+        for (pid_t pid; list >> pid;) children.push_back(pid);
+      }
+      ::closedir(tasks);
+    }
+    if (children.empty()) return;
+    for (pid_t pid : children) ::kill(pid, SIGKILL);
+    // Reaped here, so that the next round sees only new orphans; bounded, as a process in
+    // uninterruptible sleep dies only when it wakes (reap_children takes it then).
+    std::size_t left = children.size();
+    for (int wait = 0; wait < 100 && left > 0; ++wait) {
+      for (pid_t& pid : children) {
+        int status;
+        if (pid > 0 && ::waitpid(pid, &status, WNOHANG) != 0) pid = 0, --left;
+      }
+      if (left > 0) ::usleep(10000);
+    }
+    if (left > 0) return;
+  }
+}
+
 void RankSupervisor::on_publish_readable() {
   char buffer[4096];
   for (;;) {
@@ -408,6 +443,7 @@ int RankSupervisor::finish() {
   // Every rank has exited: whatever is left in their process groups goes now, like srun
   // ending a step. Then the output they leave behind is drained, bounded in time.
   kill_all_groups();
+  kill_adopted_orphans();
   // What they left in their pipes is read regardless of a slow reader (bounded: the
   // writers are gone), then goes out as fast as the reader takes it, as a pipeline's
   // writer would wait for it. Once the job is stopping (a signal to hyrun, a failure),

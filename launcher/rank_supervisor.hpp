@@ -104,6 +104,7 @@ class RankSupervisor {
   void respawn(int local_rank, int global_rank, int incarnation);
   void signal_running(int signal);
   void kill_all_groups();
+  void kill_adopted_orphans();
   void fail_bootstrap(const std::string& message, int exit_code);
 
   Relauncher relauncher_;

@@ -118,6 +118,13 @@ sighup-ucx)  # SIGHUP ends ranks that use UCX (whose debug signal it is) at once
   ! grep -q "still running" "$ERR" && pass "no SIGKILL was needed" || fail "ranks outlived SIGHUP until SIGKILL"
   expect_all_gone "$WORK/pids"
   ;;
+setsid-descendant)  # a rank's descendant in its own session ends with the job (hyrun adopted it)
+  run_job 30 "$HYRUN" -n 2 --bootstrap=none -- sh -c \
+    'setsid sh -c "echo \$\$ >$0/child.\$HYRUN_RANK.tmp; mv $0/child.\$HYRUN_RANK.tmp $0/child.\$HYRUN_RANK; exec sleep 100" </dev/null >/dev/null 2>&1 &
+     while [ ! -e $0/child.$HYRUN_RANK ]; do sleep 0.05; done' "$WORK"
+  expect_rc 0
+  expect_all_gone "$WORK"
+  ;;
 large-plan)  # the binding plan of many ranks is near-linear (it was quadratic: minutes here)
   run_job 120 "$HYRUN" -n 200000 --dry-run --bootstrap=none -- true
   expect_rc 0
