@@ -55,6 +55,10 @@ int RankSupervisor::running_count() const {
 }
 
 void RankSupervisor::start(RankLaunch launch) {
+  // Starting many ranks takes a while outside the loop: a stop signal is honoured here too,
+  // and nothing new starts once the job is stopping.
+  if (signals_.pending_stop()) on_signals();
+  if (stopping_) return;
   const int global_rank = launch.global_rank;
   try {
     start_process(std::move(launch));

@@ -49,7 +49,8 @@ class RankSupervisor {
   RankSupervisor& operator=(const RankSupervisor&) = delete;
 
   /// Starts one rank. On SpawnError the job is marked failed with its exit code, the
-  /// others are stopped, and the error is rethrown for main to print.
+  /// others are stopped, and the error is rethrown for main to print. Acts first on a
+  /// pending stop signal; starts nothing once the job is stopping.
   void start(RankLaunch launch);
 
   /// Runs the loop until the publishing rank has written its address (returned, hex), or
