@@ -405,6 +405,7 @@ void RankSupervisor::fail_bootstrap(const std::string& message, int exit_code) {
 }
 
 std::optional<std::string> RankSupervisor::await_root_address() {
+  if (stopping_) return std::nullopt;  // e.g. a signal came before rank 0 was started
   const auto deadline = Clock::now() + options_.bootstrap_timeout;
   std::optional<Clock::time_point> closed_at;
   auto root = std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });
