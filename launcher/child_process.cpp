@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +69,21 @@ int move_above(int fd, int floor) { return fcntl(fd, F_DUPFD_CLOEXEC, floor); }
     moved[i] = move_above(spec.inherited_fds[i].first, floor);
     if (moved[i] < 0) child_fail(status_fd, 1, errno, "duplicating an inherited fd");
   }
+  // Every fd but the ones placed below is closed on exec: what hyrun inherited from its
+  // parent, other ranks' pipes. The status pipe stays usable until exec.
+  if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);  // kernels before 5.11: one fcntl per possible fd
+    for (rlim_t fd = 3; fd < limit.rlim_cur && fd < (1U << 20); ++fd) fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+  }
+  if (spec.open_file_soft_limit != 0) {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && spec.open_file_soft_limit < limit.rlim_cur) {
+      limit.rlim_cur = spec.open_file_soft_limit;
+      setrlimit(RLIMIT_NOFILE, &limit);
+    }
+  }
+  // dup2 clears close-on-exec on its target.
   if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) child_fail(status_fd, 1, errno, "redirecting stdio");
   for (std::size_t i = 0; i < count; ++i)
     if (dup2(moved[i], spec.inherited_fds[i].second) < 0) child_fail(status_fd, 1, errno, "placing an inherited fd");
@@ -114,7 +132,11 @@ pid_t spawn(const SpawnSpec& spec) {
   while (waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
   }
   const std::string program = spec.argv[0];
-  if (n != static_cast<ssize_t>(sizeof failure)) throw SpawnError(fmt::format("starting '{}' failed", program));
+  if (n != static_cast<ssize_t>(sizeof failure))
+    throw SpawnError(fmt::format("starting '{}' failed", program), exit_code::kLauncherError);
+  if (failure.stage == 1 && (failure.errnum == EMFILE || failure.errnum == ENFILE))
+    throw SpawnError(fmt::format("preparing '{}' failed: {}: {}", program, failure.message, std::strerror(failure.errnum)),
+                     exit_code::kLauncherError, failure.errnum);
   switch (failure.stage) {
     case 3:
       throw SpawnError(fmt::format("cannot execute '{}': {}", program, std::strerror(failure.errnum)),

@@ -14,6 +14,7 @@
 #include "launcher/master_endpoint.hpp"
 #include "launcher/node_launch.hpp"
 #include "launcher/process_ancestry.hpp"
+#include "launcher/wait_status.hpp"
 #include "launcher/rank_supervisor.hpp"
 
 namespace hyrun {
@@ -123,6 +124,11 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     // Tasks of this job on the same node split what Slurm did not give each of them alone.
     node.emplace(options, contract, task * options.ranks,
                  binding::NodeTaskShare{pmix.local_rank_on_node(), pmix.local_size_on_node()});
+    // The plan of many ranks takes a while and the loop is not running yet: a signal that
+    // came meanwhile ends hyrun here, before anything is started or printed.
+    if (const auto sig = signals.pending_stop())
+      throw Error(fmt::format("received {} while computing the binding plan; nothing was started", signal_name(*sig)),
+                  128 + *sig);
     if (node->report_and_check()) return exit_code::kSuccess;  // --dry-run: each node shows its own plan
   } catch (const Error& e) {
     if (options.dry_run) throw;  // nothing was exchanged: every node reports its own plan's problem
@@ -170,7 +176,14 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
       pmix.put(kRootKey, to_bytes(record));
     }
     pmix.commit();
-    pmix.fence(options.bootstrap_timeout);
+    if (!pmix.fence(options.bootstrap_timeout, [&signals] { return signals.pending_stop().has_value(); })) {
+      // A signal while other nodes are awaited: honour it now, and end the PMIx job so
+      // that no node waits in the fence for this one.
+      job_event("stopped by a signal while waiting for the other nodes in the PMIx fence; aborting the job");
+      supervisor.handle_signals();
+      const int code = supervisor.finish();
+      pmix.abort(code, fmt::format("{}: hyrun was stopped by a signal while waiting for the other nodes", pmix.hostname()));
+    }
     if (root_failure) {
       every_node_knows = true;  // they read it in the root's record
       throw *root_failure;

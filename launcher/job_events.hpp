@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace hyrun {
@@ -16,9 +17,17 @@ inline std::string& job_event_origin() {
   return origin;
 }
 
+/// Where lines go: stderr through stdio, unless the rank supervisor installed its
+/// non-blocking stderr queue (a stalled reader of stderr must not block hyrun's loop).
+inline std::function<void(const std::string&)>& job_event_sink() {
+  static std::function<void(const std::string&)> sink;
+  return sink;
+}
+
 inline void job_event_line(const std::string& text) {
   const auto& origin = job_event_origin();
   const std::string line = origin.empty() ? fmt::format("hyrun: {}\n", text) : fmt::format("hyrun[{}]: {}\n", origin, text);
+  if (const auto& sink = job_event_sink()) return sink(line);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
 }

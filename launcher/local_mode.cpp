@@ -10,6 +10,7 @@
 #include "hyrun/common/job_token.hpp"
 #include "launcher/master_endpoint.hpp"
 #include "launcher/node_launch.hpp"
+#include "launcher/wait_status.hpp"
 #include "launcher/rank_supervisor.hpp"
 
 namespace hyrun {
@@ -27,6 +28,11 @@ int run_local(const LaunchOptions& options, SignalEvents& signals) {
   } catch (const SystemError& e) {  // only programs with their own bootstrap need it
     spdlog::warn("MASTER_ADDR/MASTER_PORT are not set: {}", e.what());
   }
+  // The plan of many ranks takes a while and the loop is not running yet: a signal that
+  // came meanwhile ends hyrun here, before anything is started or printed.
+  if (const auto sig = signals.pending_stop())
+    throw Error(fmt::format("received {} while computing the binding plan; nothing was started", signal_name(*sig)),
+                128 + *sig);
   if (node.report_and_check()) return exit_code::kSuccess;  // --dry-run
 
   RankSupervisor supervisor(options, signals);

@@ -2,102 +2,146 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <string_view>
 
 namespace hyrun {
 
-void write_fully(int fd, std::string_view text) {
+namespace {
+
+// The per-rank files are regular files: a plain write loop cannot stall there.
+void write_file(int fd, std::string_view text) {
   while (!text.empty()) {
     const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n >= 0) {
-      text.remove_prefix(static_cast<std::size_t>(n));
-    } else if (errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, 100);
-    } else if (errno != EINTR) {
-      return;
-    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // a full disk loses file output, never the terminal's
+    text.remove_prefix(static_cast<std::size_t>(n));
   }
+}
+
+}  // namespace
+
+OutputForwarder::OutputForwarder(bool label, bool timestamp, std::string output_dir)
+    : label_(label), timestamp_(timestamp), files_(std::move(output_dir)) {
+  destinations_[0] = std::make_unique<OutputDestination>(1);
+  destinations_[1] = std::make_unique<OutputDestination>(2);
 }
 
 UniqueFd OutputForwarder::add(int rank, int destination) {
   files_.open(rank);
   Pipe pipe = make_pipe();
+  if (broken(destination)) return std::move(pipe.write);  // the read end closes here: writes get EPIPE
   set_nonblocking(pipe.read.get());
+  by_fd_[pipe.read.get()] = streams_.size();
   streams_.push_back(Stream{rank, destination, std::move(pipe.read), LineSplitter{}});
+  ++open_sources_;
   return std::move(pipe.write);
 }
 
-std::vector<int> OutputForwarder::open_fds() const {
-  std::vector<int> fds;
+void OutputForwarder::add_poll_fds(std::vector<pollfd>& fds) const {
+  bool readable[2];
+  for (int d = 0; d < 2; ++d) {
+    const auto& destination = *destinations_[d];
+    readable[d] = draining_ || destination.pending_bytes() < kBackpressure;
+    if (destination.wants_writable()) fds.push_back({destination.fd(), POLLOUT, 0});
+  }
   for (const auto& s : streams_)
-    if (s.source) fds.push_back(s.source.get());
-  return fds;
+    if (s.source && readable[s.destination - 1]) fds.push_back({s.source.get(), POLLIN, 0});
 }
 
-void OutputForwarder::write_out(const Stream& stream, const std::string& text) const {
-  if (text.empty()) return;
-  if (const int file = files_.fd(stream.rank, stream.destination); file >= 0) {
-    write_fully(file, text);
-    if (text.back() != '\n') write_fully(file, "\n");
-  }
-  if (!label_ && !timestamp_) return write_fully(stream.destination, text);
-  std::string prefix;
-  if (timestamp_) {
-    const auto now = std::chrono::system_clock::now();
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-    prefix = fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z ", fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms);
-  }
-  if (label_) prefix += fmt::format("{}: ", stream.rank);
-  // A piece of an over-long line gets its own newline so that every output line is prefixed.
-  const bool whole = text.back() == '\n';
-  write_fully(stream.destination, fmt::format("{}{}{}", prefix, text, whole ? "" : "\n"));
-}
-
-void OutputForwarder::close_stream(Stream& stream) {
-  std::string rest = stream.splitter.finish();
-  if (!rest.empty()) write_out(stream, rest + "\n");  // a last line without newline still ends one
-  stream.source.reset();
-}
-
-void OutputForwarder::on_readable(int fd) {
-  for (auto& stream : streams_) {
-    if (stream.source.get() != fd) continue;
-    char buffer[65536];
-    // Bounded reads per wake-up, so one flooding rank cannot starve the others.
-    for (int round = 0; round < 16; ++round) {
-      const ssize_t n = ::read(fd, buffer, sizeof buffer);
-      if (n > 0) {
-        for (const auto& line : stream.splitter.feed({buffer, static_cast<std::size_t>(n)})) write_out(stream, line);
-        continue;
+bool OutputForwarder::on_poll(const pollfd& p) {
+  for (int d = 0; d < 2; ++d) {
+    auto& destination = *destinations_[d];
+    if ((p.events & POLLOUT) && p.fd == destination.fd()) {
+      if (p.revents & (POLLOUT | POLLERR | POLLHUP)) {
+        destination.on_writable();
+        after_write(d + 1);
       }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) return;
-      close_stream(stream);  // EOF or a read error
-      return;
+      return true;
     }
+  }
+  const auto it = by_fd_.find(p.fd);
+  if (it == by_fd_.end()) return false;
+  if (p.revents & (POLLIN | POLLHUP | POLLERR)) read_source(streams_[it->second], false);
+  return true;
+}
+
+void OutputForwarder::read_source(Stream& stream, bool draining) {
+  char buffer[65536];
+  // Bounded reads per wake-up, so one flooding rank cannot starve the others.
+  for (int round = 0; (draining || round < 16) && stream.source; ++round) {
+    const ssize_t n = ::read(stream.source.get(), buffer, sizeof buffer);
+    if (n > 0) {
+      for (const auto& line : stream.splitter.feed({buffer, static_cast<std::size_t>(n)})) write_out(stream, line);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN && !draining) return;
+    close_stream(stream);  // EOF or a read error (or, when draining, nothing more now)
     return;
   }
 }
 
-void OutputForwarder::drain_all() {
-  for (auto& stream : streams_) {
-    while (stream.source) {
-      const int fd = stream.source.get();
-      char buffer[65536];
-      const ssize_t n = ::read(fd, buffer, sizeof buffer);
-      if (n > 0) {
-        for (const auto& line : stream.splitter.feed({buffer, static_cast<std::size_t>(n)})) write_out(stream, line);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      close_stream(stream);  // EOF, EAGAIN (the writers are gone or stuck) or an error
-    }
+void OutputForwarder::write_out(const Stream& stream, const std::string& text) {
+  if (text.empty()) return;
+  if (const int file = files_.fd(stream.rank, stream.destination); file >= 0) {
+    write_file(file, text);
+    if (text.back() != '\n') write_file(file, "\n");
   }
+  auto& destination = *destinations_[stream.destination - 1];
+  if (!label_ && !timestamp_) {
+    destination.write(text);
+  } else {
+    std::string prefix;
+    if (timestamp_) {
+      const auto now = std::chrono::system_clock::now();
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+      prefix = fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z ", fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms);
+    }
+    if (label_) prefix += fmt::format("{}: ", stream.rank);
+    // A piece of an over-long line gets its own newline so that every output line is prefixed.
+    const bool whole = text.back() == '\n';
+    destination.write(fmt::format("{}{}{}", prefix, text, whole ? "" : "\n"));
+  }
+  after_write(stream.destination);
+}
+
+void OutputForwarder::after_write(int destination) {
+  if (!broken(destination)) return;
+  // The reader is gone: the ranks learn it as a pipeline's writer would, on their next write.
+  for (auto& stream : streams_)
+    if (stream.destination == destination && stream.source) {
+      by_fd_.erase(stream.source.get());
+      stream.source.reset();
+      --open_sources_;
+    }
+}
+
+void OutputForwarder::close_stream(Stream& stream) {
+  if (!stream.source) return;
+  by_fd_.erase(stream.source.get());
+  stream.source.reset();
+  --open_sources_;
+  std::string rest = stream.splitter.finish();
+  if (!rest.empty()) write_out(stream, rest + "\n");  // a last line without newline still ends one
+}
+
+void OutputForwarder::drain_all() {
+  // The writers are gone or killed: read until EOF or until nothing more is there.
+  for (auto& stream : streams_)
+    read_source(stream, true);
+}
+
+void OutputForwarder::write_own_line(const std::string& line) {
+  destinations_[1]->write(line);
+  after_write(2);
+}
+
+bool OutputForwarder::has_pending() const {
+  return destinations_[0]->wants_writable() || destinations_[1]->wants_writable();
 }
 
 }  // namespace hyrun

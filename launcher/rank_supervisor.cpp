@@ -8,11 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
 
 #include "hyrun/common/env_contract.hpp"
 #include "launcher/job_events.hpp"
+#include "launcher/open_file_limit.hpp"
 
 namespace hyrun {
 
@@ -28,7 +32,10 @@ constexpr auto kHelloWait = std::chrono::seconds(3);
 }  // namespace
 
 RankSupervisor::RankSupervisor(const LaunchOptions& options, SignalEvents& signals)
-    : options_(options), signals_(signals), output_(options.label, options.timestamp_output, options.output_filename) {}
+    : options_(options), signals_(signals), output_(options.label, options.timestamp_output, options.output_filename) {
+  // hyrun's own lines go through the same non-blocking stderr queue as the ranks' lines.
+  job_event_sink() = [this](const std::string& line) { output_.write_own_line(line); };
+}
 
 RankSupervisor::~RankSupervisor() {
   // Normally finish() has reaped everything; on an exception path this guarantees that
@@ -42,6 +49,8 @@ RankSupervisor::~RankSupervisor() {
       rank.running = false;
     }
   reap_children();
+  // Lines still queued (a slow reader) get a last chance; then lines go to stdio again.
+  job_event_sink() = nullptr;
 }
 
 int RankSupervisor::running_count() const {
@@ -49,12 +58,31 @@ int RankSupervisor::running_count() const {
 }
 
 void RankSupervisor::start(RankLaunch launch) {
+  // Starting many ranks takes a while outside the loop: a stop signal is honoured here too,
+  // and nothing new starts once the job is stopping.
+  if (signals_.pending_stop()) on_signals();
+  if (stopping_) return;
+  const int global_rank = launch.global_rank;
+  try {
+    start_process(std::move(launch));
+  } catch (const SpawnError& e) {
+    if (e.errnum() != EMFILE && e.errnum() != ENFILE) throw;
+    throw Error(describe_fd_exhaustion(global_rank), exit_code::kLauncherError);
+  } catch (const SystemError& e) {
+    if (e.errnum() != EMFILE && e.errnum() != ENFILE) throw;
+    job_exit_code_ = job_exit_code_.value_or(exit_code::kLauncherError);
+    throw Error(describe_fd_exhaustion(global_rank), exit_code::kLauncherError);
+  }
+}
+
+void RankSupervisor::start_process(RankLaunch launch) {
   SpawnSpec spec;
+  spec.open_file_soft_limit = original_open_file_soft_limit();
   spec.argv = options_.command;
   spec.environment = std::move(launch.environment);
   spec.pre_exec = std::move(launch.pre_exec);
-  // Like mpirun, only the first rank reads hyrun's stdin; the others get /dev/null.
-  spec.stdin_fd = launch.global_rank == 0 ? 0 : -1;
+  // Like mpirun's --stdin default, only rank 0 reads hyrun's stdin; the others get /dev/null.
+  spec.stdin_fd = launch.global_rank == 0 && launch.incarnation == 0 ? input_.rank0_stdin() : -1;
   UniqueFd out = output_.add(launch.global_rank, 1);
   UniqueFd err = output_.add(launch.global_rank, 2);
   spec.stdout_fd = out.get();
@@ -84,10 +112,12 @@ void RankSupervisor::start(RankLaunch launch) {
     throw;
   }
   spdlog::debug("started rank {} (local rank {}) as pid {}", launch.global_rank, launch.local_rank, pid);
+  if (launch.global_rank == 0) input_.started();
   Rank rank;
   rank.global_rank = launch.global_rank;
   rank.local_rank = launch.local_rank;
   rank.pid = pid;
+  rank.group = ProcessGroup(pid);
   rank.incarnation = launch.incarnation;
   rank.control = std::move(control);
   ranks_.push_back(std::move(rank));
@@ -97,7 +127,8 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
   std::vector<pollfd> fds;
   fds.push_back({signals_.fd(), POLLIN, 0});
   if (publish_) fds.push_back({publish_.get(), POLLIN, 0});
-  for (int fd : output_.open_fds()) fds.push_back({fd, POLLIN, 0});
+  output_.add_poll_fds(fds);
+  input_.add_poll_fds(fds);
   for (const auto& rank : ranks_)
     if (rank.control) fds.push_back({rank.control.get(), POLLIN, 0});
 
@@ -108,6 +139,8 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
   const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(wait_ms, 0, 1000)));
   if (n < 0 && errno != EINTR) throw SystemError("poll", errno);
   for (const auto& p : fds) {
+    if (!p.revents) continue;
+    if (output_.on_poll(p) || input_.on_poll(p)) continue;
     if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
     if (p.fd == signals_.fd())
       on_signals();
@@ -116,8 +149,6 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
     else if (auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.control.get() == p.fd; });
              it != ranks_.end())
       on_control_readable(*it);
-    else
-      output_.on_readable(p.fd);
   }
   if (suspect_ && Clock::now() >= suspect_deadline_) settle_suspect();
   if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
@@ -166,11 +197,27 @@ void RankSupervisor::on_signals() {
 void RankSupervisor::reap_children() {
   for (;;) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    // Stops and continues too: a stopped rank must not hold the job unnoticed.
+    const pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
     if (pid <= 0) return;  // 0: none ready; -1/ECHILD: no children at all
-    auto it = std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.pid == pid; });
-    if (it != ranks_.end() && it->running) on_rank_exit(*it, status);
-    // Other pids are ranks' orphaned descendants that hyrun adopted as subreaper.
+    auto it = std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.running && r.pid == pid; });
+    if (WIFSTOPPED(status)) {
+      if (it != ranks_.end()) on_rank_stopped(*it, WSTOPSIG(status));
+      continue;
+    }
+    if (WIFCONTINUED(status)) {
+      if (it != ranks_.end()) spdlog::info("rank {} (pid {}) continues", it->global_rank, it->pid);
+      continue;
+    }
+    if (it != ranks_.end()) {
+      it->group.on_leader_reaped();
+      if (it->global_rank == 0) input_.close();
+      on_rank_exit(*it, status);
+      continue;
+    }
+    // Other pids are ranks' orphaned descendants that hyrun adopted as subreaper; a group
+    // they were the last of must not be signalled by number any more.
+    for (auto& rank : ranks_) rank.group.recheck();
   }
 }
 
@@ -222,8 +269,8 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
       // A rank that asks for restarts without end (a bug, or a plan gone wrong) must not
       // spin forever: the request over the budget is the job's failure.
       report_failure(rank,
-                     fmt::format("and asked to be restarted once more, over --max-restarts {} (restarted {} times)",
-                                 options_.max_restarts, rank.incarnation),
+                     fmt::format("{} and asked to be restarted once more, over --max-restarts {} (restarted {} times)",
+                                 rank.end.describe(), options_.max_restarts, rank.incarnation),
                      rank.end.failed() ? rank.end.exit_code() : exit_code::kLauncherError);
       return;
     }
@@ -240,24 +287,42 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
     suspect_deadline_ = Clock::now() + kSignalSettle;
     return;
   }
-  report_failure(rank);
+  std::string how = describe_end(rank);
+  if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGPIPE && (output_.broken(1) || output_.broken(2)))
+    how += fmt::format(" after the reader of hyrun's {} went away", output_.broken(1) ? "stdout" : "stderr");
+  report_failure(rank, how);
+}
+
+void RankSupervisor::on_rank_stopped(Rank& rank, int signal) {
+  if (signal == SIGTTIN || signal == SIGTTOU) {
+    // Stopped for using the terminal from its own (background) process group: nothing
+    // will ever continue it, so this is a failure, not a pause.
+    if (job_exit_code_ || stopping_) return;  // stop() continues it with the signal
+    job_exit_code_ = 128 + signal;
+    report_failure(rank, fmt::format("was stopped by signal {} ({}) for using the terminal, which ranks cannot", signal,
+                                     signal_name(signal)));
+    return;
+  }
+  job_event("rank {} (pid {}) was stopped by signal {} ({}); the job waits until it continues (SIGCONT)", rank.global_rank,
+            rank.pid, signal, signal_name(signal));
 }
 
 void RankSupervisor::settle_suspect() {
   const std::size_t index = *suspect_;
   suspect_.reset();
-  if (!job_exit_code_) report_failure(ranks_[index]);  // no signal reached hyrun: a real failure
+  if (!job_exit_code_) report_failure(ranks_[index], describe_end(ranks_[index]));  // no signal reached hyrun: a real failure
 }
 
-void RankSupervisor::report_failure(const Rank& rank, const std::string& why, std::optional<int> exit_code) {
-  job_exit_code_ = exit_code.value_or(rank.end.exit_code());
-  const int others = running_count();
+std::string RankSupervisor::describe_end(const Rank& rank) {
   // An announced end that did not happen does not excuse the one that did: say so.
-  const std::string note =
-      !why.empty() ? " " + why
-      : rank.planned ? fmt::format(" after announcing a planned {}", rank.planned->describe())
-                     : std::string();
-  failure_summary_ = fmt::format("rank {} (pid {}) {}{}", rank.global_rank, rank.pid, rank.end.describe(), note);
+  return rank.planned ? fmt::format("{} after announcing a planned {}", rank.end.describe(), rank.planned->describe())
+                      : rank.end.describe();
+}
+
+void RankSupervisor::report_failure(const Rank& rank, const std::string& how, std::optional<int> exit_code) {
+  if (!job_exit_code_) job_exit_code_ = exit_code.value_or(rank.end.exit_code());
+  const int others = running_count() - (rank.running ? 1 : 0);
+  failure_summary_ = fmt::format("rank {} (pid {}) {}", rank.global_rank, rank.pid, how);
   job_event("{}; stopping {} other rank{}", *failure_summary_, others, others == 1 ? "" : "s");
   stop(SIGTERM, *job_exit_code_);
 }
@@ -271,13 +336,51 @@ void RankSupervisor::stop(int signal, int exit_code) {
 }
 
 void RankSupervisor::signal_running(int signal) {
-  for (const auto& rank : ranks_)
-    if (rank.running) ::kill(-rank.pid, signal);
+  const bool ends = signal != SIGUSR1 && signal != SIGUSR2;
+  for (auto& rank : ranks_)
+    if (rank.running) {
+      rank.group.signal(signal);
+      // A stopped rank acts on the signal only once continued (as Slurm does, SIGCONT follows).
+      if (ends) rank.group.signal(SIGCONT);
+    }
 }
 
 void RankSupervisor::kill_all_groups() {
-  // Also groups whose leader exited: their members (a rank's own children) go too.
-  for (const auto& rank : ranks_) ::kill(-rank.pid, SIGKILL);
+  // Also groups whose leader exited: their members (a rank's own children) go too. Only
+  // groups known to be still ours are signalled (ProcessGroup): never a reused number.
+  for (auto& rank : ranks_) rank.group.signal(SIGKILL);
+}
+
+void RankSupervisor::kill_adopted_orphans() {
+  // As child subreaper, hyrun becomes the parent of every descendant of a rank whose own
+  // parent ended, also of one that left its rank's process group (setsid, a daemon).
+  // Once every rank has ended, each child of hyrun is such a leftover, and killing it is
+  // safe: an unreaped child's pid cannot belong to anyone else. Killing one may orphan
+  // its own children to hyrun, hence rounds (bounded).
+  for (int round = 0; round < 20; ++round) {
+    std::vector<pid_t> children;
+    if (DIR* tasks = ::opendir("/proc/self/task")) {
+      while (const dirent* task = ::readdir(tasks)) {
+        if (task->d_name[0] == '.') continue;
+        std::ifstream list(fmt::format("/proc/self/task/{}/children", task->d_name));
+        for (pid_t pid; list >> pid;) children.push_back(pid);
+      }
+      ::closedir(tasks);
+    }
+    if (children.empty()) return;
+    for (pid_t pid : children) ::kill(pid, SIGKILL);
+    // Reaped here, so that the next round sees only new orphans; bounded, as a process in
+    // uninterruptible sleep dies only when it wakes (reap_children takes it then).
+    std::size_t left = children.size();
+    for (int wait = 0; wait < 100 && left > 0; ++wait) {
+      for (pid_t& pid : children) {
+        int status;
+        if (pid > 0 && ::waitpid(pid, &status, WNOHANG) != 0) pid = 0, --left;
+      }
+      if (left > 0) ::usleep(10000);
+    }
+    if (left > 0) return;
+  }
 }
 
 void RankSupervisor::on_publish_readable() {
@@ -328,6 +431,7 @@ void RankSupervisor::fail_bootstrap(const std::string& message, int exit_code) {
 }
 
 std::optional<std::string> RankSupervisor::await_root_address() {
+  if (stopping_) return std::nullopt;  // e.g. a signal came before rank 0 was started
   const auto deadline = Clock::now() + options_.bootstrap_timeout;
   std::optional<Clock::time_point> closed_at;
   auto root = std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });
@@ -387,9 +491,29 @@ int RankSupervisor::finish() {
   // Every rank has exited: whatever is left in their process groups goes now, like srun
   // ending a step. Then the output they leave behind is drained, bounded in time.
   kill_all_groups();
-  const auto drain_until = Clock::now() + kDrainLimit;
-  while (!output_.all_closed() && Clock::now() < drain_until) poll_once(drain_until);
+  kill_adopted_orphans();
+  // What they left in their pipes is read regardless of a slow reader (bounded: the
+  // writers are gone), then goes out as fast as the reader takes it, as a pipeline's
+  // writer would wait for it. Once the job is stopping (a signal to hyrun, a failure),
+  // all of this ends within kDrainLimit: a stalled reader cannot keep hyrun.
+  output_.set_draining();
+  auto until = Clock::now() + kDrainLimit;
+  while (!output_.all_closed() && Clock::now() < until) poll_once(until);
   output_.drain_all();
+  bool was_stopping = stopping_;
+  until = stopping_ ? until : Clock::now() + kDrainLimit;
+  while (output_.has_pending() && (!stopping_ || Clock::now() < until)) {
+    if (stopping_ && !was_stopping) {  // told to stop while waiting for a slow reader
+      was_stopping = true;
+      until = Clock::now() + kDrainLimit;
+    }
+    poll_once(stopping_ ? until : Clock::now() + std::chrono::seconds(1));
+  }
+  job_event_sink() = nullptr;  // the loop is over: later lines (main's error) go to stdio, after these
+  // Said only where it can be read: not on a stderr that is itself stalled.
+  if (output_.has_pending() && !output_.has_pending(2))
+    spdlog::warn("the reader of hyrun's output did not take the last of it within {} s; the rest is dropped",
+                 std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count());
   reap_children();
   return job_exit_code_.value_or(0);
 }

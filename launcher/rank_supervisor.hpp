@@ -13,7 +13,9 @@
 #include "hyrun/common/planned_exit.hpp"
 #include "launcher/child_process.hpp"
 #include "launcher/cli_options.hpp"
+#include "launcher/input_forwarder.hpp"
 #include "launcher/output_forwarder.hpp"
+#include "launcher/process_group.hpp"
 #include "launcher/signal_events.hpp"
 #include "launcher/wait_status.hpp"
 
@@ -49,7 +51,8 @@ class RankSupervisor {
   RankSupervisor& operator=(const RankSupervisor&) = delete;
 
   /// Starts one rank. On SpawnError the job is marked failed with its exit code, the
-  /// others are stopped, and the error is rethrown for main to print.
+  /// others are stopped, and the error is rethrown for main to print. Acts first on a
+  /// pending stop signal; starts nothing once the job is stopping.
   void start(RankLaunch launch);
 
   /// Runs the loop until the publishing rank has written its address (returned, hex), or
@@ -68,6 +71,10 @@ class RankSupervisor {
   /// after the grace period. `exit_code` becomes the job's if none is set yet.
   void stop(int signal, int exit_code);
 
+  /// Acts on the signals queued for hyrun now (forwarding, stopping), for callers that
+  /// waited outside the loop and saw SignalEvents::pending_stop().
+  void handle_signals() { on_signals(); }
+
   bool stopping() const { return stopping_; }
   /// The signal (SIGINT, SIGTERM, SIGHUP) to hyrun that stopped the job, if one did.
   std::optional<int> stop_signal() const { return stop_signal_; }
@@ -82,6 +89,7 @@ class RankSupervisor {
     int global_rank = 0;
     int local_rank = 0;
     pid_t pid = 0;
+    ProcessGroup group;  // signalled only while known to be this rank's
     int incarnation = 0;
     UniqueFd control;  // our end of the rank's control socket
     bool running = true;
@@ -89,23 +97,30 @@ class RankSupervisor {
     ProcessEnd end{};
   };
 
+  void start_process(RankLaunch launch);
   void poll_once(std::chrono::steady_clock::time_point deadline);
   void on_signals();
   void reap_children();
   void on_rank_exit(Rank& rank, int wait_status);
-  void report_failure(const Rank& rank, const std::string& why = {}, std::optional<int> exit_code = {});
+  void on_rank_stopped(Rank& rank, int signal);
+  /// How the rank ended, in words, with what it had announced when that was something else.
+  static std::string describe_end(const Rank& rank);
+  /// `how` completes "rank R (pid P) ..."; `exit_code` overrides the rank's own.
+  void report_failure(const Rank& rank, const std::string& how, std::optional<int> exit_code = {});
   void settle_suspect();
   void on_publish_readable();
   void on_control_readable(Rank& rank);
   void respawn(int local_rank, int global_rank, int incarnation);
   void signal_running(int signal);
   void kill_all_groups();
+  void kill_adopted_orphans();
   void fail_bootstrap(const std::string& message, int exit_code);
 
   Relauncher relauncher_;
   const LaunchOptions& options_;
   SignalEvents& signals_;
   OutputForwarder output_;
+  InputForwarder input_;
   std::vector<Rank> ranks_;
 
   UniqueFd publish_;

@@ -23,7 +23,13 @@ SignalEvents::SignalEvents(std::initializer_list<int> signals) {
   fd_.reset(fd);
 }
 
-SignalEvents::~SignalEvents() { sigprocmask(SIG_SETMASK, &previous_mask_, nullptr); }
+SignalEvents::~SignalEvents() {
+  // What is still queued was meant for the loop (or is why hyrun is ending): consumed here,
+  // so that unblocking does not deliver it with its default action, killing hyrun before
+  // main reports the error and returns the exit code.
+  drain();
+  sigprocmask(SIG_SETMASK, &previous_mask_, nullptr);
+}
 
 std::vector<int> SignalEvents::drain() {
   std::vector<int> out;
@@ -39,6 +45,14 @@ std::vector<int> SignalEvents::drain() {
     break;  // EAGAIN: nothing more pending
   }
   return out;
+}
+
+std::optional<int> SignalEvents::pending_stop() const {
+  sigset_t pending;
+  if (sigpending(&pending) != 0) return std::nullopt;
+  for (int s : {SIGTERM, SIGINT, SIGHUP})
+    if (sigismember(&pending, s) == 1) return s;
+  return std::nullopt;
 }
 
 }  // namespace hyrun

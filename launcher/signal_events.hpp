@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "launcher/unique_fd.hpp"
@@ -25,6 +26,10 @@ class SignalEvents {
   /// The pid that sent the latest `signal` drained so far; 0 when none arrived or the
   /// kernel sent it.
   pid_t sender_of(int signal) const { return signal > 0 && signal < kSlots ? senders_[signal] : 0; }
+
+  /// A signal that asks the job to end (SIGINT, SIGTERM, SIGHUP) waiting to be drained, if
+  /// any; it stays queued. For work outside the poll loop that must still honour signals.
+  std::optional<int> pending_stop() const;
 
  private:
   static constexpr int kSlots = 65;

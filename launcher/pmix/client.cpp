@@ -181,7 +181,7 @@ void Client::put(const std::string& key, std::span<const std::byte> value) {
 
 void Client::commit() { throw_if_failed(PMIx_Commit(), "PMIx_Commit by " + describe()); }
 
-void Client::fence(std::chrono::milliseconds timeout) {
+bool Client::fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop) {
   const std::string what = "fence over all " + std::to_string(job_size_) + " processes of PMIx namespace " + nspace_;
   auto [completion, cbdata] = Completion::make();
   completion->info.resize(2);
@@ -195,10 +195,14 @@ void Client::fence(std::chrono::milliseconds timeout) {
       PMIx_Fence_nb(nullptr, 0, completion->info.data(), completion->info.size(), &Completion::on_operation, cbdata);
   if (rc != PMIX_SUCCESS) {
     Completion::release(cbdata);  // refused: no callback will come
-    if (rc == PMIX_OPERATION_SUCCEEDED) return;
+    if (rc == PMIX_OPERATION_SUCCEEDED) return true;
     throw_if_failed(rc, what + " by " + describe());
   }
-  const auto status = completion->wait_until(start + timeout);
+  const auto status = completion->wait_until(start + timeout, stop);
+  if (!status && stop && Clock::now() < start + timeout) {
+    spdlog::debug("pmix: {} abandoned after {} ms: stop requested", what, elapsed_ms(start));
+    return false;
+  }
   if (!status)
     throw TimeoutError(what + " did not complete within " + std::to_string(timeout.count()) +
                        " ms: not every process reached the fence (" + describe() + " waited for the others)");
@@ -208,6 +212,7 @@ void Client::fence(std::chrono::milliseconds timeout) {
                        describe() + ")");
   throw_if_failed(*status, what + " by " + describe());
   spdlog::debug("pmix: {} took {} ms", what, elapsed_ms(start));
+  return true;
 }
 
 std::vector<std::byte> Client::get(int rank, const std::string& key, std::chrono::milliseconds timeout) {

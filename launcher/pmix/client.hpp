@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -63,7 +64,9 @@ class Client {
   void commit();
   /// Barrier over the whole job that also collects every process's committed data
   /// (PMIX_COLLECT_DATA). Throws TimeoutError if not every process arrives in `timeout`.
-  void fence(std::chrono::milliseconds timeout);
+  /// Returns false at once, without completing, when `stop` (checked every 20 ms) returns
+  /// true: hyrun must honour a signal while it waits for other nodes.
+  bool fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop = {});
   /// The bytes `rank` put under `key`. Waits up to `timeout` for them to exist (PMIx
   /// allows getting a key before it is fenced); throws TimeoutError after that, and
   /// hyrun::Error when the value exists but is not a byte object or string.

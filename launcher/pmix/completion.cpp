@@ -2,6 +2,8 @@
 
 #include "launcher/pmix/value.hpp"
 
+#include <algorithm>
+
 namespace hyrun::pmix {
 
 namespace {
@@ -43,10 +45,19 @@ void Completion::finish(pmix_status_t status) {
   done_cv_.notify_all();
 }
 
-std::optional<pmix_status_t> Completion::wait_until(std::chrono::steady_clock::time_point deadline) {
+std::optional<pmix_status_t> Completion::wait_until(std::chrono::steady_clock::time_point deadline,
+                                                    const std::function<bool()>& stop) {
+  constexpr auto kSlice = std::chrono::milliseconds(20);  // how soon a stop request is seen
   std::unique_lock lock(mutex_);
-  if (!done_cv_.wait_until(lock, deadline, [this] { return done_; })) return std::nullopt;
-  return status_;
+  for (;;) {
+    const auto until = stop ? std::min(deadline, std::chrono::steady_clock::now() + kSlice) : deadline;
+    if (done_cv_.wait_until(lock, until, [this] { return done_; })) return status_;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    lock.unlock();
+    const bool stopped = stop();
+    lock.lock();
+    if (stopped && !done_) return std::nullopt;
+  }
 }
 
 }  // namespace hyrun::pmix

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,8 +32,10 @@ class Completion {
   /// Drops the callback's reference when the *_nb call was refused (no callback will come).
   static void release(void* cbdata);
 
-  /// Waits until the callback ran or `deadline` passed. The status, or nullopt on timeout.
-  std::optional<pmix_status_t> wait_until(std::chrono::steady_clock::time_point deadline);
+  /// Waits until the callback ran, `deadline` passed, or `stop` (checked every 20 ms, when
+  /// given) returned true. The status, or nullopt on timeout or stop.
+  std::optional<pmix_status_t> wait_until(std::chrono::steady_clock::time_point deadline,
+                                          const std::function<bool()>& stop = {});
 
   /// The bytes delivered by on_value (empty for other callbacks); valid after wait_until.
   const std::vector<std::byte>& bytes() const { return bytes_; }

@@ -156,6 +156,28 @@ scancel)
   grep -q 'received SIGTERM; forwarding it to 2 rank' "$WORK/out" || fail "no hyrun reported the SIGTERM"
   ! grep -q 'was killed by signal 15' "$WORK/out" || fail "a rank stopped by the cancel was reported as a failure"
   ;;
+sigterm-in-fence)  # a SIGTERM while hyrun waits in the PMIx fence for a late node is honoured at once
+  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N2 --ntasks-per-node=1 sh -c \
+      '[ "$SLURM_PROCID" = 1 ] && sleep 40; exec "$0" -n 1 --bootstrap-timeout 60 -- "$1"' "$HYRUN" "$HELLO" \
+      >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  # Task 0's hyrun has put its record and waits in the fence for task 1 (asleep for 40 s).
+  victim=""
+  for _ in $(seq 100); do
+    for p in $(pids_of_exe "$HYRUN"); do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=0' && victim=$p
+    done
+    [ -n "$victim" ] && break; sleep 0.1
+  done
+  [ -n "$victim" ] || fail "no hyrun of task 0 found"
+  sleep 2
+  start=$(now_ms); kill -TERM "$victim"; wait_rc
+  elapsed=$(( $(now_ms) - start )); cat "$WORK/out"
+  echo "srun ended ${elapsed} ms after the SIGTERM with $(cat "$WORK/rc")"
+  [ "$elapsed" -lt 20000 ] || fail "took $elapsed ms: the SIGTERM waited for the fence (task 1 sleeps 40 s)"
+  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
+  grep -q 'stopped by a signal while waiting for the other nodes' "$WORK/out" || fail "hyrun did not say why it stopped"
+  check_no_leftovers "$HYRUN"
+  ;;
 ep-check-4-nodes)  # EP dispatch/combine with every reference check, across 4 nodes over tcp
   run_bounded 120 "${ucx[@]}" srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$EP_CHECK" \
     --shapes 1:2048:1,32:4096:4,64:7168:8,128:8192:6

@@ -2,15 +2,43 @@
 // The behaviour under real servers is covered by pmix-probe in tests/cluster.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "hyrun/common/error.hpp"
 #include "launcher/pmix/client.hpp"
+#include "launcher/pmix/completion.hpp"
 #include "launcher/pmix/status.hpp"
 #include "launcher/pmix/value.hpp"
 
 namespace hyrun::pmix {
 namespace {
+
+// A fence waits for other nodes for up to --bootstrap-timeout; a signal to hyrun must end
+// that wait. (A hang here is caught by the test's 30 s limit; the wait's own limit is 1 h.)
+TEST(PmixCompletion, AStopRequestEndsTheWaitBeforeItsDeadline) {
+  auto [completion, cbdata] = Completion::make();
+  int asked = 0;
+  const auto status = completion->wait_until(std::chrono::steady_clock::now() + std::chrono::hours(1),
+                                             [&asked] { return ++asked == 3; });
+  EXPECT_FALSE(status.has_value());
+  EXPECT_EQ(asked, 3);
+  Completion::on_operation(PMIX_SUCCESS, cbdata);  // the late callback still finds live memory
+}
+
+TEST(PmixCompletion, TheCallbackEndsTheWaitWhileNoStopIsRequested) {
+  auto [completion, cbdata] = Completion::make();
+  std::thread progress([cbdata = cbdata] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Completion::on_operation(PMIX_SUCCESS, cbdata);
+  });
+  const auto status =
+      completion->wait_until(std::chrono::steady_clock::now() + std::chrono::hours(1), [] { return false; });
+  progress.join();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, PMIX_SUCCESS);
+}
 
 TEST(PmixClient, ConnectWithoutServerIsNullopt) {
   ::unsetenv("PMIX_NAMESPACE");

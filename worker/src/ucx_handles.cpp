@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 
 #include <sched.h>
+#include <signal.h>
+#include <ucs/debug/debug.h>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <cstdlib>
@@ -32,6 +36,11 @@ Context make_context(uint64_t extra_features, const char* default_net_devices) {
   const ucs_status_t status = ucp_init(&params, config, &context);
   ucp_config_release(config);
   check(status, "creating the UCP context");
+  // UCX catches its debug signal (UCX_DEBUG_SIGNO, SIGHUP by default) even when it does
+  // nothing with it, so a hang-up (a closed terminal, hyrun forwarding SIGHUP) would not
+  // end the rank and hyrun would wait its whole grace period. Unless the user chose a
+  // debug signal, SIGHUP gets back its usual meaning.
+  if (std::getenv("UCX_DEBUG_SIGNO") == nullptr) ucs_debug_disable_signal(SIGHUP);
   return Context(context);
 }
 

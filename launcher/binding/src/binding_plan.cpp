@@ -171,24 +171,34 @@ void partition_cpus(const Topology& topo, BindTo policy, std::vector<RankWork>& 
     Bitmap set;
     std::vector<std::size_t> members;
   };
+  // Near-linear: ranks are added to the first group they overlap, other overlapping groups
+  // are moved into it (few groups: one per distinct locality), members are sorted once.
   std::vector<Group> groups;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    Group merged;
-    merged.set = Bitmap::copy_of(ranks[i].locality.get());
-    std::vector<Group> rest;
-    for (auto& g : groups) {
-      if (hwloc_bitmap_intersects(g.set.get(), merged.set.get())) {
-        merged.set.unite(g.set.get());
-        merged.members.insert(merged.members.end(), g.members.begin(), g.members.end());
-      } else {
-        rest.push_back(std::move(g));
+    hwloc_const_bitmap_t locality = ranks[i].locality.get();
+    std::size_t base = groups.size();
+    for (std::size_t k = 0; k < groups.size();) {
+      if (!hwloc_bitmap_intersects(groups[k].set.get(), locality)) {
+        ++k;
+        continue;
       }
+      if (base == groups.size()) {
+        base = k++;
+        continue;
+      }
+      Group& into = groups[base];
+      into.set.unite(groups[k].set.get());
+      into.members.insert(into.members.end(), groups[k].members.begin(), groups[k].members.end());
+      groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(k));
     }
-    merged.members.push_back(i);
-    std::sort(merged.members.begin(), merged.members.end());
-    rest.push_back(std::move(merged));
-    groups = std::move(rest);
+    if (base == groups.size()) {
+      groups.push_back(Group{Bitmap::copy_of(locality), {}});
+    } else {
+      groups[base].set.unite(locality);
+    }
+    groups[base].members.push_back(i);
   }
+  for (auto& g : groups) std::sort(g.members.begin(), g.members.end());
   for (const auto& g : groups) {
     const auto cores = cores_in(topo, g.set.get());
     const auto slices = partition_cores(cores, static_cast<int>(g.members.size()));

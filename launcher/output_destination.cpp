@@ -1,0 +1,76 @@
+#include "launcher/output_destination.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <limits.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace hyrun {
+
+OutputDestination::OutputDestination(int fd) : original_(fd), fd_(fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    discard_ = true;  // hyrun was started with it closed: output is dropped, as before a reader existed
+    return;
+  }
+  if (S_ISSOCK(st.st_mode)) {
+    mode_ = Mode::kSocket;
+  } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+    const int reopened = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (reopened >= 0) {
+      reopened_.reset(reopened);
+      fd_ = reopened;
+      mode_ = Mode::kNonBlocking;
+    } else if (errno == ENXIO && S_ISFIFO(st.st_mode)) {
+      broken_ = true;  // a FIFO without a reader
+    } else {
+      mode_ = Mode::kGated;
+    }
+  }
+}
+
+void OutputDestination::write(std::string_view text) {
+  if (broken_ || discard_ || text.empty()) return;
+  if (offset_ == pending_.size() || offset_ > (1u << 20)) {
+    pending_.erase(0, offset_);  // drop what was written, so the queue holds only what was not
+    offset_ = 0;
+  }
+  pending_.append(text);
+  if (mode_ != Mode::kGated) flush(false);
+}
+
+void OutputDestination::on_writable() { flush(true); }
+
+void OutputDestination::flush(bool writable) {
+  while (!broken_ && offset_ < pending_.size()) {
+    std::size_t size = pending_.size() - offset_;
+    if (mode_ == Mode::kGated) {
+      if (!writable) return;
+      size = std::min<std::size_t>(size, PIPE_BUF);
+      writable = false;  // one bounded write per POLLOUT
+    }
+    const char* data = pending_.data() + offset_;
+    const ssize_t n = mode_ == Mode::kSocket ? ::send(fd_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL) : ::write(fd_, data, size);
+    if (n > 0) {
+      offset_ += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    broken_ = true;  // EPIPE: the reader is gone; other errors: nothing more can be written
+    pending_.clear();
+    offset_ = 0;
+    return;
+  }
+  if (offset_ == pending_.size()) {
+    pending_.clear();
+    offset_ = 0;
+  }
+}
+
+}  // namespace hyrun

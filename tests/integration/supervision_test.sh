@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# How hyrun supervises its ranks when the world around it misbehaves (issue 12): reused
+# pids, closed or stalled output, a terminal, stopped ranks, inherited fds, fd limits,
+# SIGHUP. supervision_test.sh CASE
+source "$(dirname "$0")/lib.sh"
+case_name=$1; shift
+
+# start_bg CMD... : starts hyrun in the background with output to $WORK/o, $WORK/e; sets HY.
+start_bg() { "$@" >"$WORK/o" 2>"$WORK/e" & HY=$!; }
+# stop_and_time SIGNAL : sends SIGNAL to $HY, waits for it; sets RC, ELAPSED, OUT, ERR.
+stop_and_time() {
+  local t0; t0=$(date +%s.%N)
+  kill -"$1" "$HY"
+  # Bounded: a hyrun that ignores the signal is killed after 30 s (and the test fails on time).
+  for _ in $(seq 300); do kill -0 "$HY" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$HY" 2>/dev/null && kill -KILL "$HY"
+  wait "$HY"; RC=$?
+  ELAPSED=$(echo "$(date +%s.%N) - $t0" | bc)
+  OUT=$WORK/o; ERR=$WORK/e
+}
+
+case $case_name in
+reused-pid)  # cleanup never signals a group whose number now belongs to an unrelated process
+  # A private pid namespace makes the pid reuse certain: the victim gets rank 1's old pid
+  # and its own session (so its own group with that number) after rank 1 was reaped.
+  unshare -pf --mount-proc true 2>/dev/null || { echo "SKIP: cannot make a pid namespace (unshare -p)"; exit 77; }
+  run_job 60 unshare -pf --mount-proc bash -c '
+    "$0" -n 2 --bootstrap=none --label -- sh -c "echo \$\$; [ \$HYRUN_RANK = 1 ] || sleep 3" >"$1/pr.txt" &
+    for i in $(seq 100); do grep -q "^1: " "$1/pr.txt" 2>/dev/null && break; sleep 0.05; done
+    sleep 0.3  # rank 1 has exited and been reaped
+    p=$(sed -n "s/^1: //p" "$1/pr.txt")
+    echo $((p - 1)) >/proc/sys/kernel/ns_last_pid
+    setsid sleep 100 & v=$!
+    [ "$v" = "$p" ] && echo "victim has rank 1 pid $p" || echo "victim got pid $v, not $p"
+    wait %1; echo "hyrun exit $?"
+    sleep 0.2
+    kill -0 $v 2>/dev/null && echo "victim survived" || echo "victim KILLED"
+    kill -9 $v 2>/dev/null' "$HYRUN" "$WORK"
+  expect_stdout "^victim has rank 1 pid [0-9]+$"
+  expect_stdout "^hyrun exit 0$"
+  expect_stdout "^victim survived$"
+  ;;
+closed-stdout)  # `hyrun ... | head -1` ends like a pipeline: ranks get SIGPIPE, hyrun exits 141
+  run_job 30 bash -c '"$0" -n 2 --bootstrap=none -- yes | head -1; echo "status ${PIPESTATUS[*]}"' "$HYRUN"
+  expect_stdout "^y$"
+  expect_stdout "^status 141 0$"
+  expect_stderr "^hyrun: rank [01] \(pid [0-9]+\) was killed by signal 13 \(SIGPIPE\) after the reader of hyrun's stdout went away"
+  # A stdout that was closed before hyrun started is no reader going away: output is dropped.
+  run_job 30 bash -c 'exec "$0" -n 2 --bootstrap=none -- sh -c "echo lost; echo kept >&2" >&-' "$HYRUN"
+  expect_rc 0
+  expect_stderr "^kept$"
+  ;;
+stalled-stdout)  # a reader that takes nothing does not stop hyrun from honouring SIGTERM
+  mkfifo "$WORK/fifo"
+  sleep 120 <"$WORK/fifo" & reader=$!   # holds the FIFO open, never reads
+  "$HYRUN" -n 2 --bootstrap=none --grace-period 30 -- yes >"$WORK/fifo" 2>"$WORK/e" & HY=$!
+  sleep 2  # the FIFO's 64 KiB are full by now: every further write would block
+  stop_and_time TERM
+  kill $reader 2>/dev/null
+  expect_rc 143
+  expect_faster 10
+  expect_stderr "received SIGTERM; forwarding it to 2 rank"
+  # The same with stderr on the stalled FIFO too (2>&1): hyrun's own lines must not block it.
+  sleep 120 <"$WORK/fifo" & reader=$!
+  "$HYRUN" -n 2 --bootstrap=none --grace-period 30 -- yes >"$WORK/fifo" 2>&1 & HY=$!
+  sleep 2
+  stop_and_time TERM
+  kill $reader 2>/dev/null
+  expect_rc 143
+  expect_faster 10
+  ;;
+terminal-stdin)  # rank 0 reads a terminal stdin through hyrun instead of being stopped by SIGTTIN
+  command -v script >/dev/null || { echo "SKIP: no script(1)"; exit 77; }
+  run_job 30 bash -c 'printf "typed line\n" | script -qec "$0 -n 2 --bootstrap=none --label -- cat" /dev/null' "$HYRUN"
+  expect_rc 0
+  expect_stdout "^0: typed line"
+  ! grep -q "^1: " "$OUT" && pass "rank 1 read nothing (its stdin is /dev/null)" || fail "rank 1 read the terminal"
+  # A rank that opens the terminal itself cannot use it: named, not a hang.
+  run_job 30 script -qec "$HYRUN -n 1 --bootstrap=none -- sh -c 'read x </dev/tty'" /dev/null
+  expect_rc 149
+  expect_stdout "rank 0 \(pid [0-9]+\) was stopped by signal 21 \(SIGTTIN\) for using the terminal"
+  ;;
+stopped-rank)  # a SIGSTOPped rank is named; SIGTERM to hyrun still ends it at once
+  mkdir "$WORK/pids"
+  start_bg "$HYRUN" -n 2 --grace-period 30 -- "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 60
+  wait_for_files "$WORK/pids" 'rank.*' 2 20
+  kill -STOP "$(cat "$WORK/pids/rank.1")"
+  for _ in $(seq 50); do grep -q "stopped by signal" "$WORK/e" && break; sleep 0.1; done
+  stop_and_time TERM
+  expect_stderr "^hyrun: rank 1 \(pid [0-9]+\) was stopped by signal 19 \(SIGSTOP\); the job waits until it continues"
+  expect_rc 143
+  expect_faster 10  # the grace period is 30 s: the stopped rank got SIGCONT with the SIGTERM
+  expect_all_gone "$WORK/pids"
+  ;;
+inherited-fds)  # fds hyrun inherits from its parent do not reach the ranks
+  run_job 30 bash -c 'exec 7</dev/null 8>/dev/null; exec "$0" -n 2 --label --bootstrap=none -- sh -c "for f in 3 5 6 7 8 9; do [ -e /proc/\$\$/fd/\$f ] && echo fd \$f open; done; echo checked"' "$HYRUN"
+  expect_rc 0
+  for r in 0 1; do expect_stdout "^$r: checked$"; done
+  ! grep -q "open" "$OUT" && pass "no rank has an fd beyond 0, 1, 2 and its control socket" || { fail "fds leaked into ranks"; show_output; }
+  ;;
+fd-limit)  # a soft limit of 1024 does not stop hyrun at a few hundred ranks; a real shortage is named
+  [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 4096 ] || { echo "SKIP: hard fd limit $(ulimit -Hn) < 4096"; exit 77; }
+  run_job 120 bash -c 'ulimit -Sn 1024; "$0" -n 400 --label --bootstrap=none -- sh -c "[ \$HYRUN_RANK = 399 ] && ulimit -Sn; true"' "$HYRUN"
+  expect_rc 0
+  expect_stdout "^399: 1024$"  # ranks get the soft limit hyrun was started with
+  run_job 60 bash -c 'ulimit -n 64; exec "$0" -n 40 --bootstrap=none -- true' "$HYRUN"
+  expect_rc 1
+  expect_stderr "^hyrun: out of file descriptors starting rank [0-9]+: hyrun holds 4 per rank and its limit is 64"
+  ;;
+sighup-ucx)  # SIGHUP ends ranks that use UCX (whose debug signal it is) at once
+  mkdir "$WORK/pids"
+  start_bg "$HYRUN" -n 2 --grace-period 30 -- "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 60
+  wait_for_files "$WORK/pids" 'rank.*' 2 20
+  sleep 0.5
+  stop_and_time HUP
+  expect_rc 129
+  expect_faster 10
+  ! grep -q "still running" "$ERR" && pass "no SIGKILL was needed" || fail "ranks outlived SIGHUP until SIGKILL"
+  expect_all_gone "$WORK/pids"
+  ;;
+setsid-descendant)  # a rank's descendant in its own session ends with the job (hyrun adopted it)
+  run_job 30 "$HYRUN" -n 2 --bootstrap=none -- sh -c \
+    'setsid sh -c "echo \$\$ >$0/child.\$HYRUN_RANK.tmp; mv $0/child.\$HYRUN_RANK.tmp $0/child.\$HYRUN_RANK; exec sleep 100" </dev/null >/dev/null 2>&1 &
+     while [ ! -e $0/child.$HYRUN_RANK ]; do sleep 0.05; done' "$WORK"
+  expect_rc 0
+  expect_all_gone "$WORK"
+  ;;
+large-plan)  # the binding plan of many ranks is near-linear (it was quadratic: minutes here)
+  run_job 120 "$HYRUN" -n 200000 --dry-run --bootstrap=none -- true
+  expect_rc 0
+  ;;
+*) echo "unknown case $case_name"; exit 2 ;;
+esac
+finish

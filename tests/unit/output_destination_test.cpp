@@ -1,0 +1,67 @@
+// OutputDestination: hyrun's stdout/stderr written without ever blocking the poll loop.
+#include "launcher/output_destination.hpp"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "launcher/unique_fd.hpp"
+
+namespace hyrun {
+namespace {
+
+TEST(OutputDestination, AStalledReaderQueuesInsteadOfBlocking) {
+  Pipe pipe = make_pipe();  // blocking, like a shell's pipe; nobody reads it
+  OutputDestination out(pipe.write.get());
+  const std::string chunk(1 << 20, 'x');
+  out.write(chunk);  // far more than the pipe holds: this returns, the rest waits
+  EXPECT_GT(out.pending_bytes(), 0u);
+  EXPECT_TRUE(out.wants_writable());
+  EXPECT_FALSE(out.broken());
+  // The descriptor shared with the parent stays blocking: the parent is not disturbed.
+  EXPECT_EQ(fcntl(pipe.write.get(), F_GETFL) & O_NONBLOCK, 0);
+}
+
+TEST(OutputDestination, AGoneReaderIsNoticedAndOutputDropped) {
+  // hyrun ignores SIGPIPE (main.cpp): a gone reader shows as EPIPE.
+  struct IgnorePipe {
+    void (*previous)(int) = ::signal(SIGPIPE, SIG_IGN);
+    ~IgnorePipe() { ::signal(SIGPIPE, previous); }
+  } ignore;
+  Pipe pipe = make_pipe();
+  OutputDestination out(pipe.write.get());
+  out.write(std::string(1 << 20, 'x'));
+  pipe.read.reset();  // `| head -1` has exited
+  out.on_writable();
+  EXPECT_TRUE(out.broken());
+  EXPECT_EQ(out.pending_bytes(), 0u);
+  out.write("more\n");  // dropped, no error
+  EXPECT_FALSE(out.wants_writable());
+}
+
+TEST(OutputDestination, EverythingArrivesInOrderWhenTheReaderReads) {
+  Pipe pipe = make_pipe();
+  OutputDestination out(pipe.write.get());
+  std::string sent;
+  for (int i = 0; i < 20000; ++i) sent += "line " + std::to_string(i) + "\n";
+  out.write(sent);
+  std::string received;
+  char buffer[65536];
+  while (received.size() < sent.size()) {
+    pollfd p{pipe.read.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 5000), 1);
+    const ssize_t n = ::read(pipe.read.get(), buffer, sizeof buffer);
+    ASSERT_GT(n, 0);
+    received.append(buffer, static_cast<std::size_t>(n));
+    out.on_writable();
+  }
+  EXPECT_EQ(received, sent);
+  EXPECT_FALSE(out.wants_writable());
+}
+
+}  // namespace
+}  // namespace hyrun
