@@ -21,7 +21,8 @@
 #   plans-mps    the plans again under a private MPS daemon (nvidia-cuda-mps-control -d)
 #   timing       bench/gpu.sh --bundle DIR --skip-build (CUDA events, L2 flushed)
 # Logs: DIR/summary.txt (also printed) and one file per step. Default DIR: $OUT/h100 when
-# $OUT is set (the device tool brings it back), else ./h100-logs.
+# $OUT is set (the device tool brings it back; at most 8 files come back, so the step logs
+# are then packed into $OUT/h100-logs.tar.gz), else ./h100-logs.
 # Exit codes: 0 every step that ran passed, 1 a step failed, 2 usage, 3 no GPU.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -212,4 +213,8 @@ for p in "${parts[@]}"; do
   esac
 done
 note "== $([ "$failed" -eq 0 ] && echo 'every step that ran passed' || echo 'some steps FAILED'); logs in $logs"
+# The device tool brings back at most 8 files from $OUT: one archive holds every step's log.
+if [ -n "${OUT:-}" ] && [[ $logs == "$OUT"/* ]]; then
+  tar -czf "$OUT/h100-logs.tar.gz" -C "$(dirname "$logs")" "$(basename "$logs")" && find "$logs" -name '*.log' -delete
+fi
 exit $failed
