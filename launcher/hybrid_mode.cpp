@@ -45,15 +45,20 @@ int slurm_step_tasks() {
   return 0;
 }
 
-// Every node compares every node's -n with its own, so a mismatch is named on all of them.
-void check_same_ranks_per_node(pmix::Client& pmix, const LaunchOptions& options) {
+// Every node reads every node's record after the fence, so a node that failed before the
+// exchange, or a different -n, is named on all of them and each ends by itself.
+void check_node_records(pmix::Client& pmix, const LaunchOptions& options) {
   std::vector<std::string> differing;
   for (int task = 0; task < pmix.job_size(); ++task) {
     const auto record = from_bytes(pmix.get(task, kNodeKey, options.bootstrap_timeout),
                                    fmt::format("the record of hyrun task {}", task));
+    const std::string host = record.value("host", std::string("?"));
+    if (record.contains("error"))
+      throw Error(fmt::format("hyrun task {} on {} failed before the launch: {}", task, host,
+                              record.at("error").get<std::string>()),
+                  record.value("exit_code", static_cast<int>(exit_code::kLauncherError)));
     const int n = record.at("ranks").get<int>();
-    if (n != options.ranks)
-      differing.push_back(fmt::format("task {} on {} has -n {}", task, record.at("host").get<std::string>(), n));
+    if (n != options.ranks) differing.push_back(fmt::format("task {} on {} has -n {}", task, host, n));
   }
   if (!differing.empty())
     throw UsageError(fmt::format("every hyrun of a job must be started with the same -n, but this one has -n {} and {}",
@@ -120,6 +125,10 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   contract.num_nodes = tasks;
   contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
   std::optional<NodeLaunch> node;
+  // A failure before the exchange is said in this node's record and the fence is still
+  // reached: every node then names it and ends by itself, and no node (nor Slurm's step
+  // daemons) is left in a collective that one participant never joined.
+  std::optional<Error> node_failure;
   try {
     // Tasks of this job on the same node split what Slurm did not give each of them alone.
     node.emplace(options, contract, task * options.ranks,
@@ -133,19 +142,25 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   } catch (const Error& e) {
     if (options.dry_run) throw;  // nothing was exchanged: every node reports its own plan's problem
     job_event_line(e.what());
-    abort_job(e.exit_code(), e.what());
+    node_failure = e;
   }
 
   RankSupervisor supervisor(options, signals);
   supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node->rank(local_rank, false, incarnation); });
   std::optional<Error> root_failure;
   try {
-    pmix.put(kNodeKey, to_bytes({{"ranks", options.ranks}, {"host", pmix.hostname()}}));
+    nlohmann::json node_record{{"ranks", options.ranks}, {"host", pmix.hostname()}};
+    if (node_failure) {
+      node_record["error"] = node_failure->what();
+      node_record["exit_code"] = node_failure->exit_code();
+    }
+    pmix.put(kNodeKey, to_bytes(node_record));
     if (task == 0) {
       // The root starts global rank 0 first; whatever happens, it still puts a record and
       // joins the fence, so no other node waits for a fence that never completes.
       nlohmann::json record{{"protocol", kProtocol}, {"ranks", options.ranks}, {"world_size", contract.world_size}};
       try {
+        if (node_failure) throw *node_failure;  // said in both records; rank 0 is not started
         const std::string token = make_job_token();
         node->set_job_token(token);
         record["job_token"] = token;
@@ -184,16 +199,12 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
       const int code = supervisor.finish();
       pmix.abort(code, fmt::format("{}: hyrun was stopped by a signal while waiting for the other nodes", pmix.hostname()));
     }
-    if (root_failure) {
-      every_node_knows = true;  // they read it in the root's record
-      throw *root_failure;
-    }
-    try {
-      check_same_ranks_per_node(pmix, options);
-    } catch (const UsageError&) {
-      every_node_knows = true;  // every node compares every node's -n
-      throw;
-    }
+    // Past the fence, every node reads the same records: what they say ends each node by itself.
+    every_node_knows = true;
+    if (node_failure) return node_failure->exit_code();  // said on this node before the fence
+    if (root_failure) throw *root_failure;
+    check_node_records(pmix, options);
+    every_node_knows = false;
 
     if (task != 0) {
       const auto record = from_bytes(pmix.get(0, kRootKey, options.bootstrap_timeout), "the root's record");
