@@ -3,28 +3,14 @@
 #include <chrono>
 
 #ifdef HYRUN_EP_WITH_CUDA
-#include "hyrun/ep/cuda_memory.hpp"
+#include "hyrun/ep/device_tensors.hpp"
 #endif
 
 namespace hyrun::ep::elastic {
 
 #ifdef HYRUN_EP_WITH_CUDA
-struct EpCalls::Device {
-  template <class T>
-  using Array = cuda::DeviceArray<T>;
-  Device(const Shape& s, Format f, bool flush_l2)
-      : x(static_cast<std::size_t>(s.max_tokens) * s.hidden),
-        idx(static_cast<std::size_t>(s.max_tokens) * s.topk),
-        w(idx.size()),
-        recv_x(recv_x_bytes(s, f)),
-        scales(recv_scales_count(s)),
-        tok(recv_rows(s)),
-        topk(recv_rows(s)),
-        layout(static_cast<std::size_t>(s.experts_per_rank) * s.max_ranks),
-        count(static_cast<std::size_t>(s.experts_per_rank)),
-        expert_out(recv_rows(s) * s.hidden),
-        y(x.size()),
-        l2(flush_l2 ? std::size_t(256) << 20 : 1) {
+struct EpCalls::Device : cuda::DeviceTensors {
+  Device(const Shape& s, Format f, bool flush_l2) : cuda::DeviceTensors(s, f), l2(flush_l2 ? std::size_t(256) << 20 : 1) {
     cuda::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
     cuda::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
   }
@@ -32,16 +18,6 @@ struct EpCalls::Device {
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
   }
-  DispatchOutput view() const {
-    return DispatchOutput{recv_x.get(), scales.get(), tok.get(), topk.get(), layout.get(), count.get()};
-  }
-  Array<uint16_t> x;
-  Array<int64_t> idx;
-  Array<float> w;
-  Array<uint8_t> recv_x;
-  Array<float> scales;
-  Array<int32_t> tok, topk, layout, count;
-  Array<uint16_t> expert_out, y;
   Array<uint8_t> l2;  // written before each timed call: evicts the L2 (256 MiB > 50 MiB L2)
   cudaEvent_t start = nullptr, stop = nullptr;
   int flushes = 0;
@@ -76,8 +52,8 @@ void EpCalls::set_inputs(const check::RankInputs& inputs) {
   if (dev_) {
     const auto s = buffer_.stream();
     dev_->x.upload(inputs.x.data(), inputs.x.size(), s);
-    dev_->idx.upload(inputs.topk_idx.data(), inputs.topk_idx.size(), s);
-    dev_->w.upload(inputs.topk_weights.data(), inputs.topk_weights.size(), s);
+    dev_->topk_idx.upload(inputs.topk_idx.data(), inputs.topk_idx.size(), s);
+    dev_->weights.upload(inputs.topk_weights.data(), inputs.topk_weights.size(), s);
   }
 #endif
 }
@@ -90,8 +66,8 @@ double EpCalls::timed_call(int num_tokens, const Routing& routing) {
     if (d.l2.size() > 1)
       cuda::cuda_check(cudaMemsetAsync(d.l2.get(), ++d.flushes & 0xFF, d.l2.size(), s), "L2 flush");
     cuda::cuda_check(cudaEventRecord(d.start, s), "cudaEventRecord");
-    buffer_.launch_dispatch(d.x.get(), d.idx.get(), num_tokens, routing, format_, d.view());
-    buffer_.launch_combine(d.expert_out.get(), d.view(), d.idx.get(), d.w.get(), num_tokens, d.y.get());
+    buffer_.launch_dispatch(d.x.get(), d.topk_idx.get(), num_tokens, routing, format_, d.view());
+    buffer_.launch_combine(d.expert_out.get(), d.view(), d.topk_idx.get(), d.weights.get(), num_tokens, d.y.get());
     cuda::cuda_check(cudaEventRecord(d.stop, s), "cudaEventRecord");
     buffer_.synchronize();  // throws what the calls found
     float ms = 0;
@@ -123,22 +99,22 @@ check::CheckReport EpCalls::validate(int me, int num_tokens, const Routing& rout
 #ifdef HYRUN_EP_WITH_CUDA
   Device& d = *dev_;
   const auto s = buffer_.stream();
-  for (auto* a : {&d.tok, &d.topk, &d.layout, &d.count}) a->fill_bytes(0xFF, s);
+  for (auto* a : {&d.src_token, &d.src_topk, &d.layout_count, &d.recv_count}) a->fill_bytes(0xFF, s);
   d.recv_x.fill_bytes(0xFF, s);
-  d.scales.fill_bytes(0xFF, s);
+  d.recv_scales.fill_bytes(0xFF, s);
   d.y.fill_bytes(0xFF, s);
-  buffer_.dispatch(d.x.get(), d.idx.get(), num_tokens, routing, format_, d.view());
+  buffer_.dispatch(d.x.get(), d.topk_idx.get(), num_tokens, routing, format_, d.view());
   d.recv_x.download(out_.recv_x.data(), out_.recv_x.size(), s);
-  if (!out_.recv_scales.empty()) d.scales.download(out_.recv_scales.data(), out_.recv_scales.size(), s);
-  d.tok.download(out_.recv_src_token.data(), out_.recv_src_token.size(), s);
-  d.topk.download(out_.recv_src_topk.data(), out_.recv_src_topk.size(), s);
-  d.layout.download(out_.layout_count.data(), out_.layout_count.size(), s);
-  d.count.download(out_.recv_count.data(), out_.recv_count.size(), s);
+  if (!out_.recv_scales.empty()) d.recv_scales.download(out_.recv_scales.data(), out_.recv_scales.size(), s);
+  d.src_token.download(out_.recv_src_token.data(), out_.recv_src_token.size(), s);
+  d.src_topk.download(out_.recv_src_topk.data(), out_.recv_src_topk.size(), s);
+  d.layout_count.download(out_.layout_count.data(), out_.layout_count.size(), s);
+  d.recv_count.download(out_.recv_count.data(), out_.recv_count.size(), s);
   check::check_dispatch(shape_, format_, me, routing, all, out_, report);
   const auto experts = check::identity_expert_out(shape_, format_, out_);
   cuda::DeviceArray<uint16_t> eo(experts.size());
   eo.upload(experts.data(), experts.size(), s);
-  buffer_.combine(eo.get(), d.view(), d.idx.get(), d.w.get(), num_tokens, d.y.get());
+  buffer_.combine(eo.get(), d.view(), d.topk_idx.get(), d.weights.get(), num_tokens, d.y.get());
   d.y.download(y_.data(), y_.size(), s);
   check::check_combine(shape_, format_, routing, inputs_, y_, report);
   // The timed calls use zero expert outputs again.

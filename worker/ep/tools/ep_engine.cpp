@@ -1,39 +1,14 @@
 #include "ep_engine.hpp"
 
 #ifdef HYRUN_EP_WITH_CUDA
-#include "hyrun/ep/cuda_memory.hpp"
+#include "hyrun/ep/device_tensors.hpp"
 #endif
 
 namespace hyrun::ep::check {
 
 #ifdef HYRUN_EP_WITH_CUDA
-/// One rank's inputs and outputs for the largest shape, in device memory.
-struct Engine::DeviceTensors {
-  template <class T>
-  using Array = cuda::DeviceArray<T>;
-  explicit DeviceTensors(const Shape& s)
-      : x(static_cast<std::size_t>(s.max_tokens) * s.hidden),
-        topk_idx(static_cast<std::size_t>(s.max_tokens) * s.topk),
-        weights(topk_idx.size()),
-        recv_x(recv_x_bytes(s, Format::kBF16)),  // room for either format
-        recv_scales(recv_scales_count(s)),
-        src_token(recv_rows(s)),
-        src_topk(recv_rows(s)),
-        layout_count(static_cast<std::size_t>(s.experts_per_rank) * s.max_ranks),
-        recv_count(static_cast<std::size_t>(s.experts_per_rank)),
-        expert_out(recv_rows(s) * s.hidden),
-        y(x.size()) {}
-  Array<uint16_t> x;
-  Array<int64_t> topk_idx;
-  Array<float> weights;
-  Array<uint8_t> recv_x;
-  Array<float> recv_scales;
-  Array<int32_t> src_token, src_topk, layout_count, recv_count;
-  Array<uint16_t> expert_out, y;
-  DispatchOutput view() const {
-    return DispatchOutput{recv_x.get(), recv_scales.get(), src_token.get(), src_topk.get(), layout_count.get(),
-                          recv_count.get()};
-  }
+struct Engine::DeviceTensors : cuda::DeviceTensors {
+  explicit DeviceTensors(const Shape& s) : cuda::DeviceTensors(s, Format::kBF16) {}  // room for either format
 };
 #else
 struct Engine::DeviceTensors {};
