@@ -2,6 +2,8 @@
 // functions that the CUDA kernels run (per_token.hpp): identical bits, over every bf16
 // input of the casts, a sweep of float encodings around every rounding point, and random
 // blocks for the amax and the combine reduction (NaN, infinities, zeros, subnormals).
+// The row functions are checked as inlined here and as the library runs them (the
+// *_dispatched versions, compiled for this CPU's widest vectors).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -95,12 +97,16 @@ TEST(EpHostRows, CastRowOfEveryBf16ValueEqualsSharedCast) {
   for (int pass = 0; pass < 3; ++pass) {
     if (pass > 0) std::shuffle(x.begin(), x.end(), g);
     const int hidden = static_cast<int>(x.size()), nb = hidden / kScaleBlock;
-    std::vector<uint8_t> q_want(hidden), q_got(hidden, 0xAA);
-    std::vector<float> s_want(nb), s_got(nb, -1.0f);
+    std::vector<uint8_t> q_want(hidden);
+    std::vector<float> s_want(nb);
     cast_row_fp8(x.data(), hidden, q_want.data(), s_want.data());
-    cast_row_fp8_fast(x.data(), hidden, q_got.data(), s_got.data());
-    EXPECT_EQ(q_got, q_want) << "pass " << pass;
-    EXPECT_EQ(std::memcmp(s_got.data(), s_want.data(), s_want.size() * 4), 0) << "pass " << pass;
+    for (auto cast : {&cast_row_fp8_fast, &cast_row_fp8_dispatched}) {
+      std::vector<uint8_t> q_got(hidden, 0xAA);
+      std::vector<float> s_got(nb, -1.0f);
+      cast(x.data(), hidden, q_got.data(), s_got.data());
+      EXPECT_EQ(q_got, q_want) << "pass " << pass;
+      EXPECT_EQ(std::memcmp(s_got.data(), s_want.data(), s_want.size() * 4), 0) << "pass " << pass;
+    }
   }
 }
 
@@ -118,9 +124,11 @@ TEST(EpHostRows, AmaxAndCastOfRandomBlocksEqualShared) {
       ASSERT_EQ(bits_of(bf16_block_amax_fast(&x[b * kScaleBlock])), bits_of(bf16_block_amax(&x[b * kScaleBlock], 128)))
           << "row " << row << " block " << b;
     cast_row_fp8(x.data(), hidden, q_want.data(), s_want.data());
-    cast_row_fp8_fast(x.data(), hidden, q_got.data(), s_got.data());
-    ASSERT_EQ(q_got, q_want) << "row " << row;
-    ASSERT_EQ(std::memcmp(s_got.data(), s_want.data(), s_want.size() * 4), 0) << "row " << row;
+    for (auto cast : {&cast_row_fp8_fast, &cast_row_fp8_dispatched}) {
+      cast(x.data(), hidden, q_got.data(), s_got.data());
+      ASSERT_EQ(q_got, q_want) << "row " << row;
+      ASSERT_EQ(std::memcmp(s_got.data(), s_want.data(), s_want.size() * 4), 0) << "row " << row;
+    }
   }
 }
 
@@ -139,10 +147,11 @@ TEST(EpHostRows, CombineRowOfRandomBlocksEqualsSharedChannelReduction) {
       rows[k] = g() % 5 == 0 ? nullptr : data[k].data();  // dropped selections
       w[k] = trial % 11 == 0 ? std::bit_cast<float>(static_cast<uint32_t>(g())) : weight(g);  // any float, NaN too
     }
-    std::vector<float> acc(hidden);
-    std::vector<uint16_t> got(hidden, 0xAAAA);
-    combine_row(rows.data(), w.data(), topk, hidden, acc.data(), got.data());
-    for (int c = 0; c < hidden; ++c)
-      ASSERT_EQ(got[c], combine_channel(rows.data(), w.data(), topk, c)) << "trial " << trial << " channel " << c;
+    for (auto combine : {&combine_row, &combine_row_dispatched}) {
+      std::vector<uint16_t> got(hidden, 0xAAAA);
+      combine(rows.data(), w.data(), topk, hidden, got.data());
+      for (int c = 0; c < hidden; ++c)
+        ASSERT_EQ(got[c], combine_channel(rows.data(), w.data(), topk, c)) << "trial " << trial << " channel " << c;
+    }
   }
 }

@@ -42,7 +42,6 @@ HostBackend::HostBackend(const Shape& shape, Transport& transport, std::chrono::
                                  transport_.num_ranks(), shape_.max_ranks));
   staging_.resize(send_staging_bytes(shape_));
   token_body_.resize(layout_.slot_bytes);
-  acc_.resize(static_cast<std::size_t>(shape_.hidden));
   rows_.resize(static_cast<std::size_t>(shape_.topk));
   local_rows_.resize(static_cast<std::size_t>(shape_.max_tokens) * shape_.topk);
 }
@@ -170,7 +169,7 @@ void HostBackend::send_dispatch(const uint16_t* x, const int64_t* topk_idx, int 
       const int j = send_counts_[g]++;
       if (!cast) {
         auto* q = reinterpret_cast<uint8_t*>(token_body_.data());
-        cast_row_fp8_fast(row, H, q, reinterpret_cast<float*>(q + H));
+        cast_row_fp8_dispatched(row, H, q, reinterpret_cast<float*>(q + H));
         body = token_body_.data();
         cast = true;
       }
@@ -318,7 +317,7 @@ void HostBackend::receive_combine(const int64_t* topk_idx, const float* topk_wei
       const uint16_t* local = local_rows != nullptr ? local_rows[sel] : nullptr;
       rows_[k] = kept_expert(topk_idx[sel], E, routing_) < 0 ? nullptr : local != nullptr ? local : data + sel * H;
     }
-    combine_row(rows_.data(), topk_weights + static_cast<std::size_t>(i) * K, K, H, acc_.data(),
+    combine_row_dispatched(rows_.data(), topk_weights + static_cast<std::size_t>(i) * K, K, H,
                 out + static_cast<std::size_t>(i) * H);
   }
 }

@@ -137,7 +137,6 @@ class HostBackend {
   std::vector<std::byte> staging_;    // messages for put() where the region is not mapped
   std::vector<std::byte> token_body_;  // one token's FP8 payload + scales, cast once for its K messages
   std::vector<int32_t> send_counts_;  // [num_ranks * E]
-  std::vector<float> acc_;            // [H] combine accumulator
   std::vector<const uint16_t*> rows_;              // [K] one token's combine rows
   std::vector<const uint16_t*> local_rows_;        // [T * K] fused combine: rows in expert_out
 };

@@ -79,29 +79,37 @@ inline void cast_row_fp8_fast(const uint16_t* __restrict x, int hidden, uint8_t*
   }
 }
 
-/// The combine reduction of one token over all channels (hidden % 128 == 0): out[c] =
-/// combine_channel(rows, weights, topk, c) for every c < hidden. `acc` is caller scratch
-/// of `hidden` floats. Rows are read one after the other in selection order, so every
-/// channel is accumulated in the shared order. acc, out and the rows must not overlap.
+/// Channels of the combine reduction that one pass over the rows accumulates: few enough
+/// that the accumulators stay in vector registers (SSE2 included).
+inline constexpr int kCombineChunk = 32;
+
+/// The combine reduction of one token over all channels (hidden % 32 == 0): out[c] =
+/// combine_channel(rows, weights, topk, c) for every c < hidden. For each chunk of 32
+/// channels the rows are read in selection order, so every channel is accumulated in the
+/// shared order. `out` must not overlap the rows.
 inline void combine_row(const uint16_t* const* rows, const float* weights, int topk, int hidden,
-                        float* __restrict acc, uint16_t* __restrict out) {
-  for (int c = 0; c < hidden; ++c) acc[c] = 0.0f;
-  for (int k = 0; k < topk; ++k) {
-    const uint16_t* __restrict r = rows[k];
-    if (r == nullptr) continue;
-    const float w = weights[k];
-    // Fixed-length inner loops: the -O2 vectoriser takes them without a scalar epilogue.
-    for (int b = 0; b < hidden; b += kScaleBlock) {
-      float* __restrict ab = acc + b;
-      const uint16_t* __restrict rb = r + b;
-      for (int c = 0; c < kScaleBlock; ++c) ab[c] = ab[c] + bf16_to_float(rb[c]) * w;
+                        uint16_t* __restrict out) {
+  for (int b = 0; b < hidden; b += kCombineChunk) {
+    float acc[kCombineChunk];
+    for (int c = 0; c < kCombineChunk; ++c) acc[c] = 0.0f;
+    for (int k = 0; k < topk; ++k) {
+      const uint16_t* __restrict r = rows[k];
+      if (r == nullptr) continue;
+      const float w = weights[k];
+      for (int c = 0; c < kCombineChunk; ++c) acc[c] = acc[c] + bf16_to_float(r[b + c]) * w;
     }
-  }
-  for (int b = 0; b < hidden; b += kScaleBlock) {
-    const float* __restrict ab = acc + b;
-    uint16_t* __restrict ob = out + b;
-    for (int c = 0; c < kScaleBlock; ++c) ob[c] = bf16_round_branchless(ab[c]);
+    for (int c = 0; c < kCombineChunk; ++c) out[b + c] = bf16_round_branchless(acc[c]);
   }
 }
+
+}  // namespace hyrun::ep
+
+namespace hyrun::ep {
+
+/// cast_row_fp8_fast and combine_row compiled for several x86-64 levels (baseline, v3 =
+/// AVX2, v4 = AVX-512), the best one for this CPU chosen when the library loads; plain
+/// calls of the inline versions elsewhere. Same contract and bits as the inline versions.
+void cast_row_fp8_dispatched(const uint16_t* x, int hidden, uint8_t* q, float* scales);
+void combine_row_dispatched(const uint16_t* const* rows, const float* weights, int topk, int hidden, uint16_t* out);
 
 }  // namespace hyrun::ep
