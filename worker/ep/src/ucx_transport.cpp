@@ -240,11 +240,13 @@ void UcxTransport::put(int peer, std::size_t off, const void* src, std::size_t l
 std::byte* UcxTransport::mapped(int peer, std::size_t off, std::size_t len) {
   if (peer < 0 || peer >= size_)
     throw Error(fmt::format("UCX EP transport: peer {} out of range [0, {})", peer, size_));
+  if (peer != rank_) {
+    const Peer& p = peers_[static_cast<std::size_t>(peer)];
+    if (p.local == nullptr || !p.rkey || known_failed(peer)) return nullptr;  // put() reports these
+  }
   check(peer, off, len);
   if (peer == rank_) return static_cast<std::byte*>(region_mem_.get()) + off;
-  Peer& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.local == nullptr || !p.rkey || known_failed(peer)) return nullptr;  // put() reports these
-  return p.local + off;
+  return peers_[static_cast<std::size_t>(peer)].local + off;
 }
 
 void UcxTransport::signal(int peer, std::size_t off, uint64_t value) {
