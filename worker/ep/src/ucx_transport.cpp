@@ -1,6 +1,7 @@
 #include "hyrun/ep/ucx_transport.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -113,6 +114,17 @@ UcxTransport::~UcxTransport() {
   // Best effort: complete what is outstanding without throwing, within one timeout;
   // the members then destroy the rkeys, unmap and free the region.
   drain(-1, Clock::now() + timeout_);
+  if (writes_may_be_in_flight_) {
+    // Some write did not complete in time (UCX's tcp put emulation can stall): peers'
+    // writes may also still be on their way here, and UCX stores them at the raw
+    // address when this worker progresses later (e.g. while World closes its
+    // endpoints). Unmapping now would turn them into a crash; keep the memory until exit.
+    spdlog::warn("UCX EP transport: rank {}: writes timed out; the {}-byte region stays mapped until the process "
+                 "exits, so that late writes land harmlessly",
+                 rank_, bytes_);
+    (void)memh_.release();
+    (void)region_mem_.release();
+  }
 }
 
 bool UcxTransport::attached(int peer) const {
@@ -167,7 +179,10 @@ void UcxTransport::drain(int peer, Clock::time_point deadline) noexcept {
   for (auto& r : pending_) {
     if (!mine(r)) continue;
     (void)wait_request(r.first, r.second, deadline);
-    if (ucp_request_check_status(r.second) == UCS_INPROGRESS) retire_signal_values();
+    if (ucp_request_check_status(r.second) == UCS_INPROGRESS) {
+      retire_signal_values();
+      if (!known_failed(r.first)) writes_may_be_in_flight_ = true;  // a dead peer writes nothing more
+    }
     ucp_request_free(r.second);  // releases it even if still in progress (RMA requests cannot be cancelled)
   }
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(), mine), pending_.end());
@@ -300,6 +315,7 @@ void UcxTransport::flush() {
     abandoned |= ucp_request_check_status(req) == UCS_INPROGRESS;
     if (st == UCS_ERR_TIMED_OUT) {
       timed_out.push_back(peer);  // ucp_request_free below lets UCX finish or drop it internally
+      writes_may_be_in_flight_ = true;
     } else if (st != UCS_OK) {
       failed_.push_back(peer);
     }
@@ -331,6 +347,7 @@ void UcxTransport::flush() {
     ucs_status_t st = wait_request(p, req, deadline);
     if (st == UCS_ERR_TIMED_OUT) {
       timed_out.push_back(p);
+      writes_may_be_in_flight_ = true;
     } else if (st != UCS_OK) {
       failed_.push_back(p);
     }

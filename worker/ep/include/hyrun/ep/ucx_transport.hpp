@@ -32,6 +32,9 @@
 // World::peer_failed with WorldOptions::peer_error_handling) gets no more operations:
 // puts to it are skipped, outstanding requests to it are abandoned by flush(), which
 // reports it in PeerFailureError at once, and wait_signals() does not wait for it.
+//
+// After a write to a live peer timed out, the destructor keeps the region mapped (until
+// the process exits): late writes of the stalled transfers must not hit unmapped memory.
 #include <ucp/api/ucp.h>
 
 #include <chrono>
@@ -157,6 +160,9 @@ class UcxTransport final : public Transport {
   void progress_while_waiting() override { progress_or_yield(); }
   static constexpr int kIdlePollsBeforeYield = 64;
   int idle_polls_ = 0;
+  // A write to a live peer timed out: writes in either direction may still arrive, so the
+  // destructor leaves the region mapped (released at process exit) instead of unmapping it.
+  bool writes_may_be_in_flight_ = false;
 
   struct Peer {
     ucp_ep_h ep = nullptr;
