@@ -3,7 +3,11 @@
 #
 #   bench/ep.sh [RANKS...]            (default: 2 4 8)
 #   env: BUILD_DIR (build), TLS ("shm tcp"), TOKENS/HIDDEN/TOPK/EXPERTS (128/7168/8/2),
-#        ITERS (30), WARMUP (5), PERF_ITERS (5000)
+#        ITERS (30), WARMUP (5), PERF_ITERS (5000), REPEATS (3)
+#
+# Every figure is the median of REPEATS runs (this machine is shared: single runs vary).
+# First table: --kernel-only with one rank (hyrun -n 1) against a single-core memcpy of
+# 64 MiB (memcpy-baseline) measured in the same run.
 #
 # For each transport and world size: ep-bench-host prints per-rank dispatch (FP8) +
 # combine (BF16) bandwidth in logical bytes (every valid selection, self traffic
@@ -19,10 +23,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 TLS=${TLS:-"shm tcp"}
 TOKENS=${TOKENS:-128}; HIDDEN=${HIDDEN:-7168}; TOPK=${TOPK:-8}; EXPERTS=${EXPERTS:-2}
-ITERS=${ITERS:-30}; WARMUP=${WARMUP:-5}; PERF_ITERS=${PERF_ITERS:-5000}
+ITERS=${ITERS:-30}; WARMUP=${WARMUP:-5}; PERF_ITERS=${PERF_ITERS:-5000}; REPEATS=${REPEATS:-3}
 RANKS=("$@"); [ ${#RANKS[@]} -gt 0 ] || RANKS=(2 4 8)
-hyrun=$build/launcher/hyrun; bench=$build/worker/ep/ep-bench-host
-for b in "$hyrun" "$bench"; do [ -x "$b" ] || { echo "bench/ep.sh: missing $b: build first (cmake --build $build)" >&2; exit 1; }; done
+hyrun=$build/launcher/hyrun; bench=$build/worker/ep/ep-bench-host; memcpy_bench=$build/bench/memcpy-baseline
+for b in "$hyrun" "$bench" "$memcpy_bench"; do [ -x "$b" ] || { echo "bench/ep.sh: missing $b: build first (cmake --build $build)" >&2; exit 1; }; done
 command -v ucx_perftest >/dev/null || { echo "bench/ep.sh: ucx_perftest not found (Debian: ucx-utils)" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/ep-bench.XXXXXX"); trap 'rm -rf "$work"' EXIT
 
@@ -56,25 +60,45 @@ ep_run() {
 }
 # avg of "[rank r] Dispatch + combine bandwidth: X GB/s, avg_t=Y us" over ranks: "X Y"
 ep_avg() { awk '/Dispatch \+ combine bandwidth:/ { g += $7; sub(/avg_t=/, "", $9); t += $9; n++ } END { printf "%.3f %.0f\n", g / n, t / n }' "$work/ep.out"; }
+# median of the numbers on stdin (one a line)
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# ep_median N TLS [args] : "GB/s avg_t" medians over REPEATS runs (rank-averaged each);
+# not in a subshell, so that a failed run ends the script
+ep_median() {
+  local i
+  : >"$work/runs"
+  for ((i = 0; i < REPEATS; i++)); do ep_run "$@"; ep_avg >>"$work/runs"; done
+  echo "$(cut -d' ' -f1 "$work/runs" | median) $(cut -d' ' -f2 "$work/runs" | median)"
+}
+perftest_median() {
+  local i
+  for ((i = 0; i < REPEATS; i++)); do perftest_gbps "$@"; echo; done | median
+}
 rank0_field() { grep '^\[rank 0\] accounting:' "$work/ep.out" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
-echo "EP host backend: dispatch FP8 + combine BF16, T=$TOKENS H=$HIDDEN K=$TOPK E=$EXPERTS, $ITERS iterations after $WARMUP warm-up"
-echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), $(nproc) cores, $(ucx_info -v | head -1 | sed 's/^# *//')"
+echo "EP host backend: dispatch FP8 + combine BF16, T=$TOKENS H=$HIDDEN K=$TOPK E=$EXPERTS, $ITERS iterations after $WARMUP warm-up, median of $REPEATS runs"
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(ucx_info -v | head -1 | sed 's/^# *//')"
+echo
+: >"$work/memcpy"
+for ((i = 0; i < REPEATS; i++)); do "$memcpy_bench" 64 15 | sed -n 's/.*median_gbps=\([0-9.]*\).*/\1/p' >>"$work/memcpy"; done
+mc=$(median <"$work/memcpy")
+ep_median 1 shm --kernel-only >"$work/med"; read -r ko1_gbps ko1_us <"$work/med"
+echo "| kernel-only, 1 rank: EP GB/s | EP avg_t (us) | memcpy 64 MiB, 1 core: GB/s | ratio EP/memcpy |"
+echo "|---:|---:|---:|---:|"
+awk -v e="$ko1_gbps" -v us="$ko1_us" -v m="$mc" 'BEGIN { printf "| %.3f | %.0f | %.2f | %.3f |\n", e, us, m, e / m }'
 echo
 echo "| ranks | transport | EP GB/s (avg over ranks) | EP avg_t (us) | kernel-only GB/s | perftest dispatch msg GB/s | perftest combine msg GB/s | perftest GB/s (weighted) | ratio EP/perftest |"
 echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
 for tls in $TLS; do
   for n in "${RANKS[@]}"; do
-    ep_run "$n" "$tls"
-    read -r ep_gbps ep_us < <(ep_avg)
+    ep_median "$n" "$tls" >"$work/med"; read -r ep_gbps ep_us <"$work/med"
     D=$(rank0_field dispatch_bytes); C=$(rank0_field combine_bytes)
     dmsg=$(rank0_field dispatch_msg_bytes); cmsg=$(rank0_field combine_msg_bytes)
-    ep_run "$n" "$tls" --kernel-only
-    read -r ko_gbps _ < <(ep_avg)
-    pd=$(perftest_gbps "$tls" "$dmsg"); pc=$(perftest_gbps "$tls" "$cmsg")
+    ep_median "$n" "$tls" --kernel-only >"$work/med"; read -r ko_gbps _ <"$work/med"
+    pd=$(perftest_median "$tls" "$dmsg"); pc=$(perftest_median "$tls" "$cmsg")
     awk -v n="$n" -v tls="$tls" -v e="$ep_gbps" -v us="$ep_us" -v k="$ko_gbps" -v pd="$pd" -v pc="$pc" -v D="$D" -v C="$C" \
       -v dm="$dmsg" -v cm="$cmsg" 'BEGIN {
         w = (D + C) / (D / pd + C / pc)
-        printf "| %d | %s | %.3f | %s | %.3f | %.2f (%d B) | %.2f (%d B) | %.2f | %.3f |\n", n, tls, e, us, k, pd, dm, pc, cm, w, e / w }'
+        printf "| %d | %s | %.3f | %.0f | %.3f | %.2f (%d B) | %.2f (%d B) | %.2f | %.3f |\n", n, tls, e, us, k, pd, dm, pc, cm, w, e / w }'
   done
 done

@@ -386,7 +386,146 @@ TEST(EpHostBackendThreads, BlockingCallsFromOneThreadPerRank) {
   }
 }
 
+// The fused dispatch()/combine() skip the region for this rank's own rows (written
+// straight into the outputs, reduced straight from expert_out); the split calls go
+// through the region. Both must give the same bits in every output, for both formats,
+// with a masked rank, over several rounds re-using the region.
+struct RoundOutputs {
+  std::vector<int32_t> layout_count, recv_count, src_token, src_topk;
+  std::vector<uint8_t> recv_x;       // rows within the counts only
+  std::vector<uint32_t> scale_bits;  // rows within the counts only (FP8)
+  std::vector<uint16_t> y;
+};
+RoundOutputs collect(const Shape& s, Format f, DispatchBuffers& out, std::vector<uint16_t> y) {
+  RoundOutputs o;
+  o.layout_count = out.layout_count;
+  o.recv_count = out.recv_count;
+  const int H = s.hidden, nb = H / 128, row_bytes = f == Format::kFP8 ? H : 2 * H;
+  for (int e = 0; e < s.experts_per_rank; ++e)
+    for (int src = 0; src < s.max_ranks; ++src)
+      for (int j = 0; j < out.layout_count[e * s.max_ranks + src]; ++j) {
+        const std::size_t row = (static_cast<std::size_t>(e) * s.max_ranks + src) * s.max_tokens + j;
+        o.src_token.push_back(out.recv_src_token[row]);
+        o.src_topk.push_back(out.recv_src_topk[row]);
+        o.recv_x.insert(o.recv_x.end(), out.recv_x.begin() + row * row_bytes, out.recv_x.begin() + (row + 1) * row_bytes);
+        if (f == Format::kFP8)
+          for (int b = 0; b < nb; ++b) {
+            uint32_t u;
+            std::memcpy(&u, &out.recv_scales[row * nb + b], 4);
+            o.scale_bits.push_back(u);
+          }
+      }
+  o.y = std::move(y);
+  return o;
+}
+// Expert outputs from a dispatch output: a fixed bf16 function of each received row.
+std::vector<uint16_t> expert_outputs(const Shape& s, Format f, const DispatchBuffers& out) {
+  const int H = s.hidden;
+  std::vector<uint16_t> eo(recv_rows(s) * H, 0xFFFF);
+  for (std::size_t row = 0; row < recv_rows(s); ++row)
+    for (int c = 0; c < H; ++c) {
+      const std::size_t i = row * H + c;
+      eo[i] = f == Format::kFP8 ? float_to_bf16(dequantize_fp8(out.recv_x[i], out.recv_scales[row * (H / 128) + c / 128]) * 1.5f)
+                                : static_cast<uint16_t>(out.recv_x[2 * i] | out.recv_x[2 * i + 1] << 8);
+    }
+  return eo;
+}
 }  // namespace
+
+TEST(EpHostBackendFused, FusedCallsGiveTheSameBitsAsSplitCalls) {
+  const int R = 3, T = 12, H = 512, K = 4, E = 2;
+  const Shape s{R, T, H, K, E};
+  const Routing routings[] = {Routing::all(R), Routing{R, {1, 0, 1}}, Routing::all(R)};
+  for (Format f : {Format::kFP8, Format::kBF16}) {
+    std::vector<std::vector<RankInput>> inputs;  // [round][rank]
+    std::mt19937 rng(f == Format::kFP8 ? 21 : 22);
+    for (int round = 0; round < 3; ++round) {
+      inputs.emplace_back();
+      for (int r = 0; r < R; ++r) inputs.back().push_back(make_input(s, R, r, T, rng, true));
+    }
+    // Split calls from one thread.
+    std::vector<std::vector<RoundOutputs>> split(3);  // [round][rank]
+    {
+      InProcessFabric fabric(R, region_bytes(s));
+      std::vector<std::unique_ptr<HostBackend>> be;
+      std::vector<DispatchBuffers> out;
+      for (int r = 0; r < R; ++r) {
+        be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), 10000ms));
+        out.emplace_back(s, f);
+      }
+      for (int round = 0; round < 3; ++round) {
+        const Routing& routing = routings[round];
+        std::vector<std::vector<uint16_t>> eo(R);
+        for (int r = 0; r < R; ++r) {
+          if (!routing.is_active(r)) continue;
+          be[r]->set_epoch(static_cast<uint64_t>(round + 1) << 32);  // a rank rejoins after its masked round
+          out[r].poison();
+          be[r]->dispatch_send(inputs[round][r].x.data(), inputs[round][r].topk_idx.data(), T, routing, f);
+        }
+        for (int r = 0; r < R; ++r)
+          if (routing.is_active(r)) be[r]->dispatch_recv(out[r].view());
+        for (int r = 0; r < R; ++r) {
+          if (!routing.is_active(r)) continue;
+          eo[r] = expert_outputs(s, f, out[r]);
+          be[r]->combine_send(eo[r].data(), out[r].view());
+        }
+        for (int r = 0; r < R; ++r) {
+          split[round].emplace_back();
+          if (!routing.is_active(r)) continue;
+          std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
+          be[r]->combine_recv(inputs[round][r].topk_idx.data(), inputs[round][r].weights.data(), T, y.data());
+          split[round][r] = collect(s, f, out[r], std::move(y));
+        }
+      }
+    }
+    // Fused calls, one thread per rank.
+    std::vector<std::vector<RoundOutputs>> fused(3, std::vector<RoundOutputs>(R));
+    std::vector<std::string> errors(R);
+    {
+      InProcessFabric fabric(R, region_bytes(s));
+      std::vector<std::thread> th;
+      for (int r = 0; r < R; ++r)
+        th.emplace_back([&, r] {
+          try {
+            HostBackend be(s, fabric.transport(r), 10000ms);
+            DispatchBuffers out(s, f);
+            for (int round = 0; round < 3; ++round) {
+              const Routing& routing = routings[round];
+              if (!routing.is_active(r)) continue;
+              const RankInput& in = inputs[round][r];
+              be.set_epoch(static_cast<uint64_t>(round + 1) << 32);
+              out.poison();
+              be.dispatch(in.x.data(), in.topk_idx.data(), T, routing, f, out.view());
+              const auto eo = expert_outputs(s, f, out);
+              std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
+              be.combine(eo.data(), out.view(), in.topk_idx.data(), in.weights.data(), T, y.data());
+              fused[round][r] = collect(s, f, out, std::move(y));
+            }
+          } catch (const std::exception& e) {
+            errors[r] = e.what();
+          }
+        });
+      for (auto& t : th) t.join();
+    }
+    for (int r = 0; r < R; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+    for (int round = 0; round < 3; ++round)
+      for (int r = 0; r < R; ++r) {
+        const auto& a = split[round][r];
+        const auto& b = fused[round][r];
+        const std::string where = fmt::format("{} round {} rank {}", to_string(f), round, r);
+        EXPECT_EQ(a.layout_count, b.layout_count) << where;
+        EXPECT_EQ(a.recv_count, b.recv_count) << where;
+        EXPECT_EQ(a.src_token, b.src_token) << where;
+        EXPECT_EQ(a.src_topk, b.src_topk) << where;
+        EXPECT_TRUE(a.recv_x == b.recv_x) << where;
+        EXPECT_TRUE(a.scale_bits == b.scale_bits) << where;
+        EXPECT_TRUE(a.y == b.y) << where;
+        if (routings[round].is_active(r)) {
+          EXPECT_FALSE(a.y.empty()) << where;
+        }
+      }
+  }
+}
 
 // Elastic expansion: ranks 0 and 1 run two calls, then rank 2 joins with a fresh
 // backend. Without an agreed epoch the old ranks wait for an epoch the newcomer never

@@ -227,12 +227,17 @@ namespace {
 // One "process": UCP context + worker + endpoints (force-closed on destruction).
 class UcpProcess {
  public:
-  explicit UcpProcess(int n) : eps_(static_cast<std::size_t>(n), nullptr) {
+  /// `tls`: UCX_TLS for this context (nullptr: the environment's).
+  explicit UcpProcess(int n, const char* tls = nullptr) : eps_(static_cast<std::size_t>(n), nullptr) {
     ucp_params_t up{};
     up.field_mask = UCP_PARAM_FIELD_FEATURES;
     up.features = UCP_FEATURE_RMA;
     ucp_config_t* cfg = nullptr;
     if (ucp_config_read(nullptr, nullptr, &cfg) != UCS_OK) throw hyrun::Error("ucp_config_read failed");
+    if (tls != nullptr && ucp_config_modify(cfg, "TLS", tls) != UCS_OK) {
+      ucp_config_release(cfg);
+      throw hyrun::Error(std::string("ucp_config_modify TLS=") + tls + " failed");
+    }
     ucs_status_t st = ucp_init(&up, cfg, &ctx_);
     ucp_config_release(cfg);
     if (st != UCS_OK) throw hyrun::Error(std::string("ucp_init: ") + ucs_status_string(st));
@@ -480,4 +485,84 @@ TEST(EpUcxTransportElastic, BadDescriptorsAreRejected) {
   uint64_t got = 0;
   std::memcpy(&got, tx.region().data() + 8, 8);
   EXPECT_EQ(got, 7u);
+}
+
+// ---- Shared memory: a peer's region is mapped, and the backend stores into it ----
+//
+// With UCX's shared-memory transports the transport allocates its region through UCX,
+// so that a peer on the node maps it (ucp_rkey_ptr) and writes it with plain stores
+// instead of a system call per put. Two ranks as threads: rank 0 stores a value through
+// mapped(), flushes and signals; rank 1 sees the value once the signal arrives. Over tcp
+// nothing is mapped (puts are used), and a detached peer is never mapped.
+namespace {
+struct MappedResult {
+  std::string error;
+  bool peer_mapped = false, self_is_region = false, detached_unmapped = false;
+  uint64_t seen = 0;
+};
+void mapped_rank(int me, const char* tls, Collective& coll, MappedResult& res) {
+  constexpr std::size_t kBytes = 4096, kDataOffset = 64;
+  constexpr uint64_t kValue = 0x1122334455667788ull;
+  try {
+    UcpProcess proc(2, tls);
+    auto addrs = coll.allgatherv(me, proc.address(), proc.worker());
+    proc.connect(1 - me, addrs[1 - me]);
+    UcxBootstrap boot;
+    boot.rank = me;
+    boot.size = 2;
+    boot.context = proc.context();
+    boot.worker = proc.worker();
+    boot.endpoint = [&](int p) { return proc.endpoint(p); };
+    boot.allgatherv = [&](std::span<const std::byte> mine) { return coll.allgatherv(me, mine, proc.worker()); };
+    UcxTransport tx(boot, nullptr, kBytes, 10000ms);
+    res.self_is_region = tx.mapped(me, kDataOffset, 8) == tx.region().data() + kDataOffset;
+    if (me == 0) {
+      std::byte* p = tx.mapped(1, kDataOffset, 8);
+      res.peer_mapped = p != nullptr;
+      if (p != nullptr)
+        std::memcpy(p, &kValue, 8);
+      else
+        tx.put(1, kDataOffset, &kValue, 8);
+      tx.flush();
+      tx.signal(1, 0, 1);  // rank 0's word of rank 1's signals at offset 0
+      tx.flush();
+    } else {
+      const int from[] = {0};
+      if (!tx.wait_signals(from, 0, 1, Clock::now() + 10s).empty()) throw hyrun::Error("no signal from rank 0");
+      std::memcpy(&res.seen, tx.region().data() + kDataOffset, 8);
+    }
+    coll.allgatherv(me, {}, proc.worker());  // both done before either region goes away
+    tx.detach_peer(1 - me);
+    res.detached_unmapped = tx.mapped(1 - me, kDataOffset, 8) == nullptr;
+    coll.allgatherv(me, {}, proc.worker());
+  } catch (const std::exception& e) {
+    res.error = e.what();
+  }
+}
+std::vector<MappedResult> run_mapped(const char* tls) {
+  Collective coll(2);
+  std::vector<MappedResult> res(2);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 2; ++r) th.emplace_back([&, r] { mapped_rank(r, tls, coll, res[r]); });
+  for (auto& t : th) t.join();
+  return res;
+}
+}  // namespace
+
+TEST(EpUcxTransport, SharedMemoryPeerRegionIsMappedAndStoresArrive) {
+  const auto res = run_mapped("shm,self");
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(res[r].error, "") << "rank " << r;
+    EXPECT_TRUE(res[r].self_is_region) << "rank " << r;
+    EXPECT_TRUE(res[r].detached_unmapped) << "rank " << r;
+  }
+  EXPECT_TRUE(res[0].peer_mapped) << "with UCX_TLS=shm,self the peer's region should be mapped (posix/sysv)";
+  EXPECT_EQ(res[1].seen, 0x1122334455667788ull);
+}
+
+TEST(EpUcxTransport, TcpPeerRegionIsNotMappedAndPutsArrive) {
+  const auto res = run_mapped("tcp");
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(res[r].error, "") << "rank " << r;
+  EXPECT_FALSE(res[0].peer_mapped);
+  EXPECT_EQ(res[1].seen, 0x1122334455667788ull);
 }

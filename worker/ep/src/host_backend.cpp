@@ -1,5 +1,7 @@
 #include "hyrun/ep/host_backend.hpp"
 
+#include "hyrun/ep/host_rows.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -39,6 +41,9 @@ HostBackend::HostBackend(const Shape& shape, Transport& transport, std::chrono::
     throw UsageError(fmt::format("EP host backend: the transport has {} ranks, more than max_ranks={}",
                                  transport_.num_ranks(), shape_.max_ranks));
   staging_.resize(send_staging_bytes(shape_));
+  token_body_.resize(layout_.slot_bytes);
+  rows_.resize(static_cast<std::size_t>(shape_.topk));
+  local_rows_.resize(static_cast<std::size_t>(shape_.max_tokens) * shape_.topk);
 }
 
 namespace {
@@ -108,6 +113,17 @@ std::vector<int> HostBackend::active_ranks() const {
 
 void HostBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
                                 Format f) {
+  send_dispatch(x, topk_idx, num_tokens, routing, f, nullptr);
+}
+void HostBackend::dispatch_recv(const DispatchOutput& out) { receive_dispatch(out, false); }
+void HostBackend::dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
+                           Format f, const DispatchOutput& out) {
+  send_dispatch(x, topk_idx, num_tokens, routing, f, &out);
+  receive_dispatch(out, true);
+}
+
+void HostBackend::send_dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
+                                Format f, const DispatchOutput* local) {
   const Shape& s = shape_;
   if (num_tokens < 0 || num_tokens > s.max_tokens)
     throw UsageError(fmt::format("EP dispatch: num_tokens={} outside [0, max_tokens={}]", num_tokens, s.max_tokens));
@@ -135,24 +151,48 @@ void HostBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   ++epoch_;
   routing_ = routing;
   format_ = f;
-  const int E = s.experts_per_rank, K = s.topk, H = s.hidden;
-  const std::size_t msg = message_bytes(H, f);
+  const int E = s.experts_per_rank, K = s.topk, H = s.hidden, R = s.max_ranks, T = s.max_tokens;
+  const int nblocks = H / kScaleBlock;
+  const std::size_t msg = message_bytes(H, f), body_bytes = msg - kMessageHeaderBytes;
   send_counts_.assign(static_cast<std::size_t>(routing.num_ranks) * E, 0);
 
   for (int i = 0; i < num_tokens; ++i) {
+    const uint16_t* row = x + static_cast<std::size_t>(i) * H;
+    // A message's body is the same for all K selections of a token: cast it once. BF16
+    // bodies are the row itself.
+    const std::byte* body = reinterpret_cast<const std::byte*>(row);
+    bool cast = f != Format::kFP8;
     for (int k = 0; k < K; ++k) {
       const int64_t g = kept_expert(topk_idx[static_cast<std::size_t>(i) * K + k], E, routing);
       if (g < 0) continue;
       const int dst = static_cast<int>(g / E), e = static_cast<int>(g % E);
       const int j = send_counts_[g]++;
-      std::byte* m = staging_.data() + (static_cast<std::size_t>(i) * K + k) * layout_.slot_bytes;
-      const uint16_t* row = x + static_cast<std::size_t>(i) * H;
-      if (f == Format::kFP8)
-        pack_message_fp8(row, H, i, k, me, m);
-      else
-        pack_message_bf16(row, H, i, k, me, m);
-      const std::size_t slot = (static_cast<std::size_t>(e) * s.max_ranks + me) * s.max_tokens + j;
-      transport_.put(dst, layout_.dispatch_data + slot * layout_.slot_bytes, m, msg);
+      if (!cast) {
+        auto* q = reinterpret_cast<uint8_t*>(token_body_.data());
+        cast_row_fp8_dispatched(row, H, q, reinterpret_cast<float*>(q + H));
+        body = token_body_.data();
+        cast = true;
+      }
+      const std::size_t slot = (static_cast<std::size_t>(e) * R + me) * T + j;
+      if (local != nullptr && dst == me) {  // fused dispatch: straight into this rank's outputs
+        local->recv_src_token[slot] = i;
+        local->recv_src_topk[slot] = k;
+        if (f == Format::kFP8) {
+          std::memcpy(static_cast<uint8_t*>(local->recv_x) + slot * H, body, static_cast<std::size_t>(H));
+          std::memcpy(local->recv_scales + slot * nblocks, body + H, static_cast<std::size_t>(nblocks) * 4);
+        } else {
+          std::memcpy(static_cast<uint16_t*>(local->recv_x) + slot * H, body, body_bytes);
+        }
+        continue;
+      }
+      const MessageHeader h{i, k, me, kMessageMagic ^ static_cast<int32_t>(f)};
+      const std::size_t off = layout_.dispatch_data + slot * layout_.slot_bytes;
+      std::byte* m = transport_.mapped(dst, off, msg);
+      const bool direct = m != nullptr;
+      if (!direct) m = staging_.data() + (static_cast<std::size_t>(i) * K + k) * layout_.slot_bytes;
+      std::memcpy(m, &h, sizeof h);
+      std::memcpy(m + kMessageHeaderBytes, body, body_bytes);
+      if (!direct) transport_.put(dst, off, m, msg);
     }
   }
   const auto active = active_ranks();
@@ -162,13 +202,14 @@ void HostBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   signal_active(active, layout_.dispatch_signals, "dispatch");
 }
 
-void HostBackend::dispatch_recv(const DispatchOutput& out) {
+void HostBackend::receive_dispatch(const DispatchOutput& out, bool local_done) {
   const Shape& s = shape_;
   const auto active = active_ranks();
   const auto missing =
       transport_.wait_signals(active, layout_.dispatch_signals, epoch_, Clock::now() + timeout_);
   if (!missing.empty()) throw_missing("dispatch", missing);
   const int E = s.experts_per_rank, H = s.hidden, R = s.max_ranks, T = s.max_tokens;
+  const int me = transport_.rank();
   const std::byte* region = transport_.region().data();
   const auto* counts = reinterpret_cast<const int32_t*>(region + layout_.dispatch_counts);
   const int32_t magic = kMessageMagic ^ static_cast<int32_t>(format_);
@@ -181,6 +222,8 @@ void HostBackend::dispatch_recv(const DispatchOutput& out) {
         throw Error(fmt::format("EP dispatch: rank {} got a count of {} from rank {} for local expert {} (max {})",
                                 transport_.rank(), n, src, e, T));
       out.layout_count[static_cast<std::size_t>(e) * R + src] = n;
+      total += n;
+      if (local_done && src == me) continue;
       for (int j = 0; j < n; ++j) {
         const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
         const std::byte* m = region + layout_.dispatch_data + row * layout_.slot_bytes;
@@ -202,30 +245,64 @@ void HostBackend::dispatch_recv(const DispatchOutput& out) {
           std::memcpy(static_cast<uint16_t*>(out.recv_x) + row * H, payload, static_cast<std::size_t>(H) * 2);
         }
       }
-      total += n;
     }
     out.recv_count[e] = total;
   }
 }
 
 void HostBackend::combine_send(const uint16_t* expert_out, const DispatchOutput& handle) {
+  send_combine(expert_out, handle, false);
+}
+void HostBackend::combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out) {
+  receive_combine(topk_idx, topk_weights, num_tokens, out, nullptr);
+}
+void HostBackend::combine(const uint16_t* expert_out, const DispatchOutput& handle, const int64_t* topk_idx,
+                          const float* topk_weights, int num_tokens, uint16_t* out) {
+  send_combine(expert_out, handle, true);
+  // The rows of this rank's own tokens stay in expert_out; the reduction reads them there.
   const Shape& s = shape_;
   const int E = s.experts_per_rank, H = s.hidden, R = s.max_ranks, T = s.max_tokens, K = s.topk;
+  const int me = transport_.rank();
+  std::fill(local_rows_.begin(), local_rows_.end(), nullptr);
+  for (int e = 0; e < E; ++e) {
+    const int n = handle.layout_count[static_cast<std::size_t>(e) * R + me];
+    for (int j = 0; j < n; ++j) {
+      const std::size_t row = (static_cast<std::size_t>(e) * R + me) * T + j;
+      const int32_t tok = handle.recv_src_token[row], k = handle.recv_src_topk[row];
+      if (tok < 0 || tok >= T || k < 0 || k >= K)
+        throw Error(fmt::format("EP combine: rank {}: the dispatch handle's row {} names token {}, top-k {} (bad handle)",
+                                me, row, tok, k));
+      local_rows_[static_cast<std::size_t>(tok) * K + k] = expert_out + row * H;
+    }
+  }
+  receive_combine(topk_idx, topk_weights, num_tokens, out, local_rows_.data());
+}
+
+void HostBackend::send_combine(const uint16_t* expert_out, const DispatchOutput& handle, bool skip_local) {
+  const Shape& s = shape_;
+  const int E = s.experts_per_rank, H = s.hidden, R = s.max_ranks, T = s.max_tokens, K = s.topk;
+  const int me = transport_.rank();
+  const std::size_t row_bytes = static_cast<std::size_t>(H) * 2;
   for (int e = 0; e < E; ++e) {
     for (int src = 0; src < R; ++src) {
-      if (!routing_.is_active(src)) continue;
+      if (!routing_.is_active(src) || (skip_local && src == me)) continue;
       const int n = handle.layout_count[static_cast<std::size_t>(e) * R + src];
       for (int j = 0; j < n; ++j) {
         const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
         const std::size_t dst_row = static_cast<std::size_t>(handle.recv_src_token[row]) * K + handle.recv_src_topk[row];
-        transport_.put(src, layout_.combine_data + dst_row * H * 2, expert_out + row * H, static_cast<std::size_t>(H) * 2);
+        const std::size_t off = layout_.combine_data + dst_row * row_bytes;
+        if (std::byte* d = transport_.mapped(src, off, row_bytes))
+          std::memcpy(d, expert_out + row * H, row_bytes);
+        else
+          transport_.put(src, off, expert_out + row * H, row_bytes);
       }
     }
   }
   signal_active(active_ranks(), layout_.combine_signals, "combine");
 }
 
-void HostBackend::combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out) {
+void HostBackend::receive_combine(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out,
+                                  const uint16_t* const* local_rows) {
   const Shape& s = shape_;
   if (num_tokens < 0 || num_tokens > s.max_tokens)
     throw UsageError(fmt::format("EP combine: num_tokens={} outside [0, max_tokens={}]", num_tokens, s.max_tokens));
@@ -234,14 +311,14 @@ void HostBackend::combine_recv(const int64_t* topk_idx, const float* topk_weight
   if (!missing.empty()) throw_missing("combine", missing);
   const int K = s.topk, H = s.hidden, E = s.experts_per_rank;
   const auto* data = reinterpret_cast<const uint16_t*>(transport_.region().data() + layout_.combine_data);
-  std::vector<const uint16_t*> rows(static_cast<std::size_t>(K));
   for (int i = 0; i < num_tokens; ++i) {
     for (int k = 0; k < K; ++k) {
       const std::size_t sel = static_cast<std::size_t>(i) * K + k;
-      rows[k] = kept_expert(topk_idx[sel], E, routing_) >= 0 ? data + sel * H : nullptr;
+      const uint16_t* local = local_rows != nullptr ? local_rows[sel] : nullptr;
+      rows_[k] = kept_expert(topk_idx[sel], E, routing_) < 0 ? nullptr : local != nullptr ? local : data + sel * H;
     }
-    uint16_t* o = out + static_cast<std::size_t>(i) * H;
-    for (int c = 0; c < H; ++c) o[c] = combine_channel(rows.data(), topk_weights + static_cast<std::size_t>(i) * K, K, c);
+    combine_row_dispatched(rows_.data(), topk_weights + static_cast<std::size_t>(i) * K, K, H,
+                out + static_cast<std::size_t>(i) * H);
   }
 }
 

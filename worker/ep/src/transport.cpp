@@ -26,6 +26,11 @@ class InProcessFabric::RankTransport final : public Transport {
     }
     std::memcpy(fabric_.regions_[peer].get() + off, src, len);
   }
+  std::byte* mapped(int peer, std::size_t off, std::size_t len) override {
+    check(peer, off, len);
+    if (fabric_.dead(peer)) return nullptr;  // put() reports it
+    return fabric_.regions_[peer].get() + off;
+  }
   void signal(int peer, std::size_t off, uint64_t value) override {
     check(peer, off, 8);
     if (off % 8 != 0) throw Error(fmt::format("in-process transport: signal offset {} is not 8-aligned", off));

@@ -1,6 +1,7 @@
 #include "hyrun/ep/ucx_transport.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -42,15 +43,11 @@ UcxTransport::UcxTransport(const UcxBootstrap& boot, void* region, std::size_t r
     throw UsageError(
         "UCX EP transport: incomplete bootstrap (rank, size, context, worker, endpoint, and allgatherv unless "
         "PeerAttach::kDeferred)");
-  if (region == nullptr) {
-    const std::size_t page = 4096, rounded = (region_bytes + page - 1) / page * page;
-    region_mem_.reset(std::aligned_alloc(page, rounded));
-    if (!region_mem_) throw Error(fmt::format("UCX EP transport: cannot allocate {} bytes", rounded));
-    std::memset(region_mem_.get(), 0, rounded);
-  }
+  if (region == nullptr) allocate_region();
+  if (!memh_) map_region();
+  pack_descriptor();
   peers_.resize(static_cast<std::size_t>(size_));
   peers_[static_cast<std::size_t>(rank_)].length = bytes_;  // self writes are memcpy
-  map_region();
   if (attach == PeerAttach::kDeferred) return;
 
   // Members own every handle, so a throw below releases everything acquired so far.
@@ -62,6 +59,33 @@ UcxTransport::UcxTransport(const UcxBootstrap& boot, void* region, std::size_t r
     if (p != rank_) attach_peer(p, all[static_cast<std::size_t>(p)]);
 }
 
+void UcxTransport::allocate_region() {
+  // Memory that UCX allocates can come from a shared-memory transport (posix, sysv):
+  // peers on this node then map it (ucp_rkey_ptr) and their puts are plain stores, not a
+  // system call per put (cma). Where UCX cannot, the transport allocates it itself.
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  mp.address = nullptr;
+  mp.length = bytes_;
+  mp.flags = UCP_MEM_MAP_ALLOCATE;
+  ucp_mem_h m = nullptr;
+  if (ucp_mem_map(context_, &mp, &m) == UCS_OK) {
+    MemHandle handle(m, MemUnmap{context_});
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    if (ucp_mem_query(m, &attr) == UCS_OK && attr.address != nullptr && attr.length >= bytes_) {
+      std::memset(attr.address, 0, bytes_);
+      region_mem_ = std::unique_ptr<void, FreeRegion>(attr.address, FreeRegion{false});  // freed by the unmap
+      memh_ = std::move(handle);
+      return;
+    }
+  }
+  const std::size_t page = 4096, rounded = (bytes_ + page - 1) / page * page;
+  region_mem_ = std::unique_ptr<void, FreeRegion>(std::aligned_alloc(page, rounded), FreeRegion{true});
+  if (!region_mem_) throw Error(fmt::format("UCX EP transport: cannot allocate {} bytes", rounded));
+  std::memset(region_mem_.get(), 0, rounded);
+}
+
 void UcxTransport::map_region() {
   ucp_mem_map_params_t mp{};
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
@@ -71,10 +95,12 @@ void UcxTransport::map_region() {
   ucs_status_t st = ucp_mem_map(context_, &mp, &m);
   if (st != UCS_OK) throw Error(fmt::format("UCX EP transport: ucp_mem_map of {} bytes failed: {}", bytes_, ucs(st)));
   memh_ = MemHandle(m, MemUnmap{context_});
+}
 
+void UcxTransport::pack_descriptor() {
   void* buf = nullptr;
   std::size_t len = 0;
-  st = ucp_rkey_pack(context_, memh_.get(), &buf, &len);
+  ucs_status_t st = ucp_rkey_pack(context_, memh_.get(), &buf, &len);
   if (st != UCS_OK) throw Error(fmt::format("UCX EP transport: ucp_rkey_pack failed: {}", ucs(st)));
   std::unique_ptr<void, RkeyBufferRelease> packed(buf);
   descriptor_.resize(kDescriptorHeader + len);
@@ -88,6 +114,17 @@ UcxTransport::~UcxTransport() {
   // Best effort: complete what is outstanding without throwing, within one timeout;
   // the members then destroy the rkeys, unmap and free the region.
   drain(-1, Clock::now() + timeout_);
+  if (writes_may_be_in_flight_) {
+    // Some write did not complete in time (UCX's tcp put emulation can stall): peers'
+    // writes may also still be on their way here, and UCX stores them at the raw
+    // address when this worker progresses later (e.g. while World closes its
+    // endpoints). Unmapping now would turn them into a crash; keep the memory until exit.
+    spdlog::warn("UCX EP transport: rank {}: writes timed out; the {}-byte region stays mapped until the process "
+                 "exits, so that late writes land harmlessly",
+                 rank_, bytes_);
+    (void)memh_.release();
+    (void)region_mem_.release();
+  }
 }
 
 bool UcxTransport::attached(int peer) const {
@@ -123,6 +160,9 @@ void UcxTransport::attach_peer(int peer, std::span<const std::byte> d) {
   p.address = addr;
   p.length = len;
   p.dirty = false;
+  // Mapped into this process when a shared-memory transport reaches the peer's region.
+  void* local = nullptr;
+  p.local = ucp_rkey_ptr(p.rkey.get(), addr, &local) == UCS_OK ? static_cast<std::byte*>(local) : nullptr;
 }
 
 void UcxTransport::detach_peer(int peer) {
@@ -139,7 +179,10 @@ void UcxTransport::drain(int peer, Clock::time_point deadline) noexcept {
   for (auto& r : pending_) {
     if (!mine(r)) continue;
     (void)wait_request(r.first, r.second, deadline);
-    if (ucp_request_check_status(r.second) == UCS_INPROGRESS) retire_signal_values();
+    if (ucp_request_check_status(r.second) == UCS_INPROGRESS) {
+      retire_signal_values();
+      if (!known_failed(r.first)) writes_may_be_in_flight_ = true;  // a dead peer writes nothing more
+    }
     ucp_request_free(r.second);  // releases it even if still in progress (RMA requests cannot be cancelled)
   }
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(), mine), pending_.end());
@@ -209,6 +252,18 @@ void UcxTransport::put(int peer, std::size_t off, const void* src, std::size_t l
   track(peer, ucp_put_nbx(p.ep, src, len, p.address + off, p.rkey.get(), &prm));
 }
 
+std::byte* UcxTransport::mapped(int peer, std::size_t off, std::size_t len) {
+  if (peer < 0 || peer >= size_)
+    throw Error(fmt::format("UCX EP transport: peer {} out of range [0, {})", peer, size_));
+  if (peer != rank_) {
+    const Peer& p = peers_[static_cast<std::size_t>(peer)];
+    if (p.local == nullptr || !p.rkey || known_failed(peer)) return nullptr;  // put() reports these
+  }
+  check(peer, off, len);
+  if (peer == rank_) return static_cast<std::byte*>(region_mem_.get()) + off;
+  return peers_[static_cast<std::size_t>(peer)].local + off;
+}
+
 void UcxTransport::signal(int peer, std::size_t off, uint64_t value) {
   if (!writable(peer)) return;
   check(peer, off, 8);
@@ -260,6 +315,7 @@ void UcxTransport::flush() {
     abandoned |= ucp_request_check_status(req) == UCS_INPROGRESS;
     if (st == UCS_ERR_TIMED_OUT) {
       timed_out.push_back(peer);  // ucp_request_free below lets UCX finish or drop it internally
+      writes_may_be_in_flight_ = true;
     } else if (st != UCS_OK) {
       failed_.push_back(peer);
     }
@@ -291,6 +347,7 @@ void UcxTransport::flush() {
     ucs_status_t st = wait_request(p, req, deadline);
     if (st == UCS_ERR_TIMED_OUT) {
       timed_out.push_back(p);
+      writes_may_be_in_flight_ = true;
     } else if (st != UCS_OK) {
       failed_.push_back(p);
     }

@@ -85,29 +85,31 @@ class HostBackend {
   /// above every epoch used so far, e.g. (uint64_t(phase) << 32).
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
 
-  /// Packs and puts this rank's messages, then counts and signals to every active rank.
-  /// Inactive ranks get nothing. This rank must be active. A token's non-negative
-  /// expert indices must be distinct (as top-k produces them); a repeat is a UsageError.
+  /// Casts each token once (FP8) and writes its messages into the destination regions
+  /// (stored directly where the transport maps the region, Transport::mapped; put
+  /// otherwise), then counts and signals to every active rank. Inactive ranks get
+  /// nothing. This rank must be active. A token's non-negative expert indices must be
+  /// distinct (as top-k produces them); a repeat is a UsageError.
   void dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f);
   /// Waits for every active rank's dispatch signal, then unpacks into `out`.
   void dispatch_recv(const DispatchOutput& out);
+  /// dispatch_send + dispatch_recv, with this rank's own messages written straight into
+  /// `out` instead of through the region (same results). After an exception `out` is
+  /// unspecified.
   void dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f,
-                const DispatchOutput& out) {
-    dispatch_send(x, topk_idx, num_tokens, routing, f);
-    dispatch_recv(out);
-  }
+                const DispatchOutput& out);
 
   /// Puts every received row's expert output back to its source rank, then signals.
-  /// `handle` is the DispatchOutput of the last dispatch.
+  /// `handle` is the DispatchOutput of the last dispatch. `expert_out` may be reused
+  /// when the call returns.
   void combine_send(const uint16_t* expert_out, const DispatchOutput& handle);
   /// Waits for every active rank's combine signal, then reduces into out [num_tokens, H].
   /// topk_idx / topk_weights are this rank's dispatch inputs.
   void combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out);
+  /// combine_send + combine_recv, with the rows of this rank's own tokens reduced
+  /// straight from `expert_out` instead of copied through the region (same results).
   void combine(const uint16_t* expert_out, const DispatchOutput& handle, const int64_t* topk_idx,
-               const float* topk_weights, int num_tokens, uint16_t* out) {
-    combine_send(expert_out, handle);
-    combine_recv(topk_idx, topk_weights, num_tokens, out);
-  }
+               const float* topk_weights, int num_tokens, uint16_t* out);
 
  private:
   std::vector<int> active_ranks() const;
@@ -115,6 +117,16 @@ class HostBackend {
   void signal_active(const std::vector<int>& active, std::size_t signals, const char* what);
   /// PeerFailureError when every missing rank is known failed, else PeerTimeoutError.
   [[noreturn]] void throw_missing(const char* what, const std::vector<int>& missing);
+  /// dispatch_send; `local` (fused dispatch): this rank's own messages go there directly.
+  void send_dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f,
+                     const DispatchOutput* local);
+  /// dispatch_recv; `local_done`: rows from this rank are already in `out`.
+  void receive_dispatch(const DispatchOutput& out, bool local_done);
+  /// combine_send; `skip_local`: rows for this rank's own tokens are not copied.
+  void send_combine(const uint16_t* expert_out, const DispatchOutput& handle, bool skip_local);
+  /// combine_recv; `local_rows`: per selection [T*K], the row of a local selection (else nullptr).
+  void receive_combine(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out,
+                       const uint16_t* const* local_rows);
   Shape shape_;
   Transport& transport_;
   std::chrono::milliseconds timeout_;
@@ -122,8 +134,11 @@ class HostBackend {
   uint64_t epoch_ = 0;
   Routing routing_;  // of the current epoch
   Format format_ = Format::kFP8;
-  std::vector<std::byte> staging_;
+  std::vector<std::byte> staging_;    // messages for put() where the region is not mapped
+  std::vector<std::byte> token_body_;  // one token's FP8 payload + scales, cast once for its K messages
   std::vector<int32_t> send_counts_;  // [num_ranks * E]
+  std::vector<const uint16_t*> rows_;              // [K] one token's combine rows
+  std::vector<const uint16_t*> local_rows_;        // [T * K] fused combine: rows in expert_out
 };
 
 /// Applies the mask: the global expert of a selection if it is kept, else -1.

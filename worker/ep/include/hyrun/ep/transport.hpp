@@ -70,6 +70,16 @@ class Transport {
   /// PeerFailureError: the put itself does not throw, so that a send loop still reaches
   /// every other peer.
   virtual void put(int peer, std::size_t remote_offset, const void* src, std::size_t len) = 0;
+  /// Direct store access to `len` bytes at `remote_offset` of `peer`'s region, when this
+  /// process maps that region (its own; a peer's in shared memory): the caller writes the
+  /// bytes itself instead of staging them for put(). Such stores count as puts issued now:
+  /// the next flush() orders them before later signals. nullptr when the region is not
+  /// mapped here, or the peer is known failed or not attached: then use put(), which
+  /// reports such peers. Valid until the next flush(); the default maps nothing.
+  virtual std::byte* mapped(int peer, std::size_t remote_offset, std::size_t len) {
+    (void)peer, (void)remote_offset, (void)len;
+    return nullptr;
+  }
   /// Writes the 8-byte `value` at `remote_offset` (8-aligned) of `peer`'s region, after
   /// every put that a preceding flush() completed. Delivered by the next flush().
   virtual void signal(int peer, std::size_t remote_offset, uint64_t value) = 0;

@@ -7,14 +7,16 @@
 //   hyrun::ep::UcxTransport tx(world, hyrun::ep::region_bytes(shape), world.timeout());
 //   hyrun::ep::HostBackend ep(shape, tx, timeout);
 //
-// Construction: maps the receive region with ucp_mem_map (allocating zeroed,
-// page-aligned host memory, or the caller's memory), packs its rkey, exchanges
+// Construction: maps the receive region with ucp_mem_map (letting UCX allocate it, so
+// that shared-memory transports can map it into the peers, else zeroed page-aligned host
+// memory; or the caller's memory), packs its rkey, exchanges
 // {address, length, rkey} with World::allgatherv, unpacks every peer's rkey on
 // world.endpoint(peer). put() is ucp_put_nbx; flush() completes every request and
 // then ucp_ep_flush_nbx on every peer written since the last flush, each bounded by the
 // timeout (a failing peer is reported by rank in PeerFailureError); signal() is an
 // 8-byte ucp_put_nbx of the epoch; wait_signals() polls the local words while driving
-// ucp_worker_progress until the deadline. Writes to this rank itself are memcpy.
+// ucp_worker_progress until the deadline. Writes to this rank itself are memcpy; where
+// a peer's region is mapped here (ucp_rkey_ptr), mapped() lets the caller store into it.
 //
 // Elastic jobs (ranks whose process dies and is replaced), deferred attachment:
 //
@@ -30,6 +32,9 @@
 // World::peer_failed with WorldOptions::peer_error_handling) gets no more operations:
 // puts to it are skipped, outstanding requests to it are abandoned by flush(), which
 // reports it in PeerFailureError at once, and wait_signals() does not wait for it.
+//
+// After a write to a live peer timed out, the destructor keeps the region mapped (until
+// the process exits): late writes of the stalled transfers must not hit unmapped memory.
 #include <ucp/api/ucp.h>
 
 #include <chrono>
@@ -95,6 +100,9 @@ class UcxTransport final : public Transport {
   void put(int peer, std::size_t remote_offset, const void* src, std::size_t len) override;
   void signal(int peer, std::size_t remote_offset, uint64_t value) override;
   void flush() override;
+  /// This rank's region, and a peer's when UCX maps it here (ucp_rkey_ptr: shared-memory
+  /// transports, for a region that the transport allocated itself); nullptr otherwise.
+  std::byte* mapped(int peer, std::size_t remote_offset, std::size_t len) override;
 
   /// This rank's region descriptor: u64 address, u64 length, packed rkey (the bytes the
   /// collective construction exchanges). Valid for this process's lifetime of the transport.
@@ -132,7 +140,9 @@ class UcxTransport final : public Transport {
     }
   };
 
+  void allocate_region();  // sets memh_ too when UCX allocated it
   void map_region();
+  void pack_descriptor();
   void check(int peer, std::size_t off, std::size_t len) const;
   void retire_signal_values() noexcept;
   /// False when writes to `peer` must not be issued (detached, or known failed).
@@ -150,12 +160,16 @@ class UcxTransport final : public Transport {
   void progress_while_waiting() override { progress_or_yield(); }
   static constexpr int kIdlePollsBeforeYield = 64;
   int idle_polls_ = 0;
+  // A write to a live peer timed out: writes in either direction may still arrive, so the
+  // destructor leaves the region mapped (released at process exit) instead of unmapping it.
+  bool writes_may_be_in_flight_ = false;
 
   struct Peer {
     ucp_ep_h ep = nullptr;
     Rkey rkey;
     uint64_t address = 0;
     std::size_t length = 0;
+    std::byte* local = nullptr;  // the region mapped into this process (ucp_rkey_ptr), if it is
     bool dirty = false;  // written since the last flush
   };
   int rank_ = 0;
