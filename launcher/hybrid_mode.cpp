@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include "launcher/hybrid_mode.hpp"
 
 #include <fmt/format.h>
@@ -124,6 +126,7 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   contract.node_rank = task;
   contract.num_nodes = tasks;
   contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
+  contract.output_terminal = ::isatty(STDOUT_FILENO) == 1;
   std::optional<NodeLaunch> node;
   // A failure before the exchange is said in this node's record and the fence is still
   // reached: every node then names it and ends by itself, and no node (nor Slurm's step

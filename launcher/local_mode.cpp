@@ -21,6 +21,7 @@ int run_local(const LaunchOptions& options, SignalEvents& signals) {
   contract.local_world_size = options.ranks;
   contract.job_token = make_job_token();
   contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
+  contract.output_terminal = ::isatty(STDOUT_FILENO) == 1;
   NodeLaunch node(options, contract, 0);
   // One node: loopback is reachable by every rank, and gloo finds its own interface.
   try {

@@ -61,6 +61,7 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment::to_variables()
   if (root_address_hex) vars.emplace_back(env::kRootAddress, *root_address_hex);
   if (publish_fd) vars.emplace_back(env::kPublishFd, std::to_string(*publish_fd));
   if (control_fd) vars.emplace_back(env::kControlFd, std::to_string(*control_fd));
+  if (output_terminal) vars.emplace_back(env::kOutputTerminal, "1");
   return vars;
 }
 
@@ -89,6 +90,7 @@ RankEnvironment RankEnvironment::from_environment() {
   if (const char* fd = lookup(env::kPublishFd)) e.publish_fd = parse_int(env::kPublishFd, fd, 0);
   if (const char* fd = lookup(env::kControlFd)) e.control_fd = parse_int(env::kControlFd, fd, 0);
   if (const char* k = lookup(env::kIncarnation)) e.incarnation = parse_int(env::kIncarnation, k, 0);
+  if (const char* t = lookup(env::kOutputTerminal)) e.output_terminal = std::string_view(t) == "1";
 
   if (e.rank >= e.world_size)
     throw UsageError(fmt::format("{}={} is outside the world: {}={}", env::kRank, e.rank, env::kWorldSize, e.world_size));

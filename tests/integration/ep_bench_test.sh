@@ -63,6 +63,16 @@ two-plans)  # two plans one after the other in one launch, a result set each
   [ -s "$WORK/r/plan-1/results.json" ] && [ -s "$WORK/r/plan-2/results.json" ] && pass "a result set per plan" || fail "result sets"
   [ "$(grep -ci 'overall mean' "$OUT")" -ge 2 ] && pass "a summary per plan" || { fail "summaries"; show_output; }
   ;;
+progress)  # hyrun on a terminal: rank 0's progress shows as lines; on a pipe, none
+  command -v script >/dev/null || { echo "script(1) is missing"; exit 77; }
+  run_job 120 script -qec "$(printf '%q ' "$HYRUN" -n 2 -- "$EP_BENCH" --plan '[[0],[0,1]]' "${small[@]}")" /dev/null
+  expect_rc 0
+  expect_stdout "phase 1 of 2: plan 1 of 1"
+  expect_stdout "phase 2 of 2: plan 1 of 1"
+  run_job 120 "$HYRUN" -n 2 -- "$EP_BENCH" --plan '[[0],[0,1]]' "${small[@]}"
+  expect_rc 0
+  ! grep -q "phase 1 of 2" "$OUT" && pass "no progress line on a pipe" || { fail "a progress line on a pipe"; show_output; }
+  ;;
 unused-rank)  # a rank of the world that no phase uses exits 0 with a note
   run_job 120 "$HYRUN" -n 3 -- "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
   expect_rc 0

@@ -23,6 +23,7 @@ inline constexpr const char* kBootstrapTimeoutMs = "HYRUN_BOOTSTRAP_TIMEOUT_MS";
 inline constexpr const char* kLogLevel = "HYRUN_LOG_LEVEL";           ///< spdlog level for hyrun and workers
 inline constexpr const char* kControlFd = "HYRUN_CONTROL_FD";         ///< socket to tell hyrun of planned exits
 inline constexpr const char* kIncarnation = "HYRUN_INCARNATION";      ///< 0, or how often hyrun restarted the rank
+inline constexpr const char* kOutputTerminal = "HYRUN_OUTPUT_TERMINAL";  ///< "1": hyrun's own stdout is a terminal
 // The names other frameworks read (torchrun, NCCL-style programs).
 inline constexpr const char* kCommonRank = "RANK";
 inline constexpr const char* kCommonWorldSize = "WORLD_SIZE";
@@ -58,6 +59,9 @@ struct RankEnvironment {
   std::optional<int> publish_fd;                ///< present for rank 0 only
   int bootstrap_timeout_ms = 60000;
   int incarnation = 0;                          ///< restarts of this rank by hyrun
+  /// hyrun's own stdout is a terminal: a rank's stdout is a pipe to hyrun, which forwards
+  /// whole lines, so a rank may show progress as lines where it would not on a pipe.
+  bool output_terminal = false;
   std::optional<int> control_fd;                ///< hyrun's control channel, when given
   // Rendezvous defaults for programs with their own bootstrap (torch.distributed env://).
   std::string master_addr;                      ///< "" = not set

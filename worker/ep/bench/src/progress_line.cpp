@@ -3,25 +3,43 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <string_view>
+
+#include "hyrun/common/env_contract.hpp"
+
 namespace hyrun::ep::bench {
+namespace {
 
-ProgressLine::ProgressLine(std::FILE* out) : ProgressLine(out, out != nullptr && ::isatty(::fileno(out)) == 1) {}
+ProgressLine::Mode detect(std::FILE* out) {
+  if (out == nullptr) return ProgressLine::Mode::kOff;
+  if (::isatty(::fileno(out)) == 1) return ProgressLine::Mode::kInPlace;
+  const char* terminal = std::getenv(env::kOutputTerminal);
+  if (out == stdout && terminal != nullptr && std::string_view(terminal) == "1") return ProgressLine::Mode::kLines;
+  return ProgressLine::Mode::kOff;
+}
 
-ProgressLine::ProgressLine(std::FILE* out, bool is_terminal) : out_(out), enabled_(out != nullptr && is_terminal) {}
+}  // namespace
+
+ProgressLine::ProgressLine(std::FILE* out) : ProgressLine(out, detect(out)) {}
+
+ProgressLine::ProgressLine(std::FILE* out, Mode mode) : out_(out), mode_(out != nullptr ? mode : Mode::kOff) {}
 
 ProgressLine::~ProgressLine() { clear(); }
 
 void ProgressLine::update(std::size_t phase, std::size_t num_phases, std::string_view detail) {
-  if (!enabled_) return;
-  // "\r" + erase-to-end-of-line rewrites the line in place.
-  if (detail.empty()) fmt::print(out_, "\r\x1b[Kphase {} of {}", phase + 1, num_phases);
-  else fmt::print(out_, "\r\x1b[Kphase {} of {}: {}", phase + 1, num_phases, detail);
+  if (mode_ == Mode::kOff) return;
+  const std::string text = detail.empty() ? fmt::format("phase {} of {}", phase + 1, num_phases)
+                                          : fmt::format("phase {} of {}: {}", phase + 1, num_phases, detail);
+  // "\r" + erase-to-end-of-line rewrites the line in place; hyrun forwards only whole lines.
+  if (mode_ == Mode::kInPlace) fmt::print(out_, "\r\x1b[K{}", text);
+  else fmt::print(out_, "{}\n", text);
   std::fflush(out_);
-  shown_ = true;
+  shown_ = mode_ == Mode::kInPlace;
 }
 
 void ProgressLine::clear() {
-  if (!enabled_ || !shown_) return;
+  if (!shown_) return;
   fmt::print(out_, "\r\x1b[K");
   std::fflush(out_);
   shown_ = false;
