@@ -13,6 +13,7 @@
 #include "launcher/job_events.hpp"
 #include "launcher/master_endpoint.hpp"
 #include "launcher/node_launch.hpp"
+#include "launcher/node_link.hpp"
 #include "launcher/process_ancestry.hpp"
 #include "launcher/wait_status.hpp"
 #include "launcher/rank_supervisor.hpp"
@@ -46,11 +47,13 @@ int slurm_step_tasks() {
 }
 
 // Every node compares every node's -n with its own, so a mismatch is named on all of them.
-void check_same_ranks_per_node(pmix::Client& pmix, const LaunchOptions& options) {
-  std::vector<std::string> differing;
+// Returns every task's host name.
+std::vector<std::string> check_same_ranks_per_node(pmix::Client& pmix, const LaunchOptions& options) {
+  std::vector<std::string> differing, hosts;
   for (int task = 0; task < pmix.job_size(); ++task) {
     const auto record = from_bytes(pmix.get(task, kNodeKey, options.bootstrap_timeout),
                                    fmt::format("the record of hyrun task {}", task));
+    hosts.push_back(record.value("host", fmt::format("task {}", task)));
     const int n = record.at("ranks").get<int>();
     if (n != options.ranks)
       differing.push_back(fmt::format("task {} on {} has -n {}", task, record.at("host").get<std::string>(), n));
@@ -58,6 +61,23 @@ void check_same_ranks_per_node(pmix::Client& pmix, const LaunchOptions& options)
   if (!differing.empty())
     throw UsageError(fmt::format("every hyrun of a job must be started with the same -n, but this one has -n {} and {}",
                                  options.ranks, fmt::join(differing, ", ")));
+  return hosts;
+}
+
+// The link to the root's hyrun (docs/architecture.md), at the root's address on a network
+// this node shares; none when the root's record has no link port (an older root).
+std::optional<NodeLink> connect_to_root(const nlohmann::json& record, int task, const std::string& root_host,
+                                        const std::string& token) {
+  if (!record.contains("link_port") || !record["link_port"].is_number_integer() ||
+      !record.contains("master_addresses") || !record["master_addresses"].is_array())
+    return std::nullopt;
+  std::vector<InterfaceAddress> root;
+  for (const auto& a : record.at("master_addresses"))
+    if (a.is_string()) root.push_back(InterfaceAddress::parse(a.get<std::string>()));
+  if (root.empty()) return std::nullopt;
+  const MasterChoice choice = choose_master(root, local_ipv4_addresses());
+  spdlog::debug("node link: connecting to the root's hyrun at {}:{}", choice.address, record.at("link_port").get<int>());
+  return NodeLink::connect(choice.address, record.at("link_port").get<int>(), task, root_host, token);
 }
 
 // The root's addresses and port from its record; an old record without them sets nothing.
@@ -109,7 +129,10 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   // own bootstrap limit. Errors that every node found the same way (the root's error
   // record, a different -n) end each node by itself; anything else aborts the PMIx job.
   bool every_node_knows = false;
-  const auto abort_job = [&pmix](int code, const std::string& why) {
+  // The link among the nodes' hyrun processes; declared before the supervisor that polls it.
+  std::optional<NodeLink> link;
+  const auto abort_job = [&pmix, &link](int code, const std::string& why) {
+    if (link) link->say_bye();  // this node ends the job itself: its closing link is no loss
     pmix.abort(code, fmt::format("{}: {}", pmix.hostname(), why));  // does not return
   };
 
@@ -139,6 +162,8 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   RankSupervisor supervisor(options, signals);
   supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node->rank(local_rank, false, incarnation); });
   std::optional<Error> root_failure;
+  std::optional<std::string> loss;  // the line that named a lost node
+  std::string token;
   try {
     pmix.put(kNodeKey, to_bytes({{"ranks", options.ranks}, {"host", pmix.hostname()}}));
     if (task == 0) {
@@ -146,7 +171,7 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
       // joins the fence, so no other node waits for a fence that never completes.
       nlohmann::json record{{"protocol", kProtocol}, {"ranks", options.ranks}, {"world_size", contract.world_size}};
       try {
-        const std::string token = make_job_token();
+        token = make_job_token();
         node->set_job_token(token);
         record["job_token"] = token;
         // MASTER_ADDR/MASTER_PORT for programs with their own bootstrap: a port free here
@@ -160,6 +185,13 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
         } catch (const SystemError& e) {  // only programs with their own bootstrap need it
           spdlog::warn("MASTER_ADDR/MASTER_PORT are not set: {}", e.what());
           record.erase("master_port");
+        }
+        // The node link: a node whose hyrun is lost ends the job (docs/cli.md, Failures).
+        try {
+          link.emplace(NodeLink::listen());
+          record["link_port"] = link->port();
+        } catch (const SystemError& e) {
+          spdlog::warn("the link among the nodes' hyrun processes is not available: {}", e.what());
         }
         if (options.bootstrap == BootstrapMode::kUcx) {
           supervisor.start(node->rank(0, true));
@@ -188,8 +220,9 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
       every_node_knows = true;  // they read it in the root's record
       throw *root_failure;
     }
+    std::vector<std::string> hosts;
     try {
-      check_same_ranks_per_node(pmix, options);
+      hosts = check_same_ranks_per_node(pmix, options);
     } catch (const UsageError&) {
       every_node_knows = true;  // every node compares every node's -n
       throw;
@@ -205,9 +238,20 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
         throw Error(fmt::format("the root node failed before the launch: {}", record.at("error").get<std::string>()),
                     exit_code::kLauncherError);
       }
-      node->set_job_token(record.at("job_token").get<std::string>());
+      token = record.at("job_token").get<std::string>();
+      node->set_job_token(token);
+      link = connect_to_root(record, task, hosts.at(0), token);
       set_rendezvous_from(record, *node, pmix.nspace());
       if (record.contains("root_address")) node->set_root_address(record.at("root_address").get<std::string>());
+    }
+    if (link) {
+      if (task == 0) link->expect(hosts, task, token);
+      link->on_loss([&supervisor, &loss](const std::string& host, const std::string& why) {
+        loss = fmt::format("lost the hyrun of node {} ({})", host, why);
+        job_event_line(*loss);
+        supervisor.stop(SIGTERM, exit_code::kLauncherError);
+      });
+      supervisor.add_participant(*link);
     }
     const int first = (task == 0 && options.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
     for (int local = first; local < options.ranks && !supervisor.stopping(); ++local)
@@ -233,6 +277,7 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     job_event_line(e.what());
     abort_job(e.exit_code(), e.what());
   }
+  if (loss) abort_job(code, *loss);
   if (supervisor.ended_by_rank_failure()) abort_job(code, supervisor.failure_summary());
   if (code != exit_code::kSuccess) {
     // A signal from the launch above us (slurmstepd for scancel or srun's own teardown,
@@ -240,10 +285,19 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     // first failure. A signal from anyone else reached this node only: the others' ranks
     // would wait for this node's, so the job ends everywhere.
     const auto signal = supervisor.stop_signal();
-    if (signal && is_ancestor(signals.sender_of(*signal))) return code;
+    if (signal && is_ancestor(signals.sender_of(*signal))) {
+      if (link) link->say_bye();
+      return code;
+    }
     abort_job(code, signal ? fmt::format("this node's ranks were stopped by {} from pid {}", signal_name(*signal),
                                          signals.sender_of(*signal))
                            : fmt::format("this node's ranks were stopped (exit status {})", code));
+  }
+  if (link) {
+    // Nodes finish at different times: the root stays until every other node said bye, so
+    // that a node lost after the root's ranks ended still ends the job.
+    if (task == 0 && !link->await_byes(signals)) abort_job(exit_code::kLauncherError, *loss);
+    link->say_bye();
   }
   return code;
 }
