@@ -298,6 +298,10 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     // that a node lost after the root's ranks ended still ends the job.
     if (task == 0 && !link->await_byes(signals)) abort_job(exit_code::kLauncherError, *loss);
     link->say_bye();
+    if (const auto sig = signals.pending_stop()) {  // came while the root waited for the others
+      job_event("received {} while waiting for the other nodes' hyrun to finish", signal_name(*sig));
+      return 128 + *sig;
+    }
   }
   return code;
 }

@@ -250,7 +250,7 @@ void NodeLink::on_tick() {
   const auto now = Clock::now();
   if (now >= next_heartbeat_) {
     for (auto& p : peers_)
-      if (p.fd && !p.gone) send(p, "alive");
+      if (p.fd && !p.gone && !p.said_bye) send(p, "alive");  // one that left reads no more
     next_heartbeat_ = now + kHeartbeat;
   }
   for (auto& p : peers_) {

@@ -108,7 +108,7 @@ crash-on-last-node)
   echo "first hyrun line: $first"
   echo "$first" | grep -Eq '^hyrun\[[^]]+\]: rank 7 \(pid [0-9]+\) exited with code 5' || fail "the first hyrun line does not name rank 7 and its node"
   ;;
-node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on-bad-exit ends the step
+node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on-bad-exit and the node link end the step
   mkdir "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
       --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
@@ -120,7 +120,8 @@ node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on
   [ -n "$victim" ] || fail "no hyrun of task 2 found"
   start=$(now_ms); kill -9 "$victim"; wait_rc
   echo "srun ended $(( $(now_ms) - start )) ms after the SIGKILL with $(cat "$WORK/rc")"; cat "$WORK/out"
-  [ "$(cat "$WORK/rc")" = 137 ] || fail "srun exited $(cat "$WORK/rc"), expected 137 (the killed task)"
+  # Slurm (137, the killed task) and the node link (1, from the root's PMIx abort) race to end the step.
+  case $(cat "$WORK/rc") in 137 | 1) ;; *) fail "srun exited $(cat "$WORK/rc"), expected 137 (the killed task) or 1 (the node link)" ;; esac
   grep -q 'task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
   ;;
 node-hyrun-killed-no-kob | root-hyrun-killed-no-kob)  # no --kill-on-bad-exit: the node link ends the job
