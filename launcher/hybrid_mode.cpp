@@ -254,8 +254,10 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
       supervisor.add_participant(*link);
     }
     const int first = (task == 0 && options.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
-    for (int local = first; local < options.ranks && !supervisor.stopping(); ++local)
+    for (int local = first; local < options.ranks && !supervisor.stopping(); ++local) {
       supervisor.start(node->rank(local, false));
+      if (link) link->service();  // starting many ranks takes a while: the other nodes still hear us
+    }
   } catch (const TimeoutError& e) {
     // Some hyrun never reached the exchange (stuck or gone): abort the whole job so that
     // no node waits for it until its own limit.

@@ -209,6 +209,12 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     slot.in = std::move(peer.in);
     peer.gone = true;
     spdlog::debug("node link: the hyrun of task {} on {} connected", task, slot.host);
+    // What came with the hello (a short job's bye) counts now: its EOF may be next.
+    for (auto nl = slot.in.find('\n'); nl != std::string::npos && !slot.gone; nl = slot.in.find('\n')) {
+      const std::string next = slot.in.substr(0, nl);
+      slot.in.erase(0, nl + 1);
+      on_line(slot, next);
+    }
     return;
   }
   if (line == "alive") return;
@@ -281,7 +287,47 @@ void NodeLink::close_quietly(Peer& peer) {
 
 void NodeLink::say_bye() {
   for (auto& p : peers_)
-    if (p.fd && !p.gone && !p.connecting) send(p, "bye");
+    if (p.fd && !p.gone) send(p, "bye");
+  // A short job may end before its connect completed or its hello left: finish them,
+  // bounded, or the root would take this node's end for a loss.
+  const auto end = Clock::now() + kSilenceLimit;
+  for (;;) {
+    std::vector<pollfd> fds;
+    for (const auto& p : peers_)
+      if (p.fd && !p.gone && (p.connecting || !p.out.empty())) fds.push_back({p.fd.get(), POLLOUT, 0});
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    if (fds.empty() || ms <= 0) return;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(ms)) < 0 && errno != EINTR) return;
+    for (const auto& f : fds)
+      for (auto& p : peers_)
+        if (p.fd && p.fd.get() == f.fd && f.revents) {
+          if (p.connecting) {
+            int error = 0;
+            socklen_t length = sizeof error;
+            ::getsockopt(p.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+            if (error != 0) {
+              close_quietly(p);  // leaving anyway: nothing to report
+              continue;
+            }
+            p.connecting = false;
+          }
+          if (f.revents & (POLLERR | POLLHUP)) {
+            close_quietly(p);
+            continue;
+          }
+          flush(p);
+          if (!p.out.empty() && !(f.revents & POLLOUT)) close_quietly(p);
+        }
+  }
+}
+
+void NodeLink::service() {
+  std::vector<pollfd> fds;
+  add_poll_fds(fds);
+  if (::poll(fds.data(), fds.size(), 0) > 0)
+    for (const auto& p : fds)
+      if (p.revents) on_poll(p);
+  on_tick();
 }
 
 bool NodeLink::await_byes(SignalEvents& signals) {

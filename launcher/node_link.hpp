@@ -49,6 +49,10 @@ class NodeLink : public PollParticipant {
   /// or was lost; returns early on a stop signal (left queued). Returns false on a loss.
   bool await_byes(SignalEvents& signals);
 
+  /// Handles what is ready now and sends what is due, without waiting: for work outside the
+  /// poll loop that takes a while (starting many ranks), so that heartbeats keep flowing.
+  void service();
+
   void add_poll_fds(std::vector<pollfd>& fds) override;
   bool on_poll(const pollfd& p) override;
   Clock::time_point wake_by() const override;

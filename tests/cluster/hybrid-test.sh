@@ -138,6 +138,32 @@ node-hyrun-killed-no-kob | root-hyrun-killed-no-kob)  # no --kill-on-bad-exit: t
     || fail "no line named the lost node $victim_host"
   ! grep -E '^hyrun\[[^]]+\]: lost the hyrun' "$WORK/out" | grep -vq "node $victim_host " || fail "another node was named lost"
   ;;
+nodes-finish-apart)  # nodes whose ranks end seconds apart: no loss is reported, the job succeeds
+  for late in 0 3; do
+    run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+      '[ "$SLURM_PROCID" = "$2" ] && s=3 || s=0; exec "$1" -n 2 --bootstrap=none -- sleep $s' _ "$HYRUN" "$late"
+    [ "$RUN_RC" = 0 ] || fail "task $late ending 3 s after the others: srun exited $RUN_RC"
+    ! printf '%s\n' "$RUN_OUT" | grep -q 'lost the hyrun' || fail "task $late ending late was taken for a loss"
+  done
+  ;;
+node-lost-after-root-done)  # the root's ranks have ended; a node lost afterwards still fails the job
+  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+      '[ "$SLURM_PROCID" = 2 ] && s=60 || s=0; exec "$1" -n 2 --bootstrap=none -- sleep $s' _ "$HYRUN" \
+      >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  for _ in $(seq 100); do [ "$(pids_of_exe "$HYRUN" | wc -l)" = 4 ] && break; sleep 0.1; done
+  # Wait until only the root's hyrun (waiting for the others' goodbyes) and task 2's are left.
+  for _ in $(seq 200); do
+    [ "$(pids_of_exe "$HYRUN" | wc -l)" = 2 ] && [ -z "$(ranks_of_hyrun "$(hyrun_of_task 0)")" ] && break
+    sleep 0.1
+  done
+  [ "$(pids_of_exe "$HYRUN" | wc -l)" = 2 ] || fail "expected the hyrun of tasks 0 and 2 only"
+  victim=$(hyrun_of_task 2)
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
+  kill -9 "$victim"; wait_rc; cat "$WORK/out"
+  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(connection closed\)" "$WORK/out" \
+    || fail "the root did not name the node lost after its own ranks ended"
+  ;;
 node-link-down)  # a node drops off the network: the others end the job, naming it
   [ "${HYRUN_CLUSTER_MODE:-}" = netns ] || { echo "needs netns mode"; exit 77; }
   start_background_job

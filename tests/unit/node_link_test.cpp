@@ -77,6 +77,16 @@ TEST(NodeLink, ANodeThatSaysByeIsNotLostAndTheRootStopsWaiting) {
   EXPECT_FALSE(pair.root_loss);
 }
 
+TEST(NodeLink, ANodeThatEndsBeforeTheRootAcceptsItIsNotLost) {
+  // A short job: the node's hello and bye both wait in the root's backlog, read at once.
+  Pair pair;
+  pair.node->say_bye();
+  pair.node.reset();
+  SignalEvents signals{SIGUSR2};
+  EXPECT_TRUE(pair.root.await_byes(signals)) << pair.root_loss->why;
+  EXPECT_FALSE(pair.root_loss);
+}
+
 TEST(NodeLink, ASilentNodeIsLostAfterTheSilenceLimit) {
   Pair pair;
   pump({&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
