@@ -150,10 +150,15 @@ node-lost-after-root-done)  # the root's ranks have ended; a node lost afterward
   ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
       '[ "$SLURM_PROCID" = 2 ] && s=60 || s=0; exec "$1" -n 2 --bootstrap=none -- sleep $s' _ "$HYRUN" \
       >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 100); do [ "$(pids_of_exe "$HYRUN" | wc -l)" = 4 ] && break; sleep 0.1; done
-  # Wait until only the root's hyrun (waiting for the others' goodbyes) and task 2's are left.
-  for _ in $(seq 200); do
-    [ "$(pids_of_exe "$HYRUN" | wc -l)" = 2 ] && [ -z "$(ranks_of_hyrun "$(hyrun_of_task 0)")" ] && break
+  # Wait until only the root's hyrun (waiting for the others' goodbyes) and task 2's, whose
+  # ranks run (so every node passed the fence), are left.
+  for _ in $(seq 100); do
+    hyruns=$(pids_of_exe "$HYRUN")
+    if [ "$(echo "$hyruns" | wc -l)" = 2 ]; then
+      t0=$(hyrun_of_task 0 2>/dev/null || true); t2=$(hyrun_of_task 2 2>/dev/null || true)  # early: not all started
+      [ -n "$t0" ] && [ -n "$t2" ] &&
+      [ -n "$(ranks_of_hyrun "$t2")" ] && [ -z "$(ranks_of_hyrun "$t0")" ] && break
+    fi
     sleep 0.1
   done
   [ "$(pids_of_exe "$HYRUN" | wc -l)" = 2 ] || fail "expected the hyrun of tasks 0 and 2 only"
