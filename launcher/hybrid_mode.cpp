@@ -15,6 +15,7 @@
 #include "launcher/job_events.hpp"
 #include "launcher/master_endpoint.hpp"
 #include "launcher/node_launch.hpp"
+#include "launcher/node_link.hpp"
 #include "launcher/process_ancestry.hpp"
 #include "launcher/wait_status.hpp"
 #include "launcher/rank_supervisor.hpp"
@@ -48,13 +49,15 @@ int slurm_step_tasks() {
 }
 
 // Every node reads every node's record after the fence, so a node that failed before the
-// exchange, or a different -n, is named on all of them and each ends by itself.
-void check_node_records(pmix::Client& pmix, const LaunchOptions& options) {
-  std::vector<std::string> differing;
+// exchange, or a different -n, is named on all of them and each ends by itself. Returns
+// every task's host name.
+std::vector<std::string> check_node_records(pmix::Client& pmix, const LaunchOptions& options) {
+  std::vector<std::string> differing, hosts;
   for (int task = 0; task < pmix.job_size(); ++task) {
     const auto record = from_bytes(pmix.get(task, kNodeKey, options.bootstrap_timeout),
                                    fmt::format("the record of hyrun task {}", task));
-    const std::string host = record.value("host", std::string("?"));
+    const std::string host = record.value("host", fmt::format("task {}", task));
+    hosts.push_back(host);
     if (record.contains("error"))
       throw Error(fmt::format("hyrun task {} on {} failed before the launch: {}", task, host,
                               record.at("error").get<std::string>()),
@@ -65,6 +68,23 @@ void check_node_records(pmix::Client& pmix, const LaunchOptions& options) {
   if (!differing.empty())
     throw UsageError(fmt::format("every hyrun of a job must be started with the same -n, but this one has -n {} and {}",
                                  options.ranks, fmt::join(differing, ", ")));
+  return hosts;
+}
+
+// The link to the root's hyrun (docs/architecture.md), at the root's address on a network
+// this node shares; none when the root's record has no link port (an older root).
+std::optional<NodeLink> connect_to_root(const nlohmann::json& record, int task, const std::string& root_host,
+                                        const std::string& token) {
+  if (!record.contains("link_port") || !record["link_port"].is_number_integer() ||
+      !record.contains("master_addresses") || !record["master_addresses"].is_array())
+    return std::nullopt;
+  std::vector<InterfaceAddress> root;
+  for (const auto& a : record.at("master_addresses"))
+    if (a.is_string()) root.push_back(InterfaceAddress::parse(a.get<std::string>()));
+  if (root.empty()) return std::nullopt;
+  const MasterChoice choice = choose_master(root, local_ipv4_addresses());
+  spdlog::debug("node link: connecting to the root's hyrun at {}:{}", choice.address, record.at("link_port").get<int>());
+  return NodeLink::connect(choice.address, record.at("link_port").get<int>(), task, root_host, token);
 }
 
 // The root's addresses and port from its record; an old record without them sets nothing.
@@ -116,7 +136,10 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   // own bootstrap limit. Errors that every node found the same way (the root's error
   // record, a different -n) end each node by itself; anything else aborts the PMIx job.
   bool every_node_knows = false;
-  const auto abort_job = [&pmix](int code, const std::string& why) {
+  // The link among the nodes' hyrun processes; declared before the supervisor that polls it.
+  std::optional<NodeLink> link;
+  const auto abort_job = [&pmix, &link](int code, const std::string& why) {
+    if (link) link->say_bye();  // this node ends the job itself: its closing link is no loss
     pmix.abort(code, fmt::format("{}: {}", pmix.hostname(), why));  // does not return
   };
 
@@ -151,6 +174,8 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   RankSupervisor supervisor(options, signals);
   supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node->rank(local_rank, false, incarnation); });
   std::optional<Error> root_failure;
+  std::optional<std::string> loss;  // the line that named a lost node
+  std::string token;
   try {
     nlohmann::json node_record{{"ranks", options.ranks}, {"host", pmix.hostname()}};
     if (node_failure) {
@@ -164,7 +189,7 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
       nlohmann::json record{{"protocol", kProtocol}, {"ranks", options.ranks}, {"world_size", contract.world_size}};
       try {
         if (node_failure) throw *node_failure;  // said in both records; rank 0 is not started
-        const std::string token = make_job_token();
+        token = make_job_token();
         node->set_job_token(token);
         record["job_token"] = token;
         // MASTER_ADDR/MASTER_PORT for programs with their own bootstrap: a port free here
@@ -178,6 +203,13 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
         } catch (const SystemError& e) {  // only programs with their own bootstrap need it
           spdlog::warn("MASTER_ADDR/MASTER_PORT are not set: {}", e.what());
           record.erase("master_port");
+        }
+        // The node link: a node whose hyrun is lost ends the job (docs/cli.md, Failures).
+        try {
+          link.emplace(NodeLink::listen());
+          record["link_port"] = link->port();
+        } catch (const SystemError& e) {
+          spdlog::warn("the link among the nodes' hyrun processes is not available: {}", e.what());
         }
         if (options.bootstrap == BootstrapMode::kUcx) {
           supervisor.start(node->rank(0, true));
@@ -206,7 +238,7 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     every_node_knows = true;
     if (node_failure) return node_failure->exit_code();  // said on this node before the fence
     if (root_failure) throw *root_failure;
-    check_node_records(pmix, options);
+    const std::vector<std::string> hosts = check_node_records(pmix, options);
     every_node_knows = false;
 
     if (task != 0) {
@@ -219,13 +251,26 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
         throw Error(fmt::format("the root node failed before the launch: {}", record.at("error").get<std::string>()),
                     exit_code::kLauncherError);
       }
-      node->set_job_token(record.at("job_token").get<std::string>());
+      token = record.at("job_token").get<std::string>();
+      node->set_job_token(token);
+      link = connect_to_root(record, task, hosts.at(0), token);
       set_rendezvous_from(record, *node, pmix.nspace());
       if (record.contains("root_address")) node->set_root_address(record.at("root_address").get<std::string>());
     }
+    if (link) {
+      if (task == 0) link->expect(hosts, task, token);
+      link->on_loss([&supervisor, &loss](const std::string& host, const std::string& why) {
+        loss = fmt::format("lost the hyrun of node {} ({})", host, why);
+        job_event_line(*loss);
+        supervisor.stop(SIGTERM, exit_code::kLauncherError);
+      });
+      supervisor.add_participant(*link);
+    }
     const int first = (task == 0 && options.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
-    for (int local = first; local < options.ranks && !supervisor.stopping(); ++local)
+    for (int local = first; local < options.ranks && !supervisor.stopping(); ++local) {
       supervisor.start(node->rank(local, false));
+      if (link) link->service();  // starting many ranks takes a while: the other nodes still hear us
+    }
   } catch (const TimeoutError& e) {
     // Some hyrun never reached the exchange (stuck or gone): abort the whole job so that
     // no node waits for it until its own limit.
@@ -247,6 +292,7 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     job_event_line(e.what());
     abort_job(e.exit_code(), e.what());
   }
+  if (loss) abort_job(code, *loss);
   if (supervisor.ended_by_rank_failure()) abort_job(code, supervisor.failure_summary());
   if (code != exit_code::kSuccess) {
     // A signal from the launch above us (slurmstepd for scancel or srun's own teardown,
@@ -254,10 +300,23 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     // first failure. A signal from anyone else reached this node only: the others' ranks
     // would wait for this node's, so the job ends everywhere.
     const auto signal = supervisor.stop_signal();
-    if (signal && is_ancestor(signals.sender_of(*signal))) return code;
+    if (signal && is_ancestor(signals.sender_of(*signal))) {
+      if (link) link->say_bye();
+      return code;
+    }
     abort_job(code, signal ? fmt::format("this node's ranks were stopped by {} from pid {}", signal_name(*signal),
                                          signals.sender_of(*signal))
                            : fmt::format("this node's ranks were stopped (exit status {})", code));
+  }
+  if (link) {
+    // Nodes finish at different times: the root stays until every other node said bye, so
+    // that a node lost after the root's ranks ended still ends the job.
+    if (task == 0 && !link->await_byes(signals)) abort_job(exit_code::kLauncherError, *loss);
+    link->say_bye();
+    if (const auto sig = signals.pending_stop()) {  // came while the root waited for the others
+      job_event("received {} while waiting for the other nodes' hyrun to finish", signal_name(*sig));
+      return 128 + *sig;
+    }
   }
   return code;
 }

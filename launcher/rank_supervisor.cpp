@@ -131,8 +131,10 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
   input_.add_poll_fds(fds);
   for (const auto& rank : ranks_)
     if (rank.control) fds.push_back({rank.control.get(), POLLIN, 0});
+  for (auto* participant : participants_) participant->add_poll_fds(fds);
 
   auto until = deadline;
+  for (const auto* participant : participants_) until = std::min(until, participant->wake_by());
   if (stopping_ && !killed_) until = std::min(until, kill_deadline_);
   if (suspect_) until = std::min(until, suspect_deadline_);
   const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
@@ -141,6 +143,8 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
   for (const auto& p : fds) {
     if (!p.revents) continue;
     if (output_.on_poll(p) || input_.on_poll(p)) continue;
+    if (std::any_of(participants_.begin(), participants_.end(), [&p](PollParticipant* q) { return q->on_poll(p); }))
+      continue;
     if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
     if (p.fd == signals_.fd())
       on_signals();
@@ -150,6 +154,7 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
              it != ranks_.end())
       on_control_readable(*it);
   }
+  for (auto* participant : participants_) participant->on_tick();
   if (suspect_ && Clock::now() >= suspect_deadline_) settle_suspect();
   if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
     const int left = running_count();

@@ -15,6 +15,7 @@
 #include "launcher/cli_options.hpp"
 #include "launcher/input_forwarder.hpp"
 #include "launcher/output_forwarder.hpp"
+#include "launcher/poll_participant.hpp"
 #include "launcher/process_group.hpp"
 #include "launcher/signal_events.hpp"
 #include "launcher/wait_status.hpp"
@@ -44,6 +45,10 @@ class RankSupervisor {
   /// as planned. A rank restarted --max-restarts times that asks once more fails the job.
   using Relauncher = std::function<RankLaunch(int local_rank, int incarnation)>;
   void set_relauncher(Relauncher relauncher) { relauncher_ = std::move(relauncher); }
+
+  /// Adds `participant` to the poll loop from now on (e.g. the link among the nodes' hyrun
+  /// processes); it must outlive this supervisor's loop.
+  void add_participant(PollParticipant& participant) { participants_.push_back(&participant); }
 
   RankSupervisor(const LaunchOptions& options, SignalEvents& signals);
   ~RankSupervisor();
@@ -117,6 +122,7 @@ class RankSupervisor {
   void fail_bootstrap(const std::string& message, int exit_code);
 
   Relauncher relauncher_;
+  std::vector<PollParticipant*> participants_;
   const LaunchOptions& options_;
   SignalEvents& signals_;
   OutputForwarder output_;

@@ -34,6 +34,29 @@ wait_rc() {
   [ -s "$WORK/rc" ] || fail "the background srun did not end"
 }
 
+
+# start_background_job: 4 nodes x 2 ranks of test-rank sleeping 60 s, without --kill-on-bad-exit,
+# in the background (output in $WORK/out, status in $WORK/rc); returns once all 8 ranks run.
+start_background_job() {
+  mkdir -p "$WORK/pids"
+  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
+      "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] || fail "the 8 ranks did not start"
+}
+
+# hyrun_of_task T: the pid of the hyrun of Slurm task T.
+hyrun_of_task() {
+  local p
+  for p in $(pids_of_exe "$HYRUN"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$1" && { echo "$p"; return 0; }
+  done
+  fail "no hyrun of task $1 found"
+}
+
+# ranks_of_hyrun PID: the pids of its children.
+ranks_of_hyrun() { cat /proc/"$1"/task/*/children 2>/dev/null || true; }
+
 case $case_name in
 hello-4x2)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO"
@@ -85,7 +108,7 @@ crash-on-last-node)
   echo "first hyrun line: $first"
   echo "$first" | grep -Eq '^hyrun\[[^]]+\]: rank 7 \(pid [0-9]+\) exited with code 5' || fail "the first hyrun line does not name rank 7 and its node"
   ;;
-node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on-bad-exit ends the step
+node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on-bad-exit and the node link end the step
   mkdir "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
       --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
@@ -97,8 +120,80 @@ node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on
   [ -n "$victim" ] || fail "no hyrun of task 2 found"
   start=$(now_ms); kill -9 "$victim"; wait_rc
   echo "srun ended $(( $(now_ms) - start )) ms after the SIGKILL with $(cat "$WORK/rc")"; cat "$WORK/out"
-  [ "$(cat "$WORK/rc")" = 137 ] || fail "srun exited $(cat "$WORK/rc"), expected 137 (the killed task)"
+  # Slurm (137, the killed task) and the node link (1, from the root's PMIx abort) race to end the step.
+  case $(cat "$WORK/rc") in 137 | 1) ;; *) fail "srun exited $(cat "$WORK/rc"), expected 137 (the killed task) or 1 (the node link)" ;; esac
   grep -q 'task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
+  ;;
+node-hyrun-killed-no-kob | root-hyrun-killed-no-kob)  # no --kill-on-bad-exit: the node link ends the job
+  task=2; [ "$case_name" = root-hyrun-killed-no-kob ] && task=0
+  start_background_job
+  victim=$(hyrun_of_task $task)
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
+  start=$(now_ms); kill -9 "$victim"; wait_rc
+  elapsed=$(( $(now_ms) - start )); cat "$WORK/out"
+  echo "srun ended ${elapsed} ms after the SIGKILL of task $task's hyrun (on $victim_host) with $(cat "$WORK/rc")"
+  [ "$elapsed" -lt 15000 ] || fail "took $elapsed ms: the other nodes ran on (the ranks sleep 60 s)"
+  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(connection closed\)" "$WORK/out" \
+    || fail "no line named the lost node $victim_host"
+  ! grep -E '^hyrun\[[^]]+\]: lost the hyrun' "$WORK/out" | grep -vq "node $victim_host " || fail "another node was named lost"
+  ;;
+nodes-finish-apart)  # nodes whose ranks end seconds apart: no loss is reported, the job succeeds
+  for late in 0 3; do
+    run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+      '[ "$SLURM_PROCID" = "$2" ] && s=3 || s=0; exec "$1" -n 2 --bootstrap=none -- sleep $s' _ "$HYRUN" "$late"
+    [ "$RUN_RC" = 0 ] || fail "task $late ending 3 s after the others: srun exited $RUN_RC"
+    ! printf '%s\n' "$RUN_OUT" | grep -q 'lost the hyrun' || fail "task $late ending late was taken for a loss"
+  done
+  ;;
+node-lost-after-root-done)  # the root's ranks have ended; a node lost afterwards still fails the job
+  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+      '[ "$SLURM_PROCID" = 2 ] && s=60 || s=0; exec "$1" -n 2 --bootstrap=none -- sleep $s' _ "$HYRUN" \
+      >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  # Wait until only the root's hyrun (waiting for the others' goodbyes) and task 2's, whose
+  # ranks run (so every node passed the fence), are left.
+  for _ in $(seq 100); do
+    hyruns=$(pids_of_exe "$HYRUN")
+    if [ "$(echo "$hyruns" | wc -l)" = 2 ]; then
+      t0=$(hyrun_of_task 0 2>/dev/null || true); t2=$(hyrun_of_task 2 2>/dev/null || true)  # early: not all started
+      [ -n "$t0" ] && [ -n "$t2" ] &&
+      [ -n "$(ranks_of_hyrun "$t2")" ] && [ -z "$(ranks_of_hyrun "$t0")" ] && break
+    fi
+    sleep 0.1
+  done
+  [ "$(pids_of_exe "$HYRUN" | wc -l)" = 2 ] || fail "expected the hyrun of tasks 0 and 2 only"
+  victim=$(hyrun_of_task 2)
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
+  kill -9 "$victim"; wait_rc; cat "$WORK/out"
+  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(connection closed\)" "$WORK/out" \
+    || fail "the root did not name the node lost after its own ranks ended"
+  ;;
+node-link-down)  # a node drops off the network: the others end the job, naming it
+  [ "${HYRUN_CLUSTER_MODE:-}" = netns ] || { echo "needs netns mode"; exit 77; }
+  start_background_job
+  victim=$(hyrun_of_task 2)
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
+  ns=$(ip netns identify "$victim")
+  [ -n "$ns" ] || fail "the hyrun of task 2 is in no named network namespace"
+  # Whatever happens, the node comes back, so that the cluster serves the next tests.
+  trap 'ip netns exec "$ns" ip link set eth0 up 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  others=$(for t in 0 1 3; do ranks_of_hyrun "$(hyrun_of_task $t)"; done)
+  start=$(now_ms); ip netns exec "$ns" ip link set eth0 down
+  # The other nodes' ranks end within a few seconds, while the node is still cut off.
+  for _ in $(seq 100); do
+    alive=""; for p in $others; do [ -d "/proc/$p" ] && alive+="$p "; done
+    [ -z "$alive" ] && break; sleep 0.1
+  done
+  elapsed=$(( $(now_ms) - start ))
+  echo "the ranks of the other nodes ended ${elapsed} ms after $victim_host went off the network"
+  [ -z "$alive" ] || fail "ranks $alive of the other nodes still run ${elapsed} ms after $victim_host went off the network"
+  ip netns exec "$ns" ip link set eth0 up
+  wait_rc; cat "$WORK/out"
+  echo "srun exited $(cat "$WORK/rc") $(( $(now_ms) - start )) ms after the link went down"
+  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(silent for 1 s" "$WORK/out" \
+    || fail "no line named the silent node $victim_host"
   ;;
 missing-program-on-one-node)  # no --kill-on-bad-exit: node 1 cannot start its program, the job still ends at once
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \

@@ -1,0 +1,354 @@
+#include "launcher/node_link.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "hyrun/common/error.hpp"
+#include "hyrun/common/hex.hpp"
+
+namespace hyrun {
+namespace {
+
+constexpr const char* kHello = "hyrun-link v1";
+constexpr std::size_t kMaxLine = 256;  // every message is a short line; more is not a hyrun
+
+// What a node sends to prove that it holds the job token: HMAC-SHA256(token, "hyrun-link v1 <task>").
+std::string proof_of(const std::string& token, int task) {
+  const std::string message = fmt::format("{} {}", kHello, task);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (!HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+            reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &length))
+    throw Error("HMAC-SHA256 of the node link's hello failed");
+  return to_hex({reinterpret_cast<const std::byte*>(digest), length});
+}
+
+// Constant time, so that a wrong proof tells nothing of the right one.
+bool same(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+void set_nodelay(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a heartbeat must not wait for Nagle
+}
+
+}  // namespace
+
+NodeLink NodeLink::listen() {
+  NodeLink link;
+  link.root_ = true;
+  link.listener_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!link.listener_) throw SystemError("socket (the node link)", errno);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);  // the other nodes reach it at one of the addresses in the record
+  if (::bind(link.listener_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    throw SystemError("bind (the node link)", errno);
+  if (::listen(link.listener_.get(), 128) != 0) throw SystemError("listen (the node link)", errno);
+  socklen_t length = sizeof a;
+  if (::getsockname(link.listener_.get(), reinterpret_cast<sockaddr*>(&a), &length) != 0)
+    throw SystemError("getsockname (the node link)", errno);
+  link.port_ = ntohs(a.sin_port);
+  return link;
+}
+
+void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::string token) {
+  self_ = self;
+  token_ = std::move(token);
+  peers_.clear();
+  peers_.resize(hosts.size());
+  const auto now = Clock::now();
+  for (std::size_t task = 0; task < hosts.size(); ++task) {
+    peers_[task].task = static_cast<int>(task);
+    peers_[task].host = hosts[task];
+    peers_[task].heard = now;
+    peers_[task].gone = static_cast<int>(task) == self;
+  }
+  connect_deadline_ = now + kConnectLimit;
+  next_heartbeat_ = now;
+}
+
+NodeLink NodeLink::connect(const std::string& address, int port, int self, std::string root_host, std::string token) {
+  NodeLink link;
+  link.self_ = self;
+  link.token_ = std::move(token);
+  Peer root;
+  root.task = 0;
+  root.host = std::move(root_host);
+  root.fd = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!root.fd) throw SystemError("socket (the node link)", errno);
+  set_nodelay(root.fd.get());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1)
+    throw Error(fmt::format("the root's node link address '{}' is not an IPv4 address", address));
+  const auto now = Clock::now();
+  root.heard = now;
+  link.next_heartbeat_ = now;
+  if (::connect(root.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (errno != EINPROGRESS)
+      throw SystemError(fmt::format("connect to the root's hyrun at {}:{} (the node link)", address, port), errno);
+    root.connecting = true;
+  }
+  link.send(root, fmt::format("{} {} {}", kHello, self, proof_of(link.token_, self)));
+  link.peers_.push_back(std::move(root));
+  return link;
+}
+
+void NodeLink::add_poll_fds(std::vector<pollfd>& fds) {
+  if (listener_) fds.push_back({listener_.get(), POLLIN, 0});
+  for (auto* list : {&peers_, &unidentified_})
+    for (const auto& p : *list)
+      if (p.fd && !p.gone)
+        fds.push_back({p.fd.get(), static_cast<short>(POLLIN | (p.connecting || !p.out.empty() ? POLLOUT : 0)), 0});
+}
+
+bool NodeLink::on_poll(const pollfd& p) {
+  if (listener_ && p.fd == listener_.get()) {
+    accept_all();
+    return true;
+  }
+  for (auto* list : {&peers_, &unidentified_})
+    for (auto& peer : *list) {
+      if (!peer.fd || peer.fd.get() != p.fd || peer.gone) continue;
+      if (peer.connecting && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+        int error = 0;
+        socklen_t length = sizeof error;
+        ::getsockopt(peer.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+        if (error != 0) {
+          lose(peer, fmt::format("cannot connect: {}", std::strerror(error)));
+          return true;
+        }
+        peer.connecting = false;
+        peer.heard = Clock::now();
+      }
+      if (p.revents & POLLOUT) flush(peer);
+      if (!peer.gone && (p.revents & (POLLIN | POLLHUP | POLLERR))) on_readable(peer);
+      if (list == &unidentified_)  // identified peers moved out; closed ones are dropped
+        std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
+      return true;
+    }
+  return false;
+}
+
+void NodeLink::accept_all() {
+  for (;;) {
+    UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN, or out of descriptors: the peer's hello deadline reports it
+    }
+    set_nodelay(fd.get());
+    Peer peer;
+    peer.fd = std::move(fd);
+    peer.heard = Clock::now();
+    unidentified_.push_back(std::move(peer));
+  }
+}
+
+void NodeLink::on_readable(Peer& peer) {
+  char buffer[512];
+  for (;;) {
+    const ssize_t n = ::recv(peer.fd.get(), buffer, sizeof buffer, 0);
+    if (n > 0) {
+      peer.heard = Clock::now();
+      peer.in.append(buffer, static_cast<std::size_t>(n));
+      for (auto nl = peer.in.find('\n'); nl != std::string::npos && !peer.gone; nl = peer.in.find('\n')) {
+        const std::string line = peer.in.substr(0, nl);
+        peer.in.erase(0, nl + 1);
+        on_line(peer, line);
+      }
+      if (peer.gone) return;
+      if (peer.in.size() > kMaxLine) {
+        if (peer.task < 0) return close_quietly(peer);
+        return lose(peer, "it sent something that is not the node link's protocol");
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    // EOF or an error: after its bye, the peer just left.
+    if (peer.said_bye || peer.task < 0) return close_quietly(peer);
+    return lose(peer, n == 0 ? "connection closed" : fmt::format("connection lost: {}", std::strerror(errno)));
+  }
+}
+
+void NodeLink::on_line(Peer& peer, const std::string& line) {
+  if (peer.task < 0) {  // root: the first line of an accepted connection is the hello
+    int task = -1;
+    char proof[129] = {};
+    const std::string prefix = std::string(kHello) + " ";
+    if (!line.starts_with(prefix) || std::sscanf(line.c_str() + prefix.size(), "%d %128s", &task, proof) != 2 ||
+        task < 0 || task >= static_cast<int>(peers_.size()) || task == self_ || !same(proof, proof_of(token_, task))) {
+      spdlog::warn("node link: a connection that is not a hyrun of this job was refused");
+      return close_quietly(peer);
+    }
+    Peer& slot = peers_[static_cast<std::size_t>(task)];
+    if (slot.fd || slot.gone) {
+      spdlog::warn("node link: a second connection for task {} was refused", task);
+      return close_quietly(peer);
+    }
+    slot.fd = std::move(peer.fd);
+    slot.heard = Clock::now();
+    slot.in = std::move(peer.in);
+    peer.gone = true;
+    spdlog::debug("node link: the hyrun of task {} on {} connected", task, slot.host);
+    // What came with the hello (a short job's bye) counts now: its EOF may be next.
+    for (auto nl = slot.in.find('\n'); nl != std::string::npos && !slot.gone; nl = slot.in.find('\n')) {
+      const std::string next = slot.in.substr(0, nl);
+      slot.in.erase(0, nl + 1);
+      on_line(slot, next);
+    }
+    return;
+  }
+  if (line == "alive") return;
+  if (line == "bye") {
+    peer.said_bye = true;
+    return;
+  }
+  lose(peer, fmt::format("it sent '{:.40}', which is not the node link's protocol", line));
+}
+
+void NodeLink::send(Peer& peer, const std::string& line) {
+  if (peer.out.size() > 4096) return;  // the peer reads nothing: its silence is judged by what we hear
+  peer.out += line;
+  peer.out += '\n';
+  if (!peer.connecting) flush(peer);
+}
+
+void NodeLink::flush(Peer& peer) {
+  while (!peer.out.empty() && peer.fd && !peer.connecting) {
+    const ssize_t n = ::send(peer.fd.get(), peer.out.data(), peer.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      peer.out.erase(0, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return;  // EAGAIN: later; an error: the read side reports the loss
+  }
+}
+
+NodeLink::Clock::time_point NodeLink::wake_by() const {
+  auto t = next_heartbeat_;
+  for (const auto* list : {&peers_, &unidentified_})
+    for (const auto& p : *list)
+      if (!p.gone && !p.said_bye) t = std::min(t, (p.fd ? p.heard + kSilenceLimit : connect_deadline_));
+  return t;
+}
+
+void NodeLink::on_tick() {
+  const auto now = Clock::now();
+  if (now >= next_heartbeat_) {
+    for (auto& p : peers_)
+      if (p.fd && !p.gone && !p.said_bye) send(p, "alive");  // one that left reads no more
+    next_heartbeat_ = now + kHeartbeat;
+  }
+  for (auto& p : peers_) {
+    if (p.gone || p.said_bye) continue;
+    if (!p.fd && now >= connect_deadline_)
+      lose(p, fmt::format("it did not connect within {} s of the fence",
+                          std::chrono::duration_cast<std::chrono::seconds>(kConnectLimit).count()));
+    else if (p.fd && now - p.heard >= kSilenceLimit)
+      lose(p, p.connecting ? "cannot connect: no answer within 1 s" : "silent for 1 s: its node is off the network or stuck");
+  }
+  for (auto& p : unidentified_)
+    if (now - p.heard >= kSilenceLimit) close_quietly(p);
+  std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
+}
+
+void NodeLink::lose(Peer& peer, const std::string& why) {
+  peer.gone = true;
+  peer.fd.reset();
+  const bool first = !lost_;
+  lost_ = true;
+  if (first && on_loss_) on_loss_(peer.host, why);
+}
+
+void NodeLink::close_quietly(Peer& peer) {
+  peer.gone = true;
+  peer.fd.reset();
+}
+
+void NodeLink::say_bye() {
+  for (auto& p : peers_)
+    if (p.fd && !p.gone) send(p, "bye");
+  // A short job may end before its connect completed or its hello left: finish them,
+  // bounded, or the root would take this node's end for a loss.
+  const auto end = Clock::now() + kSilenceLimit;
+  for (;;) {
+    std::vector<pollfd> fds;
+    for (const auto& p : peers_)
+      if (p.fd && !p.gone && (p.connecting || !p.out.empty())) fds.push_back({p.fd.get(), POLLOUT, 0});
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    if (fds.empty() || ms <= 0) return;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(ms)) < 0 && errno != EINTR) return;
+    for (const auto& f : fds)
+      for (auto& p : peers_)
+        if (p.fd && p.fd.get() == f.fd && f.revents) {
+          if (p.connecting) {
+            int error = 0;
+            socklen_t length = sizeof error;
+            ::getsockopt(p.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+            if (error != 0) {
+              close_quietly(p);  // leaving anyway: nothing to report
+              continue;
+            }
+            p.connecting = false;
+          }
+          if (f.revents & (POLLERR | POLLHUP)) {
+            close_quietly(p);
+            continue;
+          }
+          flush(p);
+          if (!p.out.empty() && !(f.revents & POLLOUT)) close_quietly(p);
+        }
+  }
+}
+
+void NodeLink::service() {
+  std::vector<pollfd> fds;
+  add_poll_fds(fds);
+  if (::poll(fds.data(), fds.size(), 0) > 0)
+    for (const auto& p : fds)
+      if (p.revents) on_poll(p);
+  on_tick();
+}
+
+bool NodeLink::await_byes(SignalEvents& signals) {
+  const auto waiting = [this] {
+    return std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) { return !p.gone && !p.said_bye; });
+  };
+  while (waiting() && !lost_ && !signals.pending_stop()) {
+    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    add_poll_fds(fds);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake_by() - Clock::now()).count();
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(ms, 0, 1000)));
+    if (n < 0 && errno != EINTR) throw SystemError("poll (awaiting the other nodes' hyrun)", errno);
+    for (const auto& p : fds)
+      if (p.revents && p.fd != signals.fd()) on_poll(p);
+    if (n > 0 && fds[0].revents) {
+      // Only stop signals matter here (SIGCHLD of our reaped ranks, SIGUSR*: nothing to forward).
+      if (!signals.pending_stop()) signals.drain();
+    }
+    on_tick();
+  }
+  return !lost_;
+}
+
+}  // namespace hyrun
