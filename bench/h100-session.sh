@@ -121,18 +121,8 @@ mps_stop() {
   [ -n "$mps_dir" ] || return 0
   echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-  rm -rf "$mps_dir"; sanitize() {
-  note "== compute-sanitizer"
-  if [ -n "$sanitizer" ]; then
-    step selftest-memcheck 280 "$sanitizer" --tool memcheck --error-exitcode 1 "$B/ep-cuda-selftest" --small
-    step selftest-racecheck 280 "$sanitizer" --tool racecheck --error-exitcode 1 "$B/ep-cuda-selftest" --small
-  else
-    not_run selftest-memcheck "compute-sanitizer is not on this machine (CUDA toolkit absent)"
-    not_run selftest-racecheck "compute-sanitizer is not on this machine (CUDA toolkit absent)"
-  fi
-}
-
-mps_dir=""
+  rm -rf "$mps_dir"
+  mps_dir=""
 }
 trap mps_stop EXIT
 
