@@ -113,11 +113,7 @@ node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
       --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
   for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
-  victim=""
-  for p in $(pids_of_exe "$HYRUN"); do
-    tr '\0' '\n' <"/proc/$p/environ" | grep -qx 'SLURM_PROCID=2' && victim=$p
-  done
-  [ -n "$victim" ] || fail "no hyrun of task 2 found"
+  victim=$(hyrun_of_task 2)
   start=$(now_ms); kill -9 "$victim"; wait_rc
   echo "srun ended $(( $(now_ms) - start )) ms after the SIGKILL with $(cat "$WORK/rc")"; cat "$WORK/out"
   # Slurm (137, the killed task) and the node link (1, from the root's PMIx abort) race to end the step.
@@ -217,11 +213,7 @@ sigterm-one-node)  # no --kill-on-bad-exit: SIGTERM to one node's hyrun ends the
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
       "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 50 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
   for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
-  victim=""
-  for p in $(pids_of_exe "$HYRUN"); do
-    tr '\0' '\n' <"/proc/$p/environ" | grep -qx 'SLURM_PROCID=2' && victim=$p
-  done
-  [ -n "$victim" ] || fail "no hyrun of task 2 found"
+  victim=$(hyrun_of_task 2)
   start=$(now_ms); kill -TERM "$victim"; wait_rc
   elapsed=$(( $(now_ms) - start )); cat "$WORK/out"
   echo "srun ended ${elapsed} ms after the SIGTERM with $(cat "$WORK/rc")"
