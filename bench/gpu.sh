@@ -121,12 +121,14 @@ for n in $ranks; do
     if "$hyrun" -n "$n" -- "$bench" "${args[@]}" "${extra[@]}" >"$work/b.out" 2>&1; then
       cat "$work/b.out" >>"$work/all.out"
       awk -v n="$n" -v mode="$mode" '
-        /gpu-bench:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        /gpu-bench: mode=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
                        g += v["ep_gbps_median"]; med += v["median_us"]; if (v["max_us"] > mx) mx = v["max_us"];
+                       dm += v["dispatch_median_us"]; cm += v["combine_median_us"]
                        if (mn == "" || v["min_us"] < mn) mn = v["min_us"]; r++ }
         /^d2d-copy:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "gbps_median") copy = kv[2] } }
         /^fp8-cast:/ { cast = $0 }
-        END { printf "| %d | %s | %.2f | %.1f | %.1f | %.1f | %.2f | %.3f |\n", n, mode, g / r, med / r, mn, mx, copy, (g / r) / copy
+        END { printf "| %d | %s | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.3f |\n", n, mode, g / r, g,
+                     dm / r, cm / r, med / r, mn, mx, copy, g / copy
               if (cast != "") print "CAST " n " " mode " " cast }' "$work/b.out" >>"$work/table"
     else
       echo "FAIL ep-bench-gpu n=$n $mode"; tail -20 "$work/b.out"; failed=1
@@ -134,12 +136,15 @@ for n in $ranks; do
   done
 done
 echo
-echo "| ranks | mode | EP GB/s per rank (median, avg over ranks) | median us | min us | max us | D2D copy GB/s (same run) | ratio EP/copy |"
-echo "|---:|---|---:|---:|---:|---:|---:|---:|"
+echo "| ranks | mode | EP GB/s per rank (median, avg over ranks) | EP GB/s summed over ranks | dispatch us (median) | combine us (median) | dispatch+combine us (median) | min us | max us | D2D copy GB/s (same run) | ratio summed EP/copy |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 grep '^|' "$work/table" || true
 echo
 echo "FP8 cast kernel alone (rank 0, same runs):"
 grep '^CAST' "$work/table" | sed 's/^CAST /  n=/' || true
 echo
 grep -h 'Dispatch + combine bandwidth' "$work/all.out" | head -40 || true
+echo
+echo "Send and receive halves (--kernel-only runs):"
+grep -h 'gpu-bench halves' "$work/all.out" | head -40 || true
 [ "$failed" -eq 0 ] && echo "bench/gpu.sh: all steps passed" || { echo "bench/gpu.sh: some steps FAILED" >&2; exit 1; }

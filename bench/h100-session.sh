@@ -4,12 +4,13 @@
 # Every step has a time limit and its output in the log folder; the summary says PASS,
 # FAIL or NOT RUN (with why) per step, for docs/performance.md.
 #
-#   bench/h100-session.sh --bundle DIR [--logs DIR] [--budget-s 560] [--part PART[,PART...]]
+#   bench/h100-session.sh --bundle DIR [--logs DIR] [--budget-s 560] [--step-cap-s S] [--part PART[,PART...]]
 #
-# PART: correctness, plans, kill, plans-mps, sanitizer, timing, or all (default; in that
-# order, most important first). --budget-s bounds the whole run (a device call has 10
+# PART: correctness, plans, kill, plans-mps, sanitizer, timing, timing-mps, binding,
+# profile, or all (default; in that order, most important first). --budget-s bounds the whole run (a device call has 10
 # minutes): a step that would start too late is NOT RUN "(time budget)", and a later call
-# runs the parts left with --part. Parts:
+# runs the parts left with --part. --step-cap-s caps every step but the timing one (a first
+# run on a new machine, where a hang should cost little of the budget). Parts:
 #   correctness  ep-cuda-selftest; ep-check --backend cuda with 1, 2, 4, 8 ranks (CUDA IPC,
 #                ranks sharing the GPU) and with 2 ranks --disable-ll-nvlink (staged, UCX)
 #   sanitizer    ep-cuda-selftest --small under compute-sanitizer --tool memcheck and
@@ -19,30 +20,65 @@
 #   kill         a rank SIGKILLed outside the plan: the job must stop with hyrun naming the
 #                rank, no process may stay on the GPU, ep-cuda-selftest must pass afterwards
 #   plans-mps    the plans again under a private MPS daemon (nvidia-cuda-mps-control -d)
-#   timing       bench/gpu.sh --bundle DIR --skip-build (CUDA events, L2 flushed)
+#   timing       bench/gpu.sh --bundle DIR --timing-only (CUDA events, L2 flushed)
+#   timing-mps   the same under MPS, at the reference sizes and at CloudAI's example sizes
+#                (256 tokens, hidden 8192, top-6, 4 experts per rank)
+#   binding      bench/gpu-binding.sh: hyrun's plan against what each rank sees (PCI bus
+#                id of its CUDA device, CPUs, memory nodes); the machine's hwloc XML
+#   profile      Nsight Compute (ncu) over one kernel-only rank (two calls of its warm-up):
+#                per-kernel time and memory throughput (NOT RUN when ncu is absent)
 # Logs: DIR/summary.txt (also printed) and one file per step. Default DIR: $OUT/h100 when
 # $OUT is set (the device tool brings it back; at most 8 files come back, so the step logs
 # are then packed into $OUT/h100-logs.tar.gz), else ./h100-logs.
 # Exit codes: 0 every step that ran passed, 1 a step failed, 2 usage, 3 no GPU.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bundle=""; logs=""; part=all; budget=560
+bundle=""; logs=""; part=all; budget=560; cap=
 while [ $# -gt 0 ]; do
   case $1 in
   --bundle) bundle=$2; shift 2 ;;
   --logs) logs=$2; shift 2 ;;
   --part) part=$2; shift 2 ;;
   --budget-s) budget=$2; shift 2 ;;
-  -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --step-cap-s) cap=$2; shift 2 ;;
+  -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "h100-session.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ $budget =~ ^[0-9]+$ ]] || { echo "h100-session.sh: --budget-s '$budget' is not a number of seconds" >&2; exit 2; }
-[ "$part" = all ] && part=correctness,plans,kill,plans-mps,sanitizer,timing
+[[ -z $cap || $cap =~ ^[0-9]+$ ]] || { echo "h100-session.sh: --step-cap-s '$cap' is not a number of seconds" >&2; exit 2; }
+[ "$part" = all ] && part=correctness,plans,kill,plans-mps,sanitizer,timing,timing-mps,binding,profile
 IFS=, read -r -a parts <<<"$part"
+timing_mps() {
+  note "== timing under MPS (bench/gpu.sh --bundle --mps)"
+  step gpu-bench-mps 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps
+  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps.log" | tee -a "$summary"
+  note "   CloudAI's example sizes: 256 tokens, hidden 8192, top-6, 4 experts per rank"
+  step gpu-bench-mps-cloudai 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps --tokens 256 \
+    --hidden 8192 --topk 6 --experts-per-rank 4
+  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps-cloudai.log" | tee -a "$summary"
+}
+
+binding() {
+  note "== binding: hyrun's plan against what each rank sees"
+  step gpu-binding 120 "$root/bench/gpu-binding.sh" --bundle "$bundle" --out "$logs/binding"
+  grep -E '^(MATCH|MISMATCH|topology saved|gpu-binding.sh:)' "$logs/gpu-binding.log" | sed 's/^/   /' | tee -a "$summary"
+}
+
+profile() {
+  note "== Nsight Compute"
+  if [ -z "$ncu" ]; then not_run profile "ncu is not on this machine"; return; fi
+  # 16 kernels after the first 16 (two dispatch+combine calls of the warm-up): ncu replays
+  # each profiled kernel, and a whole run under it takes minutes.
+  step ncu-kernel-only 150 "$ncu" --target-processes all --launch-skip 16 --launch-count 16 --metrics \
+    gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,launch__grid_size \
+    "$B/hyrun" -n 1 -- "$B/ep-bench-gpu" --kernel-only --warmup 2 --iters 4
+  grep -E '^\s+[a-z_]+_kernel|gpu__time_duration|dram__|launch__grid' "$logs/ncu-kernel-only.log" | head -120 >"$logs/ncu-summary.txt"
+}
+
 for p in "${parts[@]}"; do
-  case $p in correctness|plans|kill|plans-mps|sanitizer|timing) ;;
-  *) echo "h100-session.sh: --part '$p': expected correctness, plans, kill, plans-mps, sanitizer, timing or all" >&2; exit 2 ;;
+  case $p in correctness|plans|kill|plans-mps|sanitizer|timing|timing-mps|binding|profile) ;;
+  *) echo "h100-session.sh: --part '$p': expected correctness, plans, kill, plans-mps, sanitizer, timing, timing-mps, binding, profile or all" >&2; exit 2 ;;
   esac
 done
 [ -n "$bundle" ] && [ -x "$bundle/run" ] && [ -f "$bundle/MANIFEST" ] ||
@@ -63,6 +99,7 @@ step() {
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS rc left=$((budget - SECONDS))
   if [ "$left" -lt 30 ]; then not_run "$name" "time budget (${budget} s) spent; run it with --part"; return 0; fi
+  [ -n "$cap" ] && [[ $name != gpu-bench* ]] && [ "$limit" -gt "$cap" ] && limit=$cap
   [ "$limit" -gt "$left" ] && limit=$left
   timeout --kill-after=10 "$limit" "$@" >"$logs/$name.log" 2>&1
   rc=$?
@@ -88,6 +125,7 @@ note "   bundle: $(sed -n 2p "$bundle/MANIFEST"); $(grep -m1 '^nvcc' "$bundle/MA
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 [ "${driver%%.*}" -ge 580 ] 2>/dev/null || note "   WARNING: driver $driver: the bundled CUDA 13 runtime needs >= 580"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 
 correctness() {
   note "== correctness"
@@ -192,6 +230,33 @@ timing() {
   sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench.log" | tee -a "$summary"
 }
 
+timing_mps() {
+  note "== timing under MPS (bench/gpu.sh --bundle --mps)"
+  step gpu-bench-mps 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps
+  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps.log" | tee -a "$summary"
+  note "   CloudAI's example sizes: 256 tokens, hidden 8192, top-6, 4 experts per rank"
+  step gpu-bench-mps-cloudai 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps --tokens 256 \
+    --hidden 8192 --topk 6 --experts-per-rank 4
+  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps-cloudai.log" | tee -a "$summary"
+}
+
+binding() {
+  note "== binding: hyrun's plan against what each rank sees"
+  step gpu-binding 120 "$root/bench/gpu-binding.sh" --bundle "$bundle" --out "$logs/binding"
+  grep -E '^(MATCH|MISMATCH|topology saved|gpu-binding.sh:)' "$logs/gpu-binding.log" | sed 's/^/   /' | tee -a "$summary"
+}
+
+profile() {
+  note "== Nsight Compute"
+  if [ -z "$ncu" ]; then not_run profile "ncu is not on this machine"; return; fi
+  # 16 kernels after the first 16 (two dispatch+combine calls of the warm-up): ncu replays
+  # each profiled kernel, and a whole run under it takes minutes.
+  step ncu-kernel-only 150 "$ncu" --target-processes all --launch-skip 16 --launch-count 16 --metrics \
+    gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,launch__grid_size \
+    "$B/hyrun" -n 1 -- "$B/ep-bench-gpu" --kernel-only --warmup 2 --iters 4
+  grep -E '^\s+[a-z_]+_kernel|gpu__time_duration|dram__|launch__grid' "$logs/ncu-kernel-only.log" | head -120 >"$logs/ncu-summary.txt"
+}
+
 for p in "${parts[@]}"; do
   case $p in
   correctness) correctness ;;
@@ -200,6 +265,9 @@ for p in "${parts[@]}"; do
   plans-mps) plans_mps ;;
   sanitizer) sanitize ;;
   timing) timing ;;
+  timing-mps) timing_mps ;;
+  binding) binding ;;
+  profile) profile ;;
   esac
 done
 note "== $([ "$failed" -eq 0 ] && echo 'every step that ran passed' || echo 'some steps FAILED'); logs in $logs"

@@ -7,7 +7,8 @@
 # Default: configures B (build-bundle/) with /usr/local/cuda/bin/nvcc, sm_90, Release, and
 # builds only the programs. --from-build B packs an existing build instead (CI does this
 # with its own build). DIR gets:
-#   bin/      hyrun ep-bench ep-check ep-bench-host ep-bench-gpu ep-cuda-selftest hello (stripped)
+#   bin/      hyrun ep-bench ep-check ep-bench-host ep-bench-gpu ep-cuda-selftest cuda-device-report
+#             hello (stripped), and lstopo-no-graphics when this machine has it
 #   lib/      every shared library they load (ldd), except glibc (libc, libm, libdl,
 #             libpthread, librt, ld-linux) and the CUDA driver (libcuda); libcudart comes along
 #   lib/ucx/  UCX's transport modules (UCX_MODULE_DIR) and lib/ their libraries
@@ -26,8 +27,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=""; build=$root/build-bundle; from_build=""; allow_missing_cuda=0; jobs=$(nproc)
 limit_mib=64
 programs_cpu=(launcher/hyrun worker/ep/elastic/ep-bench worker/ep/ep-check worker/ep/ep-bench-host examples/hello)
-programs_cuda=(worker/ep/ep-bench-gpu worker/ep/ep-cuda-selftest)
-targets=(hyrun ep-bench ep-check ep-bench-host hello ep-bench-gpu ep-cuda-selftest)
+programs_cuda=(worker/ep/ep-bench-gpu worker/ep/ep-cuda-selftest worker/ep/cuda-device-report)
+targets=(hyrun ep-bench ep-check ep-bench-host hello ep-bench-gpu ep-cuda-selftest cuda-device-report)
 
 die() { echo "gpu-bundle.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -113,6 +114,11 @@ for p in "${programs[@]}"; do
   strip --strip-unneeded "$stage/bin/$(basename "$p")"
   copy_deps "$p"
 done
+# hwloc's lstopo, to save a GPU machine's topology as XML (a binding test fixture).
+if lstopo=$(command -v lstopo-no-graphics); then
+  cp "$lstopo" "$stage/bin/"
+  copy_deps "$lstopo"
+fi
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 ucx_dir=/usr/lib/$multiarch/ucx
 [ -d "$ucx_dir" ] || die "UCX's module folder $ucx_dir is missing (install libucx0)"
