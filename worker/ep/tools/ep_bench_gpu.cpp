@@ -4,9 +4,10 @@
 //
 //   hyrun -n 4 -- ep-bench-gpu [--tokens 128 --hidden 7168 --topk 8] [--kernel-only]
 //
-// Timing: --warmup calls, a barrier, then --iters calls; before each, the L2 is flushed
-// (a 256 MiB memset outside the events); dispatch and combine are each bracketed by
-// events; the first sample is dropped; median, min, max (and avg for the reference
+// Timing: --warmup calls, a barrier, then --iters calls; before each, every rank flushes
+// the L2 (a 256 MiB memset, waited for) and the ranks meet in a barrier, so all start
+// together (ranks sharing a GPU share its L2 and bandwidth); dispatch and combine are each
+// bracketed by events (--kernel-only also splits each into its send and receive half); the first sample is dropped; median, min, max (and avg for the reference
 // line). Bandwidth: logical bytes (layout.hpp) / time. --kernel-only: every expert on
 // this rank (one simulated rank, own region only): kernel time without peer traffic.
 // Inputs change from iteration to iteration (4 routings, cycled); before and after the
@@ -111,14 +112,19 @@ class Ep {
   void close_peers() {
     if (buffer_) buffer_->close_peers();
   }
-  void dispatch(const uint16_t* x, const int64_t* idx, int n, const Routing& r, const DispatchOutput& out) {
+  /// `between` (kernel-only): recorded between the send and the receive half.
+  void dispatch(const uint16_t* x, const int64_t* idx, int n, const Routing& r, const DispatchOutput& out,
+                Event* between = nullptr) {
     if (buffer_) return buffer_->launch_dispatch(x, idx, n, r, Format::kFP8, out);
     alone_->dispatch_send(x, idx, n, r, Format::kFP8);
+    if (between) between->record(alone_->stream());
     alone_->dispatch_recv(out);
   }
-  void combine(const uint16_t* eo, const DispatchOutput& h, const int64_t* idx, const float* w, int n, uint16_t* y) {
+  void combine(const uint16_t* eo, const DispatchOutput& h, const int64_t* idx, const float* w, int n, uint16_t* y,
+               Event* between = nullptr) {
     if (buffer_) return buffer_->launch_combine(eo, h, idx, w, n, y);
     alone_->combine_send(eo, h);
+    if (between) between->record(alone_->stream());
     alone_->combine_recv(idx, w, n, y);
   }
   void synchronize() { buffer_ ? buffer_->synchronize() : alone_->synchronize(); }
@@ -218,15 +224,15 @@ int run(const Options& o) {
                               report.problems.empty() ? "a check failed" : report.problems.front()));
   };
 
-  Event e0, e1, e2;
+  Event e0, e1, e2, ed, ec;
   int variant = 0;
-  auto dispatch = [&] {
+  auto dispatch = [&](Event* between = nullptr) {
     const DeviceInputs& d = *dev_in[static_cast<std::size_t>(variant)];
-    ep.dispatch(d.x.get(), d.idx.get(), o.tokens, routing, out);
+    ep.dispatch(d.x.get(), d.idx.get(), o.tokens, routing, out, between);
   };
-  auto combine = [&] {
+  auto combine = [&](Event* between = nullptr) {
     const DeviceInputs& d = *dev_in[static_cast<std::size_t>(variant)];
-    ep.combine(expert_out.get(), out, d.idx.get(), d.w.get(), o.tokens, y.get());
+    ep.combine(expert_out.get(), out, d.idx.get(), d.w.get(), o.tokens, y.get(), between);
   };
   for (int v = 0; v < kVariants; ++v) check_variant(v);
   for (int i = 0; i < o.warmup; ++i) {
@@ -236,19 +242,30 @@ int run(const Options& o) {
   }
   ep.synchronize();
   world.barrier();
-  std::vector<double> td, tc, tt;
+  std::vector<double> td, tc, tt, tds, tcs;
   for (int i = 0; i < o.iters; ++i) {
     variant = i % kVariants;
-    if (l2) cuda_check(cudaMemsetAsync(l2->get(), i & 0xFF, l2->size(), to_cuda(stream)), "L2 flush");
+    // Every rank flushes, then all start together: ranks sharing a GPU share its L2 and
+    // its memory bandwidth, so a flush inside another rank's timed call would be timed
+    // as that rank's, and a rank still flushing would be timed as its peers' wait.
+    if (l2) {
+      cuda_check(cudaMemsetAsync(l2->get(), i & 0xFF, l2->size(), to_cuda(stream)), "L2 flush");
+      sync(stream);
+    }
+    world.barrier();
     e0.record(stream);
-    dispatch();
+    dispatch(o.kernel_only ? &ed : nullptr);
     e1.record(stream);
-    combine();
+    combine(o.kernel_only ? &ec : nullptr);
     e2.record(stream);
     ep.synchronize();
     td.push_back(e1.since(e0));
     tc.push_back(e2.since(e1));
     tt.push_back(e2.since(e0));
+    if (o.kernel_only) {
+      tds.push_back(ed.since(e0));
+      tcs.push_back(ec.since(e1));
+    }
   }
   world.barrier();
   // The outputs are still right after the timed loop (every variant again).
@@ -274,6 +291,17 @@ int run(const Options& o) {
               "ep_gbps_median=%.2f dispatch_median_us=%.2f combine_median_us=%.2f\n",
               me, mode, size, sel, db + cb, t.median * 1e6, t.min * 1e6, t.max * 1e6,
               bandwidth_gbps(db, cb, t.median), d.median * 1e6, cm.median * 1e6);
+  if (o.kernel_only) {
+    // Where a call's time goes: the send half (dispatch: count, cast and write, signal;
+    // combine: rows back, signal) and the receive half (dispatch: wait, check, unpack;
+    // combine: wait, reduce).
+    std::vector<double> tdr(td.size()), tcr(tc.size());
+    for (std::size_t i = 0; i < td.size(); ++i) tdr[i] = td[i] - tds[i], tcr[i] = tc[i] - tcs[i];
+    const Stats ds = stats_of(tds), cs = stats_of(tcs), dr = stats_of(tdr), cr = stats_of(tcr);
+    std::printf("[rank %d] gpu-bench halves: dispatch_send_median_us=%.2f dispatch_recv_median_us=%.2f "
+                "combine_send_median_us=%.2f combine_recv_median_us=%.2f\n",
+                me, ds.median * 1e6, dr.median * 1e6, cs.median * 1e6, cr.median * 1e6);
+  }
   std::fflush(stdout);
 
   // Rank 0 alone on the GPU: the copy and cast baselines of the same run.
