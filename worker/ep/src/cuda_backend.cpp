@@ -100,6 +100,8 @@ CudaBackend::CudaBackend(const Shape& shape, int rank, const std::vector<void*>&
           "cudaMalloc");
     check(cudaMalloc(reinterpret_cast<void**>(&d_counts_), sizeof(int32_t) * R * shape_.experts_per_rank),
           "cudaMalloc");
+    check(cudaMalloc(reinterpret_cast<void**>(&d_counters_), sizeof(int32_t) * (2 + shape_.experts_per_rank)),
+          "cudaMalloc");
     check(cudaHostAlloc(reinterpret_cast<void**>(&h_failed_), sizeof(int32_t) * R, cudaHostAllocMapped),
           "cudaHostAlloc of the failed-peer words");
     check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&d_failed_), h_failed_, 0), "cudaHostGetDevicePointer");
@@ -113,6 +115,8 @@ CudaBackend::CudaBackend(const Shape& shape, int rank, const std::vector<void*>&
     check(cudaMemsetAsync(d_active_, 0, R, st(stream_)), "cudaMemsetAsync");
     check(cudaMemsetAsync(d_live_, 0, R, st(stream_)), "cudaMemsetAsync");
     check(cudaMemsetAsync(d_status_, 0, sizeof(int32_t) * (kErrorWords + R), st(stream_)), "cudaMemsetAsync");
+    check(cudaMemsetAsync(d_counters_, 0, sizeof(int32_t) * (2 + shape_.experts_per_rank), st(stream_)),
+          "cudaMemsetAsync");
     check(cudaStreamSynchronize(st(stream_)), "cudaStreamSynchronize");  // h_stage_ is reused below
     std::vector<int32_t> mask(R, 0);
     for (std::size_t r = 0; r < R; ++r) mask[r] = host_mask_[r];
@@ -120,10 +124,34 @@ CudaBackend::CudaBackend(const Shape& shape, int rank, const std::vector<void*>&
     check(cudaMemcpyAsync(d_mask_, h_stage_, sizeof(int32_t) * R, cudaMemcpyHostToDevice, st(stream_)),
           "cudaMemcpyAsync of the mask");
     check(cudaStreamSynchronize(st(stream_)), "cudaStreamSynchronize");
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    int sms = 1;
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    int blocks_per_sm = 1;
+    check(detail::unpack_blocks_per_sm(&blocks_per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    resident_blocks_ = sms * std::max(1, blocks_per_sm);
+    update_recv_blocks();
   } catch (...) {
     release();
     throw;
   }
+}
+
+void CudaBackend::update_recv_blocks() {
+  // Processes sharing this GPU: this one and every peer whose region lives on it.
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  int sharing = 0;
+  for (void* region : peer_regions_) {
+    if (region == nullptr) continue;
+    cudaPointerAttributes a{};
+    check(cudaPointerGetAttributes(&a, region), "cudaPointerGetAttributes of a peer region");
+    if (a.type == cudaMemoryTypeDevice && a.device == device) ++sharing;
+  }
+  // A quarter of the unpack blocks the GPU holds at once, shared evenly: the rest stays
+  // free for the kernels the waiting blocks wait for (half still starved 4 and 8 ranks).
+  recv_blocks_ = std::max(1, resident_blocks_ / (4 * std::max(1, sharing)));
 }
 
 CudaBackend::~CudaBackend() { release(); }
@@ -134,13 +162,13 @@ void CudaBackend::release() noexcept {
   if (stream_) cudaStreamSynchronize(st(stream_));
   for (void* p : {static_cast<void*>(d_regions_), static_cast<void*>(d_active_), static_cast<void*>(d_live_),
                   static_cast<void*>(d_mask_), static_cast<void*>(d_status_), static_cast<void*>(d_slot_),
-                  static_cast<void*>(d_counts_)})
+                  static_cast<void*>(d_counts_), static_cast<void*>(d_counters_)})
     if (p) cudaFree(p);
   if (h_failed_) cudaFreeHost(h_failed_);
   if (h_stage_) cudaFreeHost(h_stage_);
   if (stream_) cudaStreamDestroy(st(stream_));
   d_regions_ = nullptr, d_active_ = nullptr, d_live_ = nullptr, d_mask_ = nullptr, d_status_ = nullptr;
-  d_slot_ = nullptr, d_counts_ = nullptr, h_failed_ = nullptr, h_stage_ = nullptr, stream_ = nullptr;
+  d_slot_ = nullptr, d_counts_ = nullptr, d_counters_ = nullptr, h_failed_ = nullptr, h_stage_ = nullptr, stream_ = nullptr;
 }
 
 void CudaBackend::check_rank(int r, const char* what) const {
@@ -157,6 +185,7 @@ void CudaBackend::set_peer_region(int r, void* region) {
   check(cudaMemcpyAsync(d_regions_ + r, h_stage_, sizeof region, cudaMemcpyHostToDevice, st(stream_)),
         "cudaMemcpyAsync of a peer region");
   check(cudaStreamSynchronize(st(stream_)), "cudaStreamSynchronize");
+  update_recv_blocks();
   if (region == nullptr)
     mask_peer(r);
   else
@@ -196,8 +225,9 @@ std::vector<int> CudaBackend::masked() const {
 
 namespace {
 detail::Params params_of(const Shape& s, const RegionLayout& l, int rank, const Routing& r, uint64_t epoch, Format f,
-                         std::chrono::milliseconds timeout) {
+                         std::chrono::milliseconds timeout, int recv_blocks) {
   detail::Params p;
+  p.recv_blocks = recv_blocks;
   p.rank = rank;
   p.num_ranks = r.num_ranks;
   p.max_ranks = s.max_ranks;
@@ -251,42 +281,38 @@ void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   ++epoch_;
   routing_ = routing;
   format_ = f;
-  const auto p = params_of(s, layout_, rank_, routing_, epoch_, format_, timeout_);
-  const detail::PeerState ps{d_live_, d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_)};
-  check(cudaMemsetAsync(d_slot_, 0xFF, sizeof(int32_t) * s.max_tokens * s.topk, st(stream_)), "cudaMemsetAsync");
+  const auto p = params_of(s, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
+  const detail::PeerState ps{d_live_,   d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
+                             reinterpret_cast<detail::DeviceError*>(d_status_), d_counters_};
   check(detail::launch_count(p, ps, topk_idx, num_tokens, d_slot_, d_counts_, st(stream_)), "count kernel");
-  check(detail::launch_dispatch(p, d_regions_, x, topk_idx, d_slot_, num_tokens, st(stream_)), "dispatch kernel");
-  check(detail::launch_signal(p, ps, d_regions_, d_counts_, layout_.dispatch_signals, st(stream_)),
-        "dispatch signal kernel");
+  check(detail::launch_dispatch(p, ps, d_regions_, x, topk_idx, d_slot_, d_counts_, num_tokens, st(stream_)),
+        "dispatch kernel");
 }
 
 void CudaBackend::dispatch_recv(const DispatchOutput& out) {
-  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_);
-  const detail::PeerState ps{d_live_, d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_)};
+  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
+  const detail::PeerState ps{d_live_,   d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
+                             reinterpret_cast<detail::DeviceError*>(d_status_), d_counters_};
   const detail::DevOut o{out.recv_x, out.recv_scales, out.recv_src_token, out.recv_src_topk, out.layout_count,
                          out.recv_count};
   check(detail::launch_unpack(p, ps, peer_regions_[static_cast<std::size_t>(rank_)], o, st(stream_)), "unpack kernel");
 }
 
 void CudaBackend::combine_send(const uint16_t* expert_out, const DispatchOutput& handle) {
-  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_);
-  const detail::PeerState ps{d_live_, d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_)};
+  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
+  const detail::PeerState ps{d_live_,   d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
+                             reinterpret_cast<detail::DeviceError*>(d_status_), d_counters_};
   check(detail::launch_combine_send(p, ps, d_regions_, handle.layout_count, handle.recv_src_token,
                                     handle.recv_src_topk, expert_out, st(stream_)),
         "combine send kernel");
-  check(detail::launch_signal(p, ps, d_regions_, nullptr, layout_.combine_signals, st(stream_)),
-        "combine signal kernel");
 }
 
 void CudaBackend::combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out) {
   if (num_tokens < 0 || num_tokens > shape_.max_tokens)
     throw UsageError(fmt::format("EP combine: num_tokens={} outside [0, max_tokens={}]", num_tokens, shape_.max_tokens));
-  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_);
-  const detail::PeerState ps{d_live_, d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_)};
+  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
+  const detail::PeerState ps{d_live_,   d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
+                             reinterpret_cast<detail::DeviceError*>(d_status_), d_counters_};
   void* own = peer_regions_[static_cast<std::size_t>(rank_)];
   check(detail::launch_combine_wait(p, ps, own, st(stream_)), "combine wait kernel");
   check(detail::launch_combine_reduce(p, ps, own, topk_idx, topk_weights, num_tokens, out, st(stream_)),

@@ -29,6 +29,11 @@ struct Params {
   unsigned long long epoch = 0;  // of the call: signal value and part of the message magic
   int fp8 = 1;                   // dispatch format of the call
   unsigned long long timeout_ns = 0;  // bound of every device wait for a peer's signal
+  // Most blocks the unpack kernel may have, which spin while they wait for a source: more
+  // than the GPU holds at once, summed over the processes sharing it, would keep a peer's
+  // dispatch kernel (the one they wait for) off the GPU (measured under MPS with 4 and 8
+  // ranks on one H100: dispatch 0.6 and 3.3 ms instead of 0.1 ms). See CudaBackend.
+  int recv_blocks = 256;
 };
 
 /// Codes of DeviceError::code (0: none).
@@ -57,6 +62,9 @@ struct PeerState {
   int32_t* failed;    // [max_ranks] mapped host, set by the host (peer known dead)
   int32_t* missing;   // [max_ranks] device, set by the device (wait ended without signal)
   DeviceError* error; // device
+  int32_t* counters;  // [2 + E] device, zero between kernels: blocks done of the fused
+                      // dispatch [0] and combine_send [1] kernels (the last one signals),
+                      // sources done per local expert in unpack [2 + e] (the last one counts)
 };
 
 struct DevOut {
@@ -75,19 +83,19 @@ HYRUN_HD_INLINE uint32_t message_magic(uint32_t base, int fp8, unsigned long lon
   return base ^ (fp8 ? 1u : 2u) ^ (lo * 0x9E3779B1u) ^ (hi * 0x85EBCA77u);
 }
 
-/// live = active && !mask, then slots and counts per global expert.
+/// live = active && !mask, then slots and counts per global expert (slot -1: dropped).
 cudaError_t launch_count(const Params& p, const PeerState& peers, const int64_t* idx, int num_tokens, int32_t* slot,
                          int32_t* counts, cudaStream_t s);
-/// Messages (header, FP8 or BF16 payload) straight into the destinations' regions.
-cudaError_t launch_dispatch(const Params& p, void* const* regions, const uint16_t* x, const int64_t* idx,
-                            const int32_t* slot, int num_tokens, cudaStream_t s);
-/// Per live destination: counts (if any), system fence, release store of the epoch word.
-cudaError_t launch_signal(const Params& p, const PeerState& peers, void* const* regions, const int32_t* counts,
-                          unsigned long long off_sig, cudaStream_t s);
+/// Messages (header, FP8 or BF16 payload) straight into the destinations' regions; the
+/// last block to finish then signals every live destination (counts, fence, release).
+cudaError_t launch_dispatch(const Params& p, const PeerState& peers, void* const* regions, const uint16_t* x,
+                            const int64_t* idx, const int32_t* slot, const int32_t* counts, int num_tokens,
+                            cudaStream_t s);
 /// Per (local expert, live source): bounded acquire wait for the source's dispatch
-/// signal, header checks, copy into `out`. Zeroes layout_count / recv_count first.
+/// signal, header checks, copy into `out`; writes every layout_count and recv_count.
 cudaError_t launch_unpack(const Params& p, const PeerState& peers, void* own, const DevOut& out, cudaStream_t s);
-/// Per (local expert, live source): expert output rows back into the source's region.
+/// Per (local expert, live source): expert output rows back into the source's region;
+/// the last block to finish then signals every live source (fence, release).
 cudaError_t launch_combine_send(const Params& p, const PeerState& peers, void* const* regions,
                                 const int32_t* layout_count, const int32_t* src_token, const int32_t* src_topk,
                                 const uint16_t* expert_out, cudaStream_t s);
@@ -96,6 +104,8 @@ cudaError_t launch_combine_wait(const Params& p, const PeerState& peers, void* o
 /// out[i] = sum over kept k of w_k * row_k (rows of masked sources count as absent).
 cudaError_t launch_combine_reduce(const Params& p, const PeerState& peers, const void* own, const int64_t* idx,
                                   const float* weights, int num_tokens, uint16_t* out, cudaStream_t s);
+/// Blocks of the unpack kernel one SM holds at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+cudaError_t unpack_blocks_per_sm(int* blocks);
 cudaError_t launch_cast_fp8(const uint16_t* x, int rows, int H, uint8_t* q, float* scales, cudaStream_t s);
 
 }  // namespace hyrun::ep::cuda::detail

@@ -100,15 +100,16 @@ class CudaBackend {
   /// Ranks masked as of the last synchronize() (or mask_peer/set_peer_region since).
   std::vector<int> masked() const;
 
-  /// Count kernel (slots per selection, counts per expert, masked ranks dropped),
-  /// dispatch kernel (FP8 cast or BF16 copy straight into the destination regions),
-  /// signal kernel. x [num_tokens, H] bf16, topk_idx [num_tokens, K] int64 (device).
+  /// Count kernel (slots per selection, counts per expert, masked ranks dropped), then
+  /// the dispatch kernel (FP8 cast or BF16 copy straight into the destination regions;
+  /// its last block signals the destinations). x [num_tokens, H] bf16, topk_idx [num_tokens, K] int64 (device).
   /// Distinct experts per token are assumed (not checked on the device; overflowing
   /// slots are dropped).
   void dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f);
   /// Per (local expert, source): bounded wait, header checks, copy into `out` (device).
   void dispatch_recv(const DispatchOutput& out);
-  /// Puts every received row's expert output back to its source region, then signals.
+  /// Puts every received row's expert output back to its source region, then signals
+  /// (one kernel: its last block signals).
   /// `handle` is the DispatchOutput of the last dispatch (device).
   void combine_send(const uint16_t* expert_out, const DispatchOutput& handle);
   /// Wait kernel then the weighted-sum kernel: out [num_tokens, H] bf16 (device).
@@ -130,6 +131,7 @@ class CudaBackend {
   void check_rank(int r, const char* what) const;
   void release() noexcept;
   void upload_active(const Routing& routing);
+  void update_recv_blocks();
   Shape shape_;
   int rank_;
   int num_peers_;
@@ -143,6 +145,8 @@ class CudaBackend {
   std::vector<uint8_t> host_mask_;  // mirror of the device mask as of the last sync
   std::vector<uint8_t> uploaded_active_;
   bool active_valid_ = false;
+  int resident_blocks_ = 1;  // unpack blocks the GPU holds at once
+  int recv_blocks_ = 256;    // unpack's block budget: a quarter of those / processes sharing the GPU
   // device scratch and state
   void** d_regions_ = nullptr;   // [num_peers]
   uint8_t* d_active_ = nullptr;  // [max_ranks] routing flags of the call
@@ -151,6 +155,7 @@ class CudaBackend {
   int32_t* d_status_ = nullptr;  // DeviceError (5 words), then missing [max_ranks]
   int32_t* d_slot_ = nullptr;    // [T*K] slot of each selection, -1 = dropped
   int32_t* d_counts_ = nullptr;  // [max_ranks*E] messages per global expert
+  int32_t* d_counters_ = nullptr;  // [2 + E] block counters of the fused kernels (cuda_kernels.hpp)
   // pinned host memory
   int32_t* h_failed_ = nullptr;  // [max_ranks] mapped: host writes, device waits poll
   int32_t* d_failed_ = nullptr;  // its device address
