@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
+#include "launcher/mps_check.hpp"
 #include "launcher/rank_environment.hpp"
 
 namespace hyrun {
@@ -39,6 +42,8 @@ bool NodeLaunch::report_and_check() {
   std::fflush(stdout);
   if (options_.dry_run) return true;
   plan_.require_applicable();
+  if (auto warning = shared_gpu_without_mps(plan_.ranks(), rank_offset_, mps_pipe_directory()))
+    spdlog::warn("{}", *warning);
   return false;
 }
 
