@@ -4,7 +4,7 @@
 #
 #   bench/gpu.sh [--bundle DIR | --build-dir DIR] [--skip-build] [--build-only] [--ranks "1 2 4 8"]
 #                [--warmup 50] [--iters 200] [--tokens 128] [--hidden 7168] [--topk 8]
-#                [--experts-per-rank 2] [--jobs N] [--mps] [--timing-only]
+#                [--experts-per-rank 2] [--jobs N] [--mps] [--timing-only] [--cold-calls]
 #
 # --bundle DIR runs every program from a bundle made by scripts/gpu-bundle.sh (no build,
 # nothing installed but the NVIDIA driver): the machines with GPUs have no package registry.
@@ -17,13 +17,15 @@
 # iterations, median/min/max with CUDA events; rank 0 adds a device-to-device copy and the
 # FP8 cast kernel alone, measured in the same run); 6. the tables.
 # --timing-only skips steps 3-4 (bench/h100-session.sh runs them itself).
+# Timing is the reference's (L2 flushed once, then the calls back to back); --cold-calls
+# flushes the L2 and meets in a barrier before every call instead (ep-bench-gpu --cold-calls).
 # --mps starts a private MPS control daemon for the run (ranks sharing one GPU then run
 # their kernels concurrently instead of time-sliced) and stops it at exit.
 # Exit codes: 0 all passed, 1 a test or a run failed, 2 usage, 3 no GPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-gpu; bundle=""; skip_build=0; build_only=0; timing_only=0; ranks="1 2 4 8"
-warmup=50; iters=200; tokens=128; hidden=7168; topk=8; experts=2; jobs=$(nproc); mps=0
+warmup=50; iters=200; tokens=128; hidden=7168; topk=8; experts=2; jobs=$(nproc); mps=0; cold=0
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
   --jobs) jobs=$2; shift 2 ;;
   --mps) mps=1; shift ;;
   --timing-only) timing_only=1; shift ;;
+  --cold-calls) cold=1; shift ;;
   -h|--help) usage; exit 0 ;;
   *) echo "bench/gpu.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -112,8 +115,9 @@ if [ "$timing_only" -eq 0 ]; then
 fi
 
 # 5. timing
-echo "== timing: T=$tokens H=$hidden K=$topk E=$experts, $warmup warm-up, $iters iterations, CUDA events, L2 flushed"
+echo "== timing: T=$tokens H=$hidden K=$topk E=$experts, $warmup warm-up, $iters iterations, CUDA events, $([ "$cold" -eq 1 ] && echo 'L2 flushed and a barrier before every call' || echo 'L2 flushed once, calls back to back (the reference)')"
 args=(--tokens "$tokens" --hidden "$hidden" --topk "$topk" --experts-per-rank "$experts" --warmup "$warmup" --iters "$iters")
+[ "$cold" -eq 1 ] && args+=(--cold-calls)
 : >"$work/table"
 for n in $ranks; do
   for mode in ipc kernel-only; do

@@ -22,7 +22,8 @@
 #   plans-mps    the plans again under a private MPS daemon (nvidia-cuda-mps-control -d)
 #   timing       bench/gpu.sh --bundle DIR --timing-only (CUDA events, L2 flushed)
 #   timing-mps   the same under MPS, at the reference sizes and at CloudAI's example sizes
-#                (256 tokens, hidden 8192, top-6, 4 experts per rank)
+#                (256 tokens, hidden 8192, top-6, 4 experts per rank), and with every call
+#                cold (--cold-calls)
 #   binding      bench/gpu-binding.sh: hyrun's plan against what each rank sees (PCI bus
 #                id of its CUDA device, CPUs, memory nodes); the machine's hwloc XML
 #   profile      Nsight Compute (ncu) over one kernel-only rank (two calls of its warm-up):
@@ -57,6 +58,9 @@ timing_mps() {
   step gpu-bench-mps-cloudai 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps --tokens 256 \
     --hidden 8192 --topk 6 --experts-per-rank 4
   sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps-cloudai.log" | tee -a "$summary"
+  note "   every call cold (--cold-calls: the L2 flushed and a barrier before each)"
+  step gpu-bench-mps-cold 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps --cold-calls
+  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps-cold.log" | tee -a "$summary"
 }
 
 binding() {
@@ -238,6 +242,9 @@ timing_mps() {
   step gpu-bench-mps-cloudai 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps --tokens 256 \
     --hidden 8192 --topk 6 --experts-per-rank 4
   sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps-cloudai.log" | tee -a "$summary"
+  note "   every call cold (--cold-calls: the L2 flushed and a barrier before each)"
+  step gpu-bench-mps-cold 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps --cold-calls
+  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps-cold.log" | tee -a "$summary"
 }
 
 binding() {

@@ -4,10 +4,11 @@
 //
 //   hyrun -n 4 -- ep-bench-gpu [--tokens 128 --hidden 7168 --topk 8] [--kernel-only]
 //
-// Timing: --warmup calls, a barrier, then --iters calls; before each, every rank flushes
-// the L2 (a 256 MiB memset, waited for) and the ranks meet in a barrier, so all start
-// together (ranks sharing a GPU share its L2 and bandwidth); dispatch and combine are each
-// bracketed by events (--kernel-only also splits each into its send and receive half); the first sample is dropped; median, min, max (and avg for the reference
+// Timing, as the reference: --warmup calls, the L2 flushed (a 256 MiB memset), a barrier,
+// then --iters calls back to back; dispatch and combine are each bracketed by events
+// (--kernel-only also splits each into its send and receive half). --cold-calls instead
+// flushes and meets in a barrier before every call (each call then starts with a cold L2
+// and all ranks start together; ranks sharing a GPU share its L2 and bandwidth); the first sample is dropped; median, min, max (and avg for the reference
 // line). Bandwidth: logical bytes (layout.hpp) / time. --kernel-only: every expert on
 // this rank (one simulated rank, own region only): kernel time without peer traffic.
 // Inputs change from iteration to iteration (4 routings, cycled); before and after the
@@ -43,6 +44,7 @@ struct Options {
   uint64_t seed = 1;
   bool kernel_only = false;
   bool flush_l2 = true;
+  bool cold = false;  // --cold-calls: flush and meet before every timed call
   int timeout_ms = 30000;
 };
 
@@ -243,28 +245,58 @@ int run(const Options& o) {
   ep.synchronize();
   world.barrier();
   std::vector<double> td, tc, tt, tds, tcs;
-  for (int i = 0; i < o.iters; ++i) {
-    variant = i % kVariants;
-    // Every rank flushes, then all start together: ranks sharing a GPU share its L2 and
-    // its memory bandwidth, so a flush inside another rank's timed call would be timed
-    // as that rank's, and a rank still flushing would be timed as its peers' wait.
+  if (o.cold) {
+    for (int i = 0; i < o.iters; ++i) {
+      variant = i % kVariants;
+      // Every rank flushes, then all start together: ranks sharing a GPU share its L2 and
+      // its memory bandwidth, so a flush inside another rank's timed call would be timed
+      // as that rank's, and a rank still flushing would be timed as its peers' wait.
+      if (l2) {
+        cuda_check(cudaMemsetAsync(l2->get(), i & 0xFF, l2->size(), to_cuda(stream)), "L2 flush");
+        sync(stream);
+      }
+      world.barrier();
+      e0.record(stream);
+      dispatch(o.kernel_only ? &ed : nullptr);
+      e1.record(stream);
+      combine(o.kernel_only ? &ec : nullptr);
+      e2.record(stream);
+      ep.synchronize();
+      td.push_back(e1.since(e0));
+      tc.push_back(e2.since(e1));
+      tt.push_back(e2.since(e0));
+      if (o.kernel_only) {
+        tds.push_back(ed.since(e0));
+        tcs.push_back(ec.since(e1));
+      }
+    }
+  } else {
+    // As the reference: the L2 flushed once, then the timed calls back to back, each
+    // between events (the calls' own waits keep the ranks in step, as in a model's layers).
     if (l2) {
-      cuda_check(cudaMemsetAsync(l2->get(), i & 0xFF, l2->size(), to_cuda(stream)), "L2 flush");
+      cuda_check(cudaMemsetAsync(l2->get(), 0x5A, l2->size(), to_cuda(stream)), "L2 flush");
       sync(stream);
     }
     world.barrier();
-    e0.record(stream);
-    dispatch(o.kernel_only ? &ed : nullptr);
-    e1.record(stream);
-    combine(o.kernel_only ? &ec : nullptr);
-    e2.record(stream);
+    const std::size_t n = static_cast<std::size_t>(o.iters);
+    std::vector<Event> a(n), b(n), c(n), hd(o.kernel_only ? n : 0), hc(o.kernel_only ? n : 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      variant = static_cast<int>(i % kVariants);
+      a[i].record(stream);
+      dispatch(o.kernel_only ? &hd[i] : nullptr);
+      b[i].record(stream);
+      combine(o.kernel_only ? &hc[i] : nullptr);
+      c[i].record(stream);
+    }
     ep.synchronize();
-    td.push_back(e1.since(e0));
-    tc.push_back(e2.since(e1));
-    tt.push_back(e2.since(e0));
-    if (o.kernel_only) {
-      tds.push_back(ed.since(e0));
-      tcs.push_back(ec.since(e1));
+    for (std::size_t i = 0; i < n; ++i) {
+      td.push_back(b[i].since(a[i]));
+      tc.push_back(c[i].since(b[i]));
+      tt.push_back(c[i].since(a[i]));
+      if (o.kernel_only) {
+        tds.push_back(hd[i].since(a[i]));
+        tcs.push_back(hc[i].since(b[i]));
+      }
     }
   }
   world.barrier();
@@ -353,7 +385,10 @@ int main(int argc, char** argv) {
   app.add_option("--iters", o.iters, "timed calls")->capture_default_str()->check(CLI::Range(2, 1000000));
   app.add_option("--seed", o.seed, "seed of the routing")->capture_default_str();
   app.add_flag("--kernel-only", o.kernel_only, "all experts local: kernels without peer traffic");
-  app.add_flag("!--no-flush-l2", o.flush_l2, "do not flush the L2 before each sample");
+  app.add_flag("!--no-flush-l2", o.flush_l2, "do not flush the L2 (before the timed calls, or before each with --cold-calls)");
+  app.add_flag("--cold-calls", o.cold,
+               "flush the L2 and meet in a barrier before every timed call (default: as the reference, once before "
+               "the timed calls, which then run back to back)");
   app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
