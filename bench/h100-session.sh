@@ -50,36 +50,6 @@ done
 [[ -z $cap || $cap =~ ^[0-9]+$ ]] || { echo "h100-session.sh: --step-cap-s '$cap' is not a number of seconds" >&2; exit 2; }
 [ "$part" = all ] && part=correctness,plans,kill,plans-mps,sanitizer,timing,timing-mps,binding,profile
 IFS=, read -r -a parts <<<"$part"
-timing_mps() {
-  note "== timing under MPS (bench/gpu.sh --bundle --mps)"
-  step gpu-bench-mps 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps
-  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps.log" | tee -a "$summary"
-  note "   CloudAI's example sizes: 256 tokens, hidden 8192, top-6, 4 experts per rank"
-  step gpu-bench-mps-cloudai 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps --tokens 256 \
-    --hidden 8192 --topk 6 --experts-per-rank 4
-  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps-cloudai.log" | tee -a "$summary"
-  note "   every call cold (--cold-calls: the L2 flushed and a barrier before each)"
-  step gpu-bench-mps-cold 270 "$root/bench/gpu.sh" --bundle "$bundle" --timing-only --mps --cold-calls
-  sed -n '/^| ranks/,/^$/p' "$logs/gpu-bench-mps-cold.log" | tee -a "$summary"
-}
-
-binding() {
-  note "== binding: hyrun's plan against what each rank sees"
-  step gpu-binding 120 "$root/bench/gpu-binding.sh" --bundle "$bundle" --out "$logs/binding"
-  grep -E '^(MATCH|MISMATCH|topology saved|gpu-binding.sh:)' "$logs/gpu-binding.log" | sed 's/^/   /' | tee -a "$summary"
-}
-
-profile() {
-  note "== Nsight Compute"
-  if [ -z "$ncu" ]; then not_run profile "ncu is not on this machine"; return; fi
-  # 16 kernels after the first 16 (two dispatch+combine calls of the warm-up): ncu replays
-  # each profiled kernel, and a whole run under it takes minutes.
-  step ncu-kernel-only 150 "$ncu" --target-processes all --launch-skip 16 --launch-count 16 --metrics \
-    gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,launch__grid_size \
-    "$B/hyrun" -n 1 -- "$B/ep-bench-gpu" --kernel-only --warmup 2 --iters 4
-  grep -E '^\s+[a-z_]+_kernel|gpu__time_duration|dram__|launch__grid' "$logs/ncu-kernel-only.log" | head -120 >"$logs/ncu-summary.txt"
-}
-
 for p in "${parts[@]}"; do
   case $p in correctness|plans|kill|plans-mps|sanitizer|timing|timing-mps|binding|profile) ;;
   *) echo "h100-session.sh: --part '$p': expected correctness, plans, kill, plans-mps, sanitizer, timing, timing-mps, binding, profile or all" >&2; exit 2 ;;
@@ -257,10 +227,11 @@ profile() {
   note "== Nsight Compute"
   if [ -z "$ncu" ]; then not_run profile "ncu is not on this machine"; return; fi
   # 16 kernels after the first 16 (two dispatch+combine calls of the warm-up): ncu replays
-  # each profiled kernel, and a whole run under it takes minutes.
-  step ncu-kernel-only 150 "$ncu" --target-processes all --launch-skip 16 --launch-count 16 --metrics \
+  # each profiled kernel. ncu runs as the rank (hyrun starts it; it starts ep-bench-gpu):
+  # profiling hyrun's whole process tree never ended within the limit.
+  step ncu-kernel-only 150 "$B/hyrun" -n 1 -- "$ncu" --launch-skip 16 --launch-count 16 --metrics \
     gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,launch__grid_size \
-    "$B/hyrun" -n 1 -- "$B/ep-bench-gpu" --kernel-only --warmup 2 --iters 4
+    "$B/ep-bench-gpu" --kernel-only --warmup 2 --iters 4
   grep -E '^\s+[a-z_]+_kernel|gpu__time_duration|dram__|launch__grid' "$logs/ncu-kernel-only.log" | head -120 >"$logs/ncu-summary.txt"
 }
 
