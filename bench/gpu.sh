@@ -20,7 +20,8 @@
 # Timing is the reference's (L2 flushed once, then the calls back to back); --cold-calls
 # flushes the L2 and meets in a barrier before every call instead (ep-bench-gpu --cold-calls).
 # --mps starts a private MPS control daemon for the run (ranks sharing one GPU then run
-# their kernels concurrently instead of time-sliced) and stops it at exit.
+# their kernels concurrently instead of time-sliced) and stops it at exit; without it the
+# timed runs pass --mps off to hyrun (which would otherwise start a daemon of its own).
 # Exit codes: 0 all passed, 1 a test or a run failed, 2 usage, 3 no GPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -122,7 +123,9 @@ args=(--tokens "$tokens" --hidden "$hidden" --topk "$topk" --experts-per-rank "$
 for n in $ranks; do
   for mode in ipc kernel-only; do
     extra=(); [ "$mode" = kernel-only ] && extra=(--kernel-only)
-    if "$hyrun" -n "$n" -- "$bench" "${args[@]}" "${extra[@]}" >"$work/b.out" 2>&1; then
+    # Without --mps the ranks take turns on the GPU: hyrun must not start its own daemon.
+    if "$hyrun" -n "$n" --mps "$([ "$mps" -eq 1 ] && echo auto || echo off)" -- "$bench" "${args[@]}" "${extra[@]}" \
+      >"$work/b.out" 2>&1; then
       cat "$work/b.out" >>"$work/all.out"
       awk -v n="$n" -v mode="$mode" '
         /gpu-bench: mode=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }

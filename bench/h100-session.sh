@@ -7,7 +7,7 @@
 #   bench/h100-session.sh --bundle DIR [--logs DIR] [--budget-s 560] [--step-cap-s S] [--part PART[,PART...]]
 #
 # PART: correctness, plans, kill, plans-mps, sanitizer, timing, timing-mps, binding,
-# profile, or all (default; in that order, most important first). --budget-s bounds the whole run (a device call has 10
+# hyrun-mps, profile, or all (default; in that order, most important first). --budget-s bounds the whole run (a device call has 10
 # minutes): a step that would start too late is NOT RUN "(time budget)", and a later call
 # runs the parts left with --part. --step-cap-s caps every step but the timing one (a first
 # run on a new machine, where a hang should cost little of the budget). Parts:
@@ -26,6 +26,8 @@
 #                cold (--cold-calls)
 #   binding      bench/gpu-binding.sh: hyrun's plan against what each rank sees (PCI bus
 #                id of its CUDA device, CPUs, memory nodes); the machine's hwloc XML
+#   hyrun-mps    8 ranks with hyrun's default --mps auto: hyrun must start a private MPS
+#                daemon, say so, and leave no MPS process behind; then --mps off (a warning)
 #   profile      Nsight Compute (ncu) over one kernel-only rank (two calls of its warm-up):
 #                per-kernel time and memory throughput (NOT RUN when ncu is absent)
 # Logs: DIR/summary.txt (also printed) and one file per step. Default DIR: $OUT/h100 when
@@ -42,17 +44,17 @@ while [ $# -gt 0 ]; do
   --part) part=$2; shift 2 ;;
   --budget-s) budget=$2; shift 2 ;;
   --step-cap-s) cap=$2; shift 2 ;;
-  -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "h100-session.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ $budget =~ ^[0-9]+$ ]] || { echo "h100-session.sh: --budget-s '$budget' is not a number of seconds" >&2; exit 2; }
 [[ -z $cap || $cap =~ ^[0-9]+$ ]] || { echo "h100-session.sh: --step-cap-s '$cap' is not a number of seconds" >&2; exit 2; }
-[ "$part" = all ] && part=correctness,plans,kill,plans-mps,sanitizer,timing,timing-mps,binding,profile
+[ "$part" = all ] && part=correctness,plans,kill,plans-mps,sanitizer,timing,timing-mps,binding,hyrun-mps,profile
 IFS=, read -r -a parts <<<"$part"
 for p in "${parts[@]}"; do
-  case $p in correctness|plans|kill|plans-mps|sanitizer|timing|timing-mps|binding|profile) ;;
-  *) echo "h100-session.sh: --part '$p': expected correctness, plans, kill, plans-mps, sanitizer, timing, timing-mps, binding, profile or all" >&2; exit 2 ;;
+  case $p in correctness|plans|kill|plans-mps|sanitizer|timing|timing-mps|binding|hyrun-mps|profile) ;;
+  *) echo "h100-session.sh: --part '$p': expected correctness, plans, kill, plans-mps, sanitizer, timing, timing-mps, binding, hyrun-mps, profile or all" >&2; exit 2 ;;
   esac
 done
 [ -n "$bundle" ] && [ -x "$bundle/run" ] && [ -f "$bundle/MANIFEST" ] ||
@@ -138,19 +140,19 @@ mps_stop() {
 }
 trap mps_stop EXIT
 
-run_plans() {  # run_plans TAG
-  local p name
+run_plans() {  # run_plans TAG [HYRUN OPTIONS]
+  local p name tag=$1; shift
   for p in "$bundle"/plans/*.json; do
     name=$(basename "$p" .json)
-    step "plan-$1-$name" 240 "$B/hyrun" -n 8 -- "$B/ep-bench" --plan "$p" --backend cuda --validate \
+    step "plan-$tag-$name" 240 "$B/hyrun" -n 8 "$@" -- "$B/ep-bench" --plan "$p" --backend cuda --validate \
       --validate-phase-failures --timeout-ms 20000
-    grep -h 'Dispatch + combine bandwidth' "$logs/plan-$1-$name.log" | head -1 | sed "s/^/   $name: /" | tee -a "$summary"
+    grep -h 'Dispatch + combine bandwidth' "$logs/plan-$tag-$name.log" | head -1 | sed "s/^/   $name: /" | tee -a "$summary"
   done
 }
 
 plans() {
-  note "== plans: 8 ranks on the GPU, --backend cuda --validate --validate-phase-failures"
-  run_plans plain
+  note "== plans: 8 ranks on the GPU without MPS (--mps off), --backend cuda --validate --validate-phase-failures"
+  run_plans plain --mps off
 }
 
 plans_mps() {
@@ -223,6 +225,25 @@ binding() {
   grep -E '^(MATCH|MISMATCH|topology saved|gpu-binding.sh:)' "$logs/gpu-binding.log" | sed 's/^/   /' | tee -a "$summary"
 }
 
+hyrun_mps() {
+  note "== hyrun's own MPS daemon (--mps auto, the default)"
+  if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] || [ -e /tmp/nvidia-mps/control ]; then
+    not_run hyrun-mps "an MPS daemon already runs here"; return
+  fi
+  step hyrun-mps-auto 120 "$B/hyrun" -n 8 -- "$B/ep-bench-gpu" --iters 100
+  grep -h 'hyrun started a private MPS daemon' "$logs/hyrun-mps-auto.log" | head -1 | sed 's/^/   /' | tee -a "$summary"
+  grep -q 'hyrun started a private MPS daemon' "$logs/hyrun-mps-auto.log" ||
+    { note "FAIL    hyrun-mps: no line saying hyrun started a daemon"; failed=1; }
+  grep -h 'Dispatch + combine bandwidth' "$logs/hyrun-mps-auto.log" | head -2 | sed 's/^/   /' | tee -a "$summary"
+  sleep 1
+  local left
+  left=$(pgrep -a -f 'nvidia-cuda-mps-(control|server)' || true)
+  [ -z "$left" ] && note "PASS    hyrun-mps: no MPS process left after the job" ||
+    { note "FAIL    hyrun-mps: MPS processes left: $left"; failed=1; }
+  step hyrun-mps-off 120 "$B/hyrun" -n 2 --mps off -- "$B/ep-bench-gpu" --iters 20
+  grep -h 'share the GPU at' "$logs/hyrun-mps-off.log" | head -1 | sed 's/^/   /' | tee -a "$summary"
+}
+
 profile() {
   note "== Nsight Compute"
   if [ -z "$ncu" ]; then not_run profile "ncu is not on this machine"; return; fi
@@ -246,6 +267,7 @@ for p in "${parts[@]}"; do
   timing-mps) timing_mps ;;
   binding) binding ;;
   profile) profile ;;
+  hyrun-mps) hyrun_mps ;;
   esac
 done
 note "== $([ "$failed" -eq 0 ] && echo 'every step that ran passed' || echo 'some steps FAILED'); logs in $logs"

@@ -116,6 +116,13 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
       ->capture_default_str();
   app_.add_flag("--dry-run", options_.dry_run,
                 "compute the binding plan (see --report-bindings), start nothing, exit 0");
+  app_.add_option("--mps", mps_name_,
+                  "auto: when ranks of this hyrun share a GPU and no MPS daemon runs, start a private one for the "
+                  "job (else they take turns on the GPU); on: always, and fail if it cannot; off: never (a warning "
+                  "when ranks share a GPU without one)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->option_text("auto|on|off")
+      ->capture_default_str();
   binding::add_binding_options(app_, options_.binding);
   app_.add_option("--log-level", options_.log_level, "trace, debug, info, warn, error, critical or off")
       ->option_text("LEVEL")
@@ -200,6 +207,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
   }
   options_.mode = mode_name_ == "local" ? LaunchMode::kLocal : mode_name_ == "pmix" ? LaunchMode::kPmix : LaunchMode::kAuto;
   options_.bootstrap = bootstrap_name_ == "none" ? BootstrapMode::kNone : BootstrapMode::kUcx;
+  options_.mps = mps_name_ == "on" ? MpsMode::kOn : mps_name_ == "off" ? MpsMode::kOff : MpsMode::kAuto;
   options_.bootstrap_timeout = std::chrono::milliseconds(std::lround(bootstrap_timeout_s_ * 1000));
   options_.grace_period = std::chrono::milliseconds(std::lround(grace_period_s_ * 1000));
   return std::nullopt;

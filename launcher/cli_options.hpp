@@ -12,6 +12,8 @@ namespace hyrun {
 
 enum class BootstrapMode { kUcx, kNone };
 enum class LaunchMode { kAuto, kLocal, kPmix };
+/// --mps: a private MPS daemon for ranks that share a GPU (launcher/mps_daemon.hpp).
+enum class MpsMode { kAuto, kOn, kOff };
 
 struct LaunchOptions {
   int ranks = 0;  ///< -n: ranks this hyrun starts (per node in hybrid mode)
@@ -28,6 +30,7 @@ struct LaunchOptions {
   std::vector<std::string> command;   ///< the program and its arguments
   binding::BindingOptions binding;    ///< GPU/CPU/memory/NIC placement (docs/binding.md)
   bool dry_run = false;               ///< compute and report the plan, start nothing
+  MpsMode mps = MpsMode::kAuto;       ///< --mps auto|on|off
 };
 
 /// Owns the CLI11 application so that other modules can register their options on it.
@@ -53,6 +56,7 @@ class CommandLine {
   double grace_period_s_ = 10;
   std::string bootstrap_name_ = "ucx";
   std::string mode_name_ = "auto";
+  std::string mps_name_ = "auto";
 };
 
 /// The environment entries that -x adds: "VAR=value" as given, or "VAR=<hyrun's value>".

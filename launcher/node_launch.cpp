@@ -3,8 +3,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "launcher/mps_check.hpp"
@@ -26,7 +29,8 @@ NodeLaunch::NodeLaunch(const LaunchOptions& options, RankEnvironment contract, i
       contract_(std::move(contract)),
       rank_offset_(rank_offset),
       exports_(resolve_exports(options.exported)),
-      plan_(binding::BindingPlan::compute(with_share(options.binding, share), options.ranks)) {}
+      plan_(binding::BindingPlan::compute(with_share(options.binding, share), options.ranks)),
+      node_tasks_(share.count) {}
 
 bool NodeLaunch::report_and_check() {
   switch (options_.binding.report) {
@@ -42,9 +46,42 @@ bool NodeLaunch::report_and_check() {
   std::fflush(stdout);
   if (options_.dry_run) return true;
   plan_.require_applicable();
-  if (auto warning = shared_gpu_without_mps(plan_.ranks(), rank_offset_, mps_pipe_directory()))
-    spdlog::warn("{}", *warning);
+  arrange_mps();
   return false;
+}
+
+void NodeLaunch::arrange_mps() {
+  const auto sharing = first_shared_gpu(plan_.ranks(), rank_offset_);
+  const auto dir = mps_pipe_directory();
+  const bool on = options_.mps == MpsMode::kOn;
+  if ((!sharing && !on) || mps_daemon_answers(dir)) return;  // nothing to do, or the ranks find the daemon
+  // Why no private daemon: --mps on fails; otherwise the ranks' sharing is warned about.
+  auto cannot = [&](const std::string& why) {
+    if (on) throw Error(fmt::format("--mps on: {}", why));
+    if (sharing) spdlog::warn("{} ({})", shared_gpu_warning(*sharing, dir), why);
+  };
+  if (options_.mps == MpsMode::kOff) return cannot("--mps off");
+  const char* user_dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  if (user_dir != nullptr && *user_dir != '\0')
+    return cannot(fmt::format("CUDA_MPS_PIPE_DIRECTORY is set to {}, where no daemon answers; hyrun starts a "
+                              "private daemon only when it is unset",
+                              user_dir));
+  if (!on && node_tasks_ > 1)
+    return cannot(fmt::format("{} hyrun tasks of the job share this node: start one daemon for all of them",
+                              node_tasks_));
+  const std::string control = find_mps_control();
+  if (control.empty()) return cannot("nvidia-cuda-mps-control is not in PATH");
+  try {
+    mps_ = MpsDaemon::start(control, std::chrono::seconds(10));
+  } catch (const Error& e) {
+    return cannot(e.what());
+  }
+  mps_env_ = mps_->client_environment();
+  spdlog::warn("{}: hyrun started a private MPS daemon for this job (pipe {}; --mps off to not)",
+               sharing ? fmt::format("ranks {} share the GPU at {}", fmt::join(sharing->ranks, ","),
+                                     sharing->pci_bus_id)
+                       : std::string("--mps on"),
+               mps_->pipe_directory());
 }
 
 void NodeLaunch::set_rendezvous(std::string master_addr, int master_port, std::string run_id, std::string interface) {
@@ -65,6 +102,7 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
   launch.global_rank = e.rank;
   launch.local_rank = local_rank;
   auto defaults = node_defaults_;
+  defaults.insert(defaults.end(), mps_env_.begin(), mps_env_.end());
   // As many threads as the rank has CPUs, instead of every CPU of the node per rank.
   if (!placement.cpus.empty()) defaults.emplace_back(env::kOmpNumThreads, std::to_string(placement.cpus.size()));
   launch.environment = build_rank_environment(e, placement.environment, exports_, defaults);

@@ -1,12 +1,14 @@
 #pragma once
 // What one hyrun needs to start its ranks, in local and hybrid mode alike: the binding
 // plan of its node, the user's exports and the contract values shared by its ranks.
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "hyrun/binding/binding_plan.hpp"
 #include "hyrun/common/env_contract.hpp"
 #include "launcher/cli_options.hpp"
+#include "launcher/mps_daemon.hpp"
 #include "launcher/rank_supervisor.hpp"
 
 namespace hyrun {
@@ -21,7 +23,9 @@ class NodeLaunch {
              binding::NodeTaskShare share = {});
 
   /// Prints the plan when --report-bindings asks for it. Returns true under --dry-run
-  /// (the caller then starts nothing); otherwise checks that the plan applies here.
+  /// (the caller then starts nothing); otherwise checks that the plan applies here and
+  /// arranges MPS for ranks that share a GPU (--mps; a private daemon lives as long as
+  /// this object, which must outlive the ranks).
   bool report_and_check();
 
   void set_root_address(std::string hex) { contract_.root_address_hex = std::move(hex); }
@@ -43,6 +47,11 @@ class NodeLaunch {
   std::vector<std::string> exports_;
   std::vector<std::pair<std::string, std::string>> node_defaults_;  // GLOO_SOCKET_IFNAME
   binding::BindingPlan plan_;
+  int node_tasks_ = 1;                                        // hyrun tasks of the job on this node
+  std::unique_ptr<MpsDaemon> mps_;                            // a private daemon (--mps)
+  std::vector<std::pair<std::string, std::string>> mps_env_;  // its client variables for the ranks
+
+  void arrange_mps();
 };
 
 }  // namespace hyrun

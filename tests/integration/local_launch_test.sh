@@ -304,6 +304,20 @@ usage)
   run_job 10 "$HYRUN" --version
   expect_rc 0; expect_stdout "^hyrun [0-9]+\.[0-9]+\.[0-9]+"
   ;;
+mps)  # --mps: a bad value is a usage error; 'on' says exactly why it cannot start a daemon
+  run_job 10 "$HYRUN" -n 1 --mps sometimes -- /bin/true
+  expect_rc 2; expect_stderr "--mps"
+  run_job 10 env CUDA_MPS_PIPE_DIRECTORY="$WORK/no-daemon" "$HYRUN" -n 1 --mps on --bootstrap=none -- /bin/true
+  expect_rc 1; expect_stderr "^hyrun: --mps on: CUDA_MPS_PIPE_DIRECTORY is set to $WORK/no-daemon, where no daemon answers"
+  if ! command -v nvidia-cuda-mps-control >/dev/null; then
+    run_job 10 env -u CUDA_MPS_PIPE_DIRECTORY "$HYRUN" -n 1 --mps on --bootstrap=none -- /bin/true
+    expect_rc 1; expect_stderr "^hyrun: --mps on: nvidia-cuda-mps-control is not in PATH"
+  fi
+  # No GPU is shared (none here): auto and off start nothing and say nothing about MPS.
+  run_job 10 "$HYRUN" -n 2 --bootstrap=none -- /bin/true
+  expect_rc 0
+  grep -q MPS "$ERR" && fail "MPS mentioned without a shared GPU" || pass "no MPS line without a shared GPU"
+  ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 finish

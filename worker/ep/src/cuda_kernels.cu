@@ -209,9 +209,10 @@ __device__ __forceinline__ uint32_t cast_block_fp8(const uint16_t* xb, int lane,
 // One block per token: casts the row once and writes it to every kept selection's slot
 // in the destination rank's region (slot < 0: dropped or masked, see count_kernel).
 __global__ void dispatch_kernel(Params p, PeerState ps, void* const* regions, const uint16_t* x, const int64_t* idx,
-                                const int32_t* slot, const int32_t* counts) {
+                                const int32_t* slot, const int32_t* counts, int parts) {
   __shared__ unsigned char* msgs[kMaxTopkDev];
-  const int i = blockIdx.x;
+  // `parts` blocks per token, each a share of its channels; part 0 writes the headers.
+  const int i = blockIdx.x / parts, part = blockIdx.x % parts;
   if (threadIdx.x < p.K) {
     const int f = i * p.K + threadIdx.x;
     const int s = slot[f];
@@ -219,9 +220,10 @@ __global__ void dispatch_kernel(Params p, PeerState ps, void* const* regions, co
     if (s >= 0) {
       m = message_ptr(p, regions, idx[f], s);
       // MessageHeader {src_token, src_topk, src_rank, magic} as one 16-byte store
-      *reinterpret_cast<int4*>(m) =
-          make_int4(i, static_cast<int>(threadIdx.x), p.rank,
-                    static_cast<int>(message_magic(static_cast<uint32_t>(kMessageMagic), p.fp8, p.epoch)));
+      if (part == 0)
+        *reinterpret_cast<int4*>(m) =
+            make_int4(i, static_cast<int>(threadIdx.x), p.rank,
+                      static_cast<int>(message_magic(static_cast<uint32_t>(kMessageMagic), p.fp8, p.epoch)));
     }
     msgs[threadIdx.x] = m;
   }
@@ -232,16 +234,17 @@ __global__ void dispatch_kernel(Params p, PeerState ps, void* const* regions, co
     const int blocks = p.H / kScaleBlock;
     // This warp's scale blocks, kCastBatch at a time: their loads are issued together
     // (one at a time left the cast latency-bound: 11 us for 128 rows of 7168).
-    for (int b0 = warp; b0 < blocks; b0 += kWarps * kCastBatch) {
+    const int stride = kWarps * parts;  // warps of this token's blocks
+    for (int b0 = part * kWarps + warp; b0 < blocks; b0 += stride * kCastBatch) {
       uint2 raw[kCastBatch];
 #pragma unroll
       for (int u = 0; u < kCastBatch; ++u) {
-        const int b = b0 + u * kWarps;
+        const int b = b0 + u * stride;
         if (b < blocks) raw[u] = *reinterpret_cast<const uint2*>(row + b * kScaleBlock + lane * 4);
       }
 #pragma unroll
       for (int u = 0; u < kCastBatch; ++u) {
-        const int b = b0 + u * kWarps;
+        const int b = b0 + u * stride;
         if (b >= blocks) continue;
         float scale;
         const uint32_t q = cast_block_fp8_raw(raw[u], &scale);
@@ -255,7 +258,7 @@ __global__ void dispatch_kernel(Params p, PeerState ps, void* const* regions, co
     }
   } else {
     const int nvec = p.H / 8;
-    for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
+    for (int v = part * blockDim.x + threadIdx.x; v < nvec; v += parts * blockDim.x) {
       const uint4 val = reinterpret_cast<const uint4*>(row)[v];
       for (int k = 0; k < p.K; ++k)
         if (msgs[k] != nullptr) reinterpret_cast<uint4*>(msgs[k] + kMessageHeaderBytes)[v] = val;
@@ -457,10 +460,19 @@ cudaError_t launch_count(const Params& p, const PeerState& peers, const int64_t*
 cudaError_t launch_dispatch(const Params& p, const PeerState& peers, void* const* regions, const uint16_t* x,
                             const int64_t* idx, const int32_t* slot, const int32_t* counts, int num_tokens,
                             cudaStream_t s) {
-  if (num_tokens > 0)
-    dispatch_kernel<<<num_tokens, kThreads, 0, s>>>(p, peers, regions, x, idx, slot, counts);
-  else
+  if (num_tokens > 0) {
+    // Blocks per token: one block per token left most of the GPU idle (measured with
+    // Nsight Compute on an H100: 22.7 us for 128 tokens of hidden 7168, 2.5% of DRAM
+    // bandwidth); about 512 blocks in all, never more warps than scale blocks.
+    constexpr int kDispatchBlocks = 512;
+    const int scale_blocks = p.H / kScaleBlock;
+    int parts = (kDispatchBlocks + num_tokens - 1) / num_tokens;
+    const int most = (scale_blocks + kWarps - 1) / kWarps;
+    parts = parts < 1 ? 1 : (parts > most ? most : parts);
+    dispatch_kernel<<<num_tokens * parts, kThreads, 0, s>>>(p, peers, regions, x, idx, slot, counts, parts);
+  } else {
     signal_kernel<<<1, 128, 0, s>>>(p, peers, regions, counts, p.off_dsig);
+  }
   return cudaGetLastError();
 }
 cudaError_t launch_unpack(const Params& p, const PeerState& peers, void* own, const DevOut& out, cudaStream_t s) {
