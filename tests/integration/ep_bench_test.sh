@@ -73,6 +73,20 @@ progress)  # hyrun on a terminal: rank 0's progress shows as lines; on a pipe, n
   expect_rc 0
   ! grep -q "phase 1 of 2" "$OUT" && pass "no progress line on a pipe" || { fail "a progress line on a pipe"; show_output; }
   ;;
+shm-deaths-from-hyrun)  # one node: shared memory between ranks, and the kill of rank 2 learned from hyrun
+  run_job 240 "$HYRUN" -n 4 -x UCX_LOG_LEVEL=info -x HYRUN_LOG_LEVEL=debug -- "$EP_BENCH" \
+    --plan "$plans/expansion_fault_contraction.json" "${small[@]}" --validate-phase-failures
+  expect_rc 0
+  # UCX says at info level (on stdout) which transports each endpoint configuration uses.
+  cfg=$(cat "$OUT" "$ERR" | grep 'ep_cfg\[[0-9]*\]: tag(' || true)
+  [ -n "$cfg" ] || { fail "UCX printed no endpoint configuration"; show_output; }
+  echo "$cfg" | grep -qE 'sysv|posix|cma' && ! echo "$cfg" | grep -q 'tcp' \
+    && pass "every endpoint between the ranks uses shared memory, none tcp" || { fail "transports"; echo "$cfg"; }
+  for r in 0 1 3; do
+    grep -q "hyrun-worker\[$r\]: debug: rank $r: hyrun reports that rank 2 died" "$ERR" || fail "rank $r was not told of rank 2's death"
+    expect_stdout "global_rank=$r, local_rank=$r -> detected failed ranks \[2\] in"
+  done
+  ;;
 unused-rank)  # a rank of the world that no phase uses exits 0 with a note
   run_job 120 "$HYRUN" -n 3 -- "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
   expect_rc 0
