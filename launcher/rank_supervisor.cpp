@@ -259,15 +259,21 @@ bool RankSupervisor::every_rank_handles_deaths() const {
   return !ranks_.empty() && std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.handles_deaths; });
 }
 
-void RankSupervisor::tell_death(int dead) {
+void RankSupervisor::send_death(Rank& rank, int dead) {
   const std::string message = format_rank_died(dead);
-  for (auto& rank : ranks_) {
-    if (!rank.running || !rank.handles_deaths || !rank.control || rank.global_rank == dead) continue;
-    // Never blocks: a notice is a few bytes and the rank's library reads them at once; one
-    // that cannot be queued (a rank that stopped reading) is only logged.
-    if (::send(rank.control.get(), message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-      spdlog::warn("could not tell rank {} that rank {} died: {}", rank.global_rank, dead, std::strerror(errno));
-  }
+  // Never blocks: a notice is a few bytes and the rank's library reads them at once.
+  if (::send(rank.control.get(), message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) return;
+  // A rank that has just ended (not reaped yet) closed its end: it needs no news. A full
+  // queue means a rank that stopped reading: said, as it will miss the death.
+  if (errno == EPIPE || errno == ECONNRESET)
+    spdlog::debug("rank {} ended before it could be told that rank {} died", rank.global_rank, dead);
+  else
+    spdlog::warn("could not tell rank {} that rank {} died: {}", rank.global_rank, dead, std::strerror(errno));
+}
+
+void RankSupervisor::tell_death(int dead) {
+  for (auto& rank : ranks_)
+    if (rank.running && rank.handles_deaths && rank.control && rank.global_rank != dead) send_death(rank, dead);
 }
 
 void RankSupervisor::on_handles_deaths(Rank& rank) {
@@ -281,11 +287,7 @@ void RankSupervisor::on_handles_deaths(Rank& rank) {
                                      [&](const Rank& r) { return r.global_rank == other.global_rank; });
     if (&*latest == &other && !other.running) dead.push_back(other.global_rank);
   }
-  for (int d : dead) {
-    const std::string message = format_rank_died(d);
-    if (::send(rank.control.get(), message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-      spdlog::warn("could not tell rank {} that rank {} died: {}", rank.global_rank, d, std::strerror(errno));
-  }
+  for (int d : dead) send_death(rank, d);
 }
 
 void RankSupervisor::report_remote_deaths(int first, int count) {

@@ -127,6 +127,7 @@ class RankSupervisor {
   /// Tells every running local rank that handles deaths, but `dead` itself, that the
   /// current process of global rank `dead` has ended.
   void tell_death(int dead);
+  void send_death(Rank& rank, int dead);
   /// `rank` asked to be told of deaths: first of those that happened before.
   void on_handles_deaths(Rank& rank);
   void respawn(int local_rank, int global_rank, int incarnation);

@@ -86,6 +86,7 @@ shm-deaths-from-hyrun)  # one node: shared memory between ranks, and the kill of
     grep -q "hyrun-worker\[$r\]: debug: rank $r: hyrun reports that rank 2 died" "$ERR" || fail "rank $r was not told of rank 2's death"
     expect_stdout "global_rank=$r, local_rank=$r -> detected failed ranks \[2\] in"
   done
+  ! grep -q '^hyrun: warning' "$ERR" && pass "hyrun warned of nothing" || { fail "hyrun warned"; grep '^hyrun: warning' "$ERR"; }
   ;;
 unused-rank)  # a rank of the world that no phase uses exits 0 with a note
   run_job 120 "$HYRUN" -n 3 -- "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
