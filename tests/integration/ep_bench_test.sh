@@ -88,6 +88,12 @@ shm-deaths-from-hyrun)  # one node: shared memory between ranks, and the kill of
   done
   ! grep -q '^hyrun: warning' "$ERR" && pass "hyrun warned of nothing" || { fail "hyrun warned"; grep '^hyrun: warning' "$ERR"; }
   ;;
+control-fd-closed)  # a wrapper closed the control socket: the World says so and lets UCX report deaths
+  run_job 120 "$HYRUN" -n 2 -- sh -c 'exec 4>&-; exec "$0" "$@"' "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
+  expect_rc 0
+  grep -q "asking hyrun for peers' deaths on HYRUN_CONTROL_FD (fd 4): Bad file descriptor; every endpoint uses UCX peer error handling instead" "$ERR" \
+    && pass "the closed control socket is named" || { fail "no warning naming the closed control socket"; show_output; }
+  ;;
 unused-rank)  # a rank of the world that no phase uses exits 0 with a note
   run_job 120 "$HYRUN" -n 3 -- "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
   expect_rc 0

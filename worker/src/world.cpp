@@ -518,8 +518,13 @@ World::World(const WorldOptions& options) : impl_(std::make_unique<Impl>()) {
   s.auth.emplace(s.contract.job_token);
   s.shm_allowed = ucx::shared_memory_allowed();
   // Before any endpoint exists: whether local ones need peer error handling depends on it.
-  if (options.peer_error_handling && s.contract.control_fd)
-    s.notices = std::make_unique<DeathNotices>(*s.contract.control_fd, s.contract.world_size, s.contract.rank);
+  if (options.peer_error_handling && s.contract.control_fd) {
+    try {
+      s.notices = std::make_unique<DeathNotices>(*s.contract.control_fd, s.contract.world_size, s.contract.rank);
+    } catch (const SystemError& e) {  // e.g. a wrapper closed the fd: UCX then reports every death
+      worker_log().warn("{}; every endpoint uses UCX peer error handling instead (no shared memory)", e.what());
+    }
+  }
   // A job on one node needs no network: UCX then listens on the loopback interface only
   // (shared memory does the rest), not on every interface of the machine.
   s.context = ucx::make_context(options.extra_ucp_features, s.contract.num_nodes == 1 ? "lo" : nullptr);
