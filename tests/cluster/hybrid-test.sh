@@ -139,19 +139,19 @@ ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on withou
   # it; phase 1 does without them. The survivors must be told as for a killed rank.
   ( set +e; "${ucx[@]}" timeout -k 5 120 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$EP_BENCH" \
       --plan '[[0,1,2,3,4,5,6,7],[0,1,2,3,6,7]]' --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 \
-      --iters 150 --timeout-ms 20000 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+      --iters 300 --timeout-ms 20000 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
   for _ in $(seq 300); do grep -q 'global_rank=4, local_rank=0 -> start phase 0' "$WORK/out" && break; sleep 0.1; done
   grep -q 'global_rank=4, local_rank=0 -> start phase 0' "$WORK/out" || { cat "$WORK/out"; fail "rank 4 did not start phase 0"; }
-  sleep 0.5  # into the timed iterations
-  victim=$(hyrun_of_task 2)
-  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
-  # The node hangs first, then dies: its ranks stop, the survivors take in what they had
-  # sent, then the SIGKILL of its hyrun takes them. (Killed with writes in flight over tcp,
-  # a survivor may abort inside UCX 1.13: its software RMA answers a put from a peer whose
+  # The node hangs first, then dies: its ranks stop (at once: phase 0 cannot end without
+  # them, however fast this machine runs it), the survivors take in what they had sent,
+  # then the SIGKILL of its hyrun takes them. (Killed with writes in flight over tcp, a
+  # survivor may abort inside UCX 1.13: its software RMA answers a put from a peer whose
   # endpoint just failed with "Fatal: unexpected error", docs/ep.md.)
+  victim=$(hyrun_of_task 2)
   victim_ranks=$(ranks_of_hyrun "$victim")
   [ -n "$victim_ranks" ] || fail "task 2's hyrun has no ranks"
   kill -STOP $victim_ranks
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
   sleep 1
   kill -9 "$victim"
   wait_rc; cat "$WORK/out"
