@@ -88,6 +88,17 @@ shm-deaths-from-hyrun)  # one node: shared memory between ranks, and the kill of
   done
   ! grep -q '^hyrun: warning' "$ERR" && pass "hyrun warned of nothing" || { fail "hyrun warned"; grep '^hyrun: warning' "$ERR"; }
   ;;
+deaths-before-a-restart)  # a restarted process is told of deaths that came before it started
+  # Rank 3 is killed for good in phase 1; rank 2 is killed in phase 2 and comes back in
+  # phase 3: its new process must learn of rank 3's death from hyrun when it joins, as the
+  # old one did when it happened (so it never waits for rank 3).
+  run_job 240 "$HYRUN" -n 4 -x HYRUN_LOG_LEVEL=debug -- "$EP_BENCH" --plan '[[0,1,2,3],[0,1,2,-3],[0,1,-2],[0,1,2]]' \
+    "${small[@]}" --validate-phase-failures
+  expect_rc 0
+  [ "$(grep -c 'hyrun-worker\[2\]: debug: rank 2: hyrun reports that rank 3 died' "$ERR")" = 2 ] \
+    && pass "both processes of rank 2 were told that rank 3 died" || { fail "rank 2's processes were not both told"; grep 'hyrun reports' "$ERR"; }
+  expect_stdout "global_rank=2, local_rank=2 -> end phase 3"
+  ;;
 control-fd-closed)  # a wrapper closed the control socket: the World says so and lets UCX report deaths
   run_job 120 "$HYRUN" -n 2 -- sh -c 'exec 4>&-; exec "$0" "$@"' "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
   expect_rc 0
