@@ -259,10 +259,25 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     }
     if (link) {
       if (task == 0) link->expect(hosts, task, token);
-      link->on_loss([&supervisor, &loss](const std::string& host, const std::string& why) {
-        loss = fmt::format("lost the hyrun of node {} ({})", host, why);
+      link->on_loss([&supervisor, &loss, &options, task, tasks](const NodeLink::Loss& lost) {
+        const std::string what =
+            fmt::format("lost the hyrun of node {} ({}{})", lost.host, lost.relayed ? "the root's hyrun lost it: " : "",
+                        lost.why);
+        // A program that handles deaths goes on without the node, as without a killed rank:
+        // its ranks are told of the node's ranks' deaths. Not without the root: rank 0
+        // lives there, and the other nodes' link with it.
+        if (lost.task > 0 && lost.task < tasks && lost.task != task && supervisor.every_rank_handles_deaths()) {
+          const int first = lost.task * options.ranks;
+          job_event_line(fmt::format("{}; its ranks {}-{} are reported dead to this node's ranks, which handle deaths: "
+                                     "the job goes on",
+                                     what, first, first + options.ranks - 1));
+          supervisor.report_remote_deaths(first, options.ranks);
+          return true;
+        }
+        loss = what;
         job_event_line(*loss);
         supervisor.stop(SIGTERM, exit_code::kLauncherError);
+        return false;
       });
       supervisor.add_participant(*link);
     }

@@ -222,6 +222,20 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     peer.said_bye = true;
     return;
   }
+  // "lost <task> <host> <why>": from the root, a node it lost and the job goes on without.
+  if (!root_ && line.starts_with("lost ")) {
+    Loss loss;
+    char host[129] = {};
+    int consumed = 0;
+    if (std::sscanf(line.c_str() + 5, "%d %128s %n", &loss.task, host, &consumed) >= 2 && consumed > 0 &&
+        loss.task > 0 && loss.task != self_) {
+      loss.host = host;
+      loss.why = line.substr(5 + static_cast<std::size_t>(consumed));
+      loss.relayed = true;
+      report(loss);
+      return;
+    }
+  }
   lose(peer, fmt::format("it sent '{:.40}', which is not the node link's protocol", line));
 }
 
@@ -275,9 +289,18 @@ void NodeLink::on_tick() {
 void NodeLink::lose(Peer& peer, const std::string& why) {
   peer.gone = true;
   peer.fd.reset();
-  const bool first = !lost_;
+  const Loss loss{peer.task, peer.host, why, false};
+  if (!report(loss) || !root_) return;
+  // The job goes on without the node: the others' ranks must learn of its ranks' deaths too.
+  for (auto& p : peers_)
+    if (p.fd && !p.gone && !p.said_bye) send(p, fmt::format("lost {} {} {:.100}", loss.task, loss.host, why));
+}
+
+bool NodeLink::report(const Loss& loss) {
+  if (lost_) return false;  // the job is already ending
+  if (on_loss_ && on_loss_(loss)) return true;
   lost_ = true;
-  if (first && on_loss_) on_loss_(peer.host, why);
+  return false;
 }
 
 void NodeLink::close_quietly(Peer& peer) {

@@ -5,7 +5,9 @@
 // every other hyrun connects after the fence and proves that it holds the job token
 // (HMAC-SHA256 of its task number). Both ends send a heartbeat every 200 ms. A link that
 // closes (the peer died) or stays silent for 1 s (the peer's node is off the network)
-// without the peer having said "bye" is a loss. Wire format: docs/architecture.md.
+// without the peer having said "bye" is a loss. A loss ends the job, unless the job goes on
+// without that node (its ranks handle deaths): the root then tells the other nodes ("lost").
+// Wire format: docs/architecture.md.
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -26,8 +28,16 @@ class NodeLink : public PollParticipant {
   /// How long after the fence the root waits for a node's hyrun to connect.
   static constexpr auto kConnectLimit = std::chrono::seconds(10);
 
-  /// Called once, on the first loss: the lost node's host name and why ("connection closed").
-  using LossHandler = std::function<void(const std::string& host, const std::string& why)>;
+  struct Loss {
+    int task = -1;     ///< the lost node's task (PMIx rank)
+    std::string host;  ///< its host name
+    std::string why;   ///< "connection closed", ...; for a relayed loss, as the root saw it
+    bool relayed = false;  ///< the root reported it (the node was not linked to this one)
+  };
+  /// Called on a loss; returns true when the job goes on without the node (the loss is
+  /// absorbed: the root relays it to the other nodes), false when it ends the job. After a
+  /// loss that ends the job, no more are reported.
+  using LossHandler = std::function<bool(const Loss& loss)>;
 
   /// The root's listening socket on every address, any free port. Throws SystemError.
   static NodeLink listen();
@@ -39,14 +49,15 @@ class NodeLink : public PollParticipant {
   static NodeLink connect(const std::string& address, int port, int self, std::string root_host, std::string token);
 
   void on_loss(LossHandler handler) { on_loss_ = std::move(handler); }
-  /// True once a loss was reported.
+  /// True once a loss that ends the job was reported.
   bool lost() const { return lost_; }
 
   /// Says "bye" on every link (this hyrun ends by itself: done, or ending the job by PMIx
   /// abort), so that its closing is not a loss. Best effort, never blocks.
   void say_bye();
   /// Root, after its own ranks ended well: keeps the links until every other node said bye
-  /// or was lost; returns early on a stop signal (left queued). Returns false on a loss.
+  /// or was lost; returns early on a stop signal (left queued). Returns false on a loss
+  /// that ends the job.
   bool await_byes(SignalEvents& signals);
 
   /// Handles what is ready now and sends what is due, without waiting: for work outside the
@@ -82,6 +93,8 @@ class NodeLink : public PollParticipant {
   void send(Peer& peer, const std::string& line);
   void flush(Peer& peer);
   void lose(Peer& peer, const std::string& why);
+  /// Hands `loss` to the handler; returns true when it was absorbed.
+  bool report(const Loss& loss);
   void close_quietly(Peer& peer);
 
   bool root_ = false;

@@ -12,8 +12,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 
+#include "hyrun/common/death_notice.hpp"
 #include "hyrun/common/env_contract.hpp"
 #include "launcher/job_events.hpp"
 #include "launcher/open_file_limit.hpp"
@@ -231,6 +233,10 @@ void RankSupervisor::on_control_readable(Rank& rank) {
   for (;;) {
     const ssize_t n = ::recv(rank.control.get(), message, sizeof message, MSG_DONTWAIT);
     if (n > 0) {
+      if (std::string_view(message, static_cast<std::size_t>(n)) == kHandlesDeathsMessage) {
+        on_handles_deaths(rank);
+        continue;
+      }
       const auto planned = parse_planned_exit(std::string_view(message, static_cast<std::size_t>(n)));
       if (!planned) {
         spdlog::warn("rank {} sent an unknown control message '{:.60}'; ignored", rank.global_rank,
@@ -246,6 +252,48 @@ void RankSupervisor::on_control_readable(Rank& rank) {
     if (n < 0 && errno == EAGAIN) return;
     rank.control.reset();  // the rank closed it or exited
     return;
+  }
+}
+
+bool RankSupervisor::every_rank_handles_deaths() const {
+  return !ranks_.empty() && std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.handles_deaths; });
+}
+
+void RankSupervisor::send_death(Rank& rank, int dead) {
+  const std::string message = format_rank_died(dead);
+  // Never blocks: a notice is a few bytes and the rank's library reads them at once.
+  if (::send(rank.control.get(), message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) return;
+  // A rank that has just ended (not reaped yet) closed its end: it needs no news. A full
+  // queue means a rank that stopped reading: said, as it will miss the death.
+  if (errno == EPIPE || errno == ECONNRESET)
+    spdlog::debug("rank {} ended before it could be told that rank {} died", rank.global_rank, dead);
+  else
+    spdlog::warn("could not tell rank {} that rank {} died: {}", rank.global_rank, dead, std::strerror(errno));
+}
+
+void RankSupervisor::tell_death(int dead) {
+  for (auto& rank : ranks_)
+    if (rank.running && rank.handles_deaths && rank.control && rank.global_rank != dead) send_death(rank, dead);
+}
+
+void RankSupervisor::on_handles_deaths(Rank& rank) {
+  if (rank.handles_deaths) return;
+  rank.handles_deaths = true;
+  spdlog::debug("rank {} (pid {}) handles peers' deaths", rank.global_rank, rank.pid);
+  // Deaths before it asked: local ranks whose latest process has ended, and lost nodes' ranks.
+  std::vector<int> dead = remote_dead_;
+  for (const auto& other : ranks_) {
+    const auto latest = std::find_if(ranks_.rbegin(), ranks_.rend(),
+                                     [&](const Rank& r) { return r.global_rank == other.global_rank; });
+    if (&*latest == &other && !other.running) dead.push_back(other.global_rank);
+  }
+  for (int d : dead) send_death(rank, d);
+}
+
+void RankSupervisor::report_remote_deaths(int first, int count) {
+  for (int r = first; r < first + count; ++r) {
+    remote_dead_.push_back(r);
+    tell_death(r);
   }
 }
 
@@ -267,6 +315,9 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
   spdlog::debug("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
   // A message sent just before death is still in the socket: read it before judging.
   if (rank.control) on_control_readable(rank);
+  // The survivors that handle deaths learn of it now, whatever the verdict below (before a
+  // restart, so that the notice always precedes the new process's join).
+  tell_death(rank.global_rank);
   if (rank.planned && rank.planned->matches(wait_status)) {
     spdlog::info("rank {} (pid {}) {}, as it announced", rank.global_rank, rank.pid, rank.end.describe());
     if (!rank.planned->respawn || stopping_) return;

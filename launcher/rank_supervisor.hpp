@@ -89,6 +89,14 @@ class RankSupervisor {
   const std::string& failure_summary() const { return *failure_summary_; }
   int running_count() const;
 
+  /// True when every rank process started here so far said on its control channel that it
+  /// handles peers' deaths ("handles-deaths v1", docs/architecture.md): an elastic program,
+  /// which may go on when another node is lost. False before any rank has started.
+  bool every_rank_handles_deaths() const;
+  /// Another node was lost: global ranks [first, first + count) are dead. Tells every local
+  /// rank that handles deaths, now and when one asks later.
+  void report_remote_deaths(int first, int count);
+
  private:
   struct Rank {
     int global_rank = 0;
@@ -99,6 +107,7 @@ class RankSupervisor {
     UniqueFd control;  // our end of the rank's control socket
     bool running = true;
     std::optional<PlannedExit> planned;  // the end the rank announced: only that end is excused
+    bool handles_deaths = false;         // asked to be told of other ranks' deaths
     ProcessEnd end{};
   };
 
@@ -115,6 +124,12 @@ class RankSupervisor {
   void settle_suspect();
   void on_publish_readable();
   void on_control_readable(Rank& rank);
+  /// Tells every running local rank that handles deaths, but `dead` itself, that the
+  /// current process of global rank `dead` has ended.
+  void tell_death(int dead);
+  void send_death(Rank& rank, int dead);
+  /// `rank` asked to be told of deaths: first of those that happened before.
+  void on_handles_deaths(Rank& rank);
   void respawn(int local_rank, int global_rank, int incarnation);
   void signal_running(int signal);
   void kill_all_groups();
@@ -128,6 +143,7 @@ class RankSupervisor {
   OutputForwarder output_;
   InputForwarder input_;
   std::vector<Rank> ranks_;
+  std::vector<int> remote_dead_;  // global ranks of lost nodes (report_remote_deaths)
 
   UniqueFd publish_;
   std::string publish_buffer_;

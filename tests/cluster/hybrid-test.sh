@@ -134,6 +134,43 @@ node-hyrun-killed-no-kob | root-hyrun-killed-no-kob)  # no --kill-on-bad-exit: t
     || fail "no line named the lost node $victim_host"
   ! grep -E '^hyrun\[[^]]+\]: lost the hyrun' "$WORK/out" | grep -vq "node $victim_host " || fail "another node was named lost"
   ;;
+ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on without a node whose hyrun is killed
+  # Phase 0 uses every rank and runs long enough to kill task 2's hyrun (ranks 4 and 5) in
+  # it; phase 1 does without them. The survivors must be told as for a killed rank.
+  ( set +e; "${ucx[@]}" timeout -k 5 120 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$EP_BENCH" \
+      --plan '[[0,1,2,3,4,5,6,7],[0,1,2,3,6,7]]' --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 \
+      --iters 300 --timeout-ms 20000 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  for _ in $(seq 300); do grep -q 'global_rank=4, local_rank=0 -> start phase 0' "$WORK/out" && break; sleep 0.1; done
+  grep -q 'global_rank=4, local_rank=0 -> start phase 0' "$WORK/out" || { cat "$WORK/out"; fail "rank 4 did not start phase 0"; }
+  # The node hangs first, then dies: its ranks stop (at once: phase 0 cannot end without
+  # them, however fast this machine runs it), the survivors take in what they had sent,
+  # then the SIGKILL of its hyrun takes them. (Killed with writes in flight over tcp, a
+  # survivor may abort inside UCX 1.13: its software RMA answers a put from a peer whose
+  # endpoint just failed with "Fatal: unexpected error", docs/ep.md.)
+  victim=$(hyrun_of_task 2)
+  victim_ranks=$(ranks_of_hyrun "$victim")
+  [ -n "$victim_ranks" ] || fail "task 2's hyrun has no ranks"
+  kill -STOP $victim_ranks
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
+  sleep 1
+  kill -9 "$victim"
+  wait_rc; cat "$WORK/out"
+  echo "srun exited $(cat "$WORK/rc")"
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(connection closed\); its ranks 4-5 are reported dead to this node's ranks, which handle deaths: the job goes on" "$WORK/out" \
+    || fail "the root did not go on without $victim_host"
+  [ "$(grep -Ec "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(the root's hyrun lost it: connection closed\); its ranks 4-5 are reported dead" "$WORK/out")" = 2 ] \
+    || fail "nodes 1 and 3 were not told of the loss by the root"
+  ! grep -Eq 'aborting|lost the hyrun of node [^ ]+ \([^)]*\)$' "$WORK/out" || fail "a node ended the job"
+  for r in 0 1 2 3 6 7; do
+    grep -Eq "^global_rank=$r, local_rank=[01] -> detected failed ranks \[4, 5\] in" "$WORK/out" || fail "rank $r did not detect ranks 4 and 5"
+    grep -Eq "^global_rank=$r, local_rank=[01] -> end phase 1" "$WORK/out" || fail "rank $r did not end phase 1"
+  done
+  grep -q 'Overall mean dispatch + combine bandwidth' "$WORK/out" || fail "no summary"
+  # srun names the killed task (its status, 137 or 9, is srun's own); the survivors' hyrun exited 0.
+  grep -q 'task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
+  ! grep -q 'task [013]: ' "$WORK/out" || fail "a surviving task failed"
+  check_no_leftovers "$HYRUN" "$EP_BENCH"
+  ;;
 nodes-finish-apart)  # nodes whose ranks end seconds apart: no loss is reported, the job succeeds
   for late in 0 3; do
     run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \

@@ -73,6 +73,38 @@ progress)  # hyrun on a terminal: rank 0's progress shows as lines; on a pipe, n
   expect_rc 0
   ! grep -q "phase 1 of 2" "$OUT" && pass "no progress line on a pipe" || { fail "a progress line on a pipe"; show_output; }
   ;;
+shm-deaths-from-hyrun)  # one node: shared memory between ranks, and the kill of rank 2 learned from hyrun
+  run_job 240 "$HYRUN" -n 4 -x UCX_LOG_LEVEL=info -x HYRUN_LOG_LEVEL=debug -- "$EP_BENCH" \
+    --plan "$plans/expansion_fault_contraction.json" "${small[@]}" --validate-phase-failures
+  expect_rc 0
+  # UCX says at info level (on stdout) which transports each endpoint configuration uses.
+  cfg=$(cat "$OUT" "$ERR" | grep 'ep_cfg\[[0-9]*\]: tag(' || true)
+  [ -n "$cfg" ] || { fail "UCX printed no endpoint configuration"; show_output; }
+  echo "$cfg" | grep -qE 'sysv|posix|cma' && ! echo "$cfg" | grep -q 'tcp' \
+    && pass "every endpoint between the ranks uses shared memory, none tcp" || { fail "transports"; echo "$cfg"; }
+  for r in 0 1 3; do
+    grep -q "hyrun-worker\[$r\]: debug: rank $r: hyrun reports that rank 2 died" "$ERR" || fail "rank $r was not told of rank 2's death"
+    expect_stdout "global_rank=$r, local_rank=$r -> detected failed ranks \[2\] in"
+  done
+  ! grep -q '^hyrun: warning' "$ERR" && pass "hyrun warned of nothing" || { fail "hyrun warned"; grep '^hyrun: warning' "$ERR"; }
+  ;;
+deaths-before-a-restart)  # a restarted process is told of deaths that came before it started
+  # Rank 3 is killed for good in phase 1; rank 2 is killed in phase 2 and comes back in
+  # phase 3: its new process must learn of rank 3's death from hyrun when it joins, as the
+  # old one did when it happened (so it never waits for rank 3).
+  run_job 240 "$HYRUN" -n 4 -x HYRUN_LOG_LEVEL=debug -- "$EP_BENCH" --plan '[[0,1,2,3],[0,1,2,-3],[0,1,-2],[0,1,2]]' \
+    "${small[@]}" --validate-phase-failures
+  expect_rc 0
+  [ "$(grep -c 'hyrun-worker\[2\]: debug: rank 2: hyrun reports that rank 3 died' "$ERR")" = 2 ] \
+    && pass "both processes of rank 2 were told that rank 3 died" || { fail "rank 2's processes were not both told"; grep 'hyrun reports' "$ERR"; }
+  expect_stdout "global_rank=2, local_rank=2 -> end phase 3"
+  ;;
+control-fd-closed)  # a wrapper closed the control socket: the World says so and lets UCX report deaths
+  run_job 120 "$HYRUN" -n 2 -- sh -c 'exec 4>&-; exec "$0" "$@"' "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
+  expect_rc 0
+  grep -q "asking hyrun for peers' deaths on HYRUN_CONTROL_FD (fd 4): Bad file descriptor; every endpoint uses UCX peer error handling instead" "$ERR" \
+    && pass "the closed control socket is named" || { fail "no warning naming the closed control socket"; show_output; }
+  ;;
 unused-rank)  # a rank of the world that no phase uses exits 0 with a note
   run_job 120 "$HYRUN" -n 3 -- "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
   expect_rc 0

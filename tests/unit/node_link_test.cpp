@@ -44,9 +44,9 @@ struct Pair {
   std::optional<NodeLink> node;
   explicit Pair(const std::string& node_token = kToken) {
     root.expect({"n1", "n2"}, 0, kToken);
-    root.on_loss([this](const std::string& h, const std::string& w) { root_loss = Loss{h, w}; });
+    root.on_loss([this](const NodeLink::Loss& l) { return root_loss = Loss{l.host, l.why}, false; });
     node.emplace(NodeLink::connect("127.0.0.1", root.port(), 1, "n1", node_token));
-    node->on_loss([this](const std::string& h, const std::string& w) { node_loss = Loss{h, w}; });
+    node->on_loss([this](const NodeLink::Loss& l) { return node_loss = Loss{l.host, l.why}, false; });
   }
 };
 
@@ -103,11 +103,56 @@ TEST(NodeLink, TheRootIsLostByNameWhenItDies) {
   pump({&pair->root, &*pair->node}, [] { return false; }, std::chrono::milliseconds(300));
   NodeLink node = std::move(*pair->node);
   std::optional<Loss> loss;
-  node.on_loss([&](const std::string& h, const std::string& w) { loss = Loss{h, w}; });
+  node.on_loss([&](const NodeLink::Loss& l) { return loss = Loss{l.host, l.why}, false; });
   pair.reset();  // the root's hyrun is gone
   ASSERT_TRUE(pump({&node}, [&] { return loss.has_value(); }));
   EXPECT_EQ(loss->host, "n1");
   EXPECT_EQ(loss->why, "connection closed");
+}
+
+TEST(NodeLink, ALossTheJobGoesOnWithoutIsRelayedToTheOtherNodesAndNotAwaited) {
+  // Three nodes; the third's hyrun dies and the root's handler absorbs it (an elastic job).
+  NodeLink root = NodeLink::listen();
+  root.expect({"n1", "n2", "n3"}, 0, kToken);
+  std::vector<NodeLink::Loss> root_losses, relayed;
+  root.on_loss([&](const NodeLink::Loss& l) { return root_losses.push_back(l), true; });
+  NodeLink second = NodeLink::connect("127.0.0.1", root.port(), 1, "n1", kToken);
+  second.on_loss([&](const NodeLink::Loss& l) { return relayed.push_back(l), true; });
+  std::optional<NodeLink> third(NodeLink::connect("127.0.0.1", root.port(), 2, "n1", kToken));
+  pump({&root, &second, &*third}, [] { return false; }, std::chrono::milliseconds(300));
+  third.reset();
+  ASSERT_TRUE(pump({&root, &second}, [&] { return !relayed.empty(); }));
+  ASSERT_EQ(root_losses.size(), 1u);
+  EXPECT_EQ(root_losses[0].task, 2);
+  EXPECT_EQ(root_losses[0].host, "n3");
+  EXPECT_FALSE(root_losses[0].relayed);
+  ASSERT_EQ(relayed.size(), 1u);
+  EXPECT_EQ(relayed[0].task, 2);
+  EXPECT_EQ(relayed[0].host, "n3");
+  EXPECT_EQ(relayed[0].why, "connection closed");
+  EXPECT_TRUE(relayed[0].relayed);
+  EXPECT_FALSE(root.lost());
+  EXPECT_FALSE(second.lost());
+  // The root waits only for the node that is left.
+  second.say_bye();
+  SignalEvents signals{SIGUSR2};
+  EXPECT_TRUE(root.await_byes(signals));
+}
+
+TEST(NodeLink, ALossTheHandlerDoesNotAbsorbIsNotRelayed) {
+  NodeLink root = NodeLink::listen();
+  root.expect({"n1", "n2", "n3"}, 0, kToken);
+  std::optional<NodeLink::Loss> root_loss, relayed;
+  root.on_loss([&](const NodeLink::Loss& l) { return root_loss = l, false; });
+  NodeLink second = NodeLink::connect("127.0.0.1", root.port(), 1, "n1", kToken);
+  second.on_loss([&](const NodeLink::Loss& l) { return relayed = l, false; });
+  std::optional<NodeLink> third(NodeLink::connect("127.0.0.1", root.port(), 2, "n1", kToken));
+  pump({&root, &second, &*third}, [] { return false; }, std::chrono::milliseconds(300));
+  third.reset();
+  ASSERT_TRUE(pump({&root, &second}, [&] { return root_loss.has_value(); }));
+  pump({&root, &second}, [] { return false; }, std::chrono::milliseconds(300));
+  EXPECT_TRUE(root.lost());
+  EXPECT_FALSE(relayed) << relayed->why;
 }
 
 TEST(NodeLink, AConnectionWithoutTheJobTokenIsRefused) {

@@ -132,7 +132,8 @@ void* Endpoint::start_close() noexcept {
   return request;
 }
 
-ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::steady_clock::time_point deadline) {
+ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::steady_clock::time_point deadline,
+                          const std::function<bool()>& give_up) {
   if (request == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
   ucs_status_t status;
@@ -141,7 +142,9 @@ ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::stead
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
     progress(worker);
     // The clock is read every few hundred iterations: progress calls are cheap.
-    if (++spins % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
+    if (++spins % 256 != 0) continue;
+    const bool timed_out = std::chrono::steady_clock::now() > deadline;
+    if (timed_out || (give_up && give_up())) {
       ucp_request_cancel(worker, request);
       // Not every operation can be cancelled (sends cannot); give it a moment, then let
       // UCX release it whenever it completes (ucp_request_free allows that).
@@ -149,7 +152,7 @@ ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::stead
       while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < cancel_deadline)
         ucp_worker_progress(worker);
       ucp_request_free(request);
-      return UCS_ERR_TIMED_OUT;
+      return timed_out ? UCS_ERR_TIMED_OUT : UCS_ERR_CONNECTION_RESET;
     }
   }
   ucp_request_free(request);

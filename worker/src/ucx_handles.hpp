@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -89,7 +90,9 @@ class Progress {
 };
 
 /// Progresses `worker` until `request` completes or `deadline` passes. Frees the request.
-/// Returns the completion status, or UCS_ERR_TIMED_OUT after cancelling it.
-ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::steady_clock::time_point deadline);
+/// Returns the completion status, or UCS_ERR_TIMED_OUT after cancelling it, or
+/// UCS_ERR_CONNECTION_RESET after cancelling it once `give_up` (asked now and then) is true.
+ucs_status_t wait_request(ucp_worker_h worker, void* request, std::chrono::steady_clock::time_point deadline,
+                          const std::function<bool()>& give_up = {});
 
 }  // namespace hyrun::ucx

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "bootstrap_messages.hpp"
+#include "death_notices.hpp"
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/hex.hpp"
 #include "launcher_hello.hpp"
@@ -67,6 +68,9 @@ struct World::Impl {
   std::vector<auth::ProcessId> ids;           // by rank: the process id of table[r].address
   std::set<auth::ProcessId> retired_ids;      // processes that replace_peer replaced
   std::vector<char> failed;                   // by rank: its endpoint reported an error
+  // Elastic programs: hyrun's word on deaths (local ranks at once, a lost node's ranks), so
+  // that endpoints to this node's ranks can go without peer error handling and use shm.
+  std::unique_ptr<DeathNotices> notices;
   uint64_t collective_sequence = 0;
   // Point-to-point messages are numbered per (peer, user tag): a receiver accepts only
   // numbers above the last one it took from the same process, so a replay is refused.
@@ -97,8 +101,16 @@ struct World::Impl {
   /// Peer error handling on every endpoint that could see the peer die: with it, UCX
   /// reports a dead peer to on_peer_failure; without it, UCX aborts the process on the
   /// first transport error ("Fatal: unexpected error"). Endpoints to ranks of the same
-  /// node may go without it when shared memory is allowed (UCX 1.13 would give it up).
-  bool peer_mode(int node) const { return options.peer_error_handling || node != contract.node_rank || !shm_allowed; }
+  /// node may go without it when shared memory is allowed (UCX 1.13 would give it up):
+  /// their deaths are then told by hyrun (elastic programs) or end the job (others).
+  bool peer_mode(int node) const {
+    return node != contract.node_rank || !shm_allowed || (options.peer_error_handling && !notices);
+  }
+
+  /// The peer's process is known dead: its endpoint failed, or hyrun said so.
+  bool is_failed(int peer) const {
+    return failed[static_cast<std::size_t>(peer)] || (notices && notices->dead(peer));
+  }
 
   ucx::Endpoint connect(const bootstrap::Peer& peer) {
     return ucx::Endpoint(worker.get(), peer.address, peer_mode(peer.node), &Impl::on_peer_failure, this);
@@ -119,11 +131,12 @@ struct World::Impl {
   }
 
   void wait(void* request, const std::string& what, int peer = -1) {
-    const ucs_status_t status = ucx::wait_request(worker.get(), request, deadline());
+    const bool known_peer = peer >= 0 && static_cast<std::size_t>(peer) < failed.size();
+    // An endpoint without peer error handling never fails: hyrun's notice ends the wait.
+    const ucs_status_t status = ucx::wait_request(worker.get(), request, deadline(), [&] { return known_peer && is_failed(peer); });
     if (status == UCS_ERR_TIMED_OUT)
       throw TimeoutError(fmt::format("rank {}: {} did not complete within {} ms", contract.rank, what, timeout.count()));
-    if (status != UCS_OK && peer >= 0 && static_cast<std::size_t>(peer) < failed.size() &&
-        (failed[peer] || is_peer_error(status))) {
+    if (status != UCS_OK && known_peer && (is_failed(peer) || is_peer_error(status))) {
       failed[peer] = 1;  // the request may complete with the error before the handler runs
       peer_died(peer, what);
     }
@@ -132,13 +145,13 @@ struct World::Impl {
 
   void* start_send(int peer, ucp_ep_h ep, ucp_tag_t t, const std::vector<std::byte>& sealed, const std::string& what) {
     if (!ep) {
-      if (peer >= 0 && failed[peer]) peer_died(peer, what);
+      if (peer >= 0 && is_failed(peer)) peer_died(peer, what);
       throw Error(fmt::format("rank {}: {}: the peer is unreachable", contract.rank, what));
     }
     ucp_request_param_t param{};
     void* request = ucp_tag_send_nbx(ep, sealed.data(), sealed.size(), t, &param);
     if (UCS_PTR_IS_ERR(request)) {
-      if (peer >= 0 && (failed[peer] || is_peer_error(UCS_PTR_STATUS(request)))) {
+      if (peer >= 0 && (is_failed(peer) || is_peer_error(UCS_PTR_STATUS(request)))) {
         failed[peer] = 1;
         peer_died(peer, what);
       }
@@ -230,7 +243,7 @@ struct World::Impl {
       while ((message = ucp_tag_probe_nb(worker.get(), t, mask, 1, &info)) == nullptr) {
         progress(worker.get());
         if (++spins % 256 == 0) {
-          if (from >= 0 && failed[from]) peer_died(from, fmt::format("waiting for {}", what));
+          if (from >= 0 && is_failed(from)) peer_died(from, fmt::format("waiting for {}", what));
           if (Clock::now() > until)
             throw TimeoutError(fmt::format("rank {}: {} did not arrive within {} ms", contract.rank, what, timeout.count()));
         }
@@ -400,7 +413,7 @@ struct World::Impl {
   /// ranks it talks to: others in its table may be gone); nullptr when unreachable.
   ucp_ep_h endpoint_to(int peer) {
     auto& ep = endpoints[peer];
-    if (!ep.get() && !failed[peer] && !table[peer].address.empty()) {
+    if (!ep.get() && !is_failed(peer) && !table[peer].address.empty()) {
       try {
         ep = connect(table[peer]);
       } catch (const Error& e) {
@@ -412,7 +425,8 @@ struct World::Impl {
   }
 
   void replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node = std::nullopt) {
-    endpoints[peer].close(std::chrono::milliseconds(200), failed[peer] && peer_mode(table[peer].node));
+    endpoints[peer].close(std::chrono::milliseconds(200), is_failed(peer) && peer_mode(table[peer].node));
+    if (notices) notices->forget(peer);  // before the new endpoint: no older notice can mark it
     const bootstrap::Peer replacement{node.value_or(table[peer].node), {address.begin(), address.end()}};
     endpoints[peer] = connect(replacement);
     if (ids[peer] != 0) retired_ids.insert(ids[peer]);
@@ -503,6 +517,14 @@ World::World(const WorldOptions& options) : impl_(std::make_unique<Impl>()) {
                             s.contract.world_size, tag::kMaxRanks));
   s.auth.emplace(s.contract.job_token);
   s.shm_allowed = ucx::shared_memory_allowed();
+  // Before any endpoint exists: whether local ones need peer error handling depends on it.
+  if (options.peer_error_handling && s.contract.control_fd) {
+    try {
+      s.notices = std::make_unique<DeathNotices>(*s.contract.control_fd, s.contract.world_size, s.contract.rank);
+    } catch (const SystemError& e) {  // e.g. a wrapper closed the fd: UCX then reports every death
+      worker_log().warn("{}; every endpoint uses UCX peer error handling instead (no shared memory)", e.what());
+    }
+  }
   // A job on one node needs no network: UCX then listens on the loopback interface only
   // (shared memory does the rest), not on every interface of the machine.
   s.context = ucx::make_context(options.extra_ucp_features, s.contract.num_nodes == 1 ? "lo" : nullptr);
@@ -634,12 +656,12 @@ void World::replace_peer(int peer, std::span<const std::byte> address) {
 std::vector<int> World::failed_peers() const {
   std::vector<int> out;
   for (std::size_t r = 0; r < impl_->failed.size(); ++r)
-    if (impl_->failed[r]) out.push_back(static_cast<int>(r));
+    if (impl_->is_failed(static_cast<int>(r))) out.push_back(static_cast<int>(r));
   return out;
 }
 
 bool World::peer_failed(int peer) const {
-  return peer >= 0 && static_cast<std::size_t>(peer) < impl_->failed.size() && impl_->failed[peer];
+  return peer >= 0 && static_cast<std::size_t>(peer) < impl_->failed.size() && impl_->is_failed(peer);
 }
 
 ucp_context_h World::ucp_context() const { return impl_->context.get(); }

@@ -28,13 +28,16 @@
 namespace hyrun {
 
 struct WorldOptions {
-  /// The program handles peers' deaths (elastic jobs): UCP_ERR_HANDLING_MODE_PEER on
-  /// every endpoint, and an operation that needs a dead peer throws at once. Note: UCX
-  /// 1.13 then uses no shared-memory transport (tcp only). Without it, endpoints to other
-  /// nodes (and all endpoints when UCX_TLS allows no shared memory) still use the peer
-  /// mode, so that a dead peer is never fatal inside UCX; an operation that needs the dead
-  /// peer then waits a few seconds for hyrun to stop this rank for the peer's failure, and
-  /// only then throws.
+  /// The program handles peers' deaths (elastic jobs): an operation that needs a dead peer
+  /// throws at once, and hyrun is asked (control socket, "handles-deaths v1") to report
+  /// other ranks' deaths, which peer_failed() then tells: those of this node's ranks as soon
+  /// as hyrun reaps them, and those of a lost node's ranks. Endpoints to this node's ranks
+  /// therefore keep shared memory; the others use UCP_ERR_HANDLING_MODE_PEER (without a
+  /// control socket, all of them, and UCX 1.13 then uses no shared memory). Without this
+  /// option, endpoints to other nodes (and all endpoints when UCX_TLS allows no shared
+  /// memory) still use the peer mode, so that a dead peer is never fatal inside UCX; an
+  /// operation that needs the dead peer then waits a few seconds for hyrun to stop this
+  /// rank for the peer's failure, and only then throws.
   bool peer_error_handling = false;
   /// Time limit of every wait during connection and collectives; default: the contract's
   /// HYRUN_BOOTSTRAP_TIMEOUT_MS.
@@ -125,7 +128,8 @@ class World {
   /// `peer`'s process was replaced: force-closes the old endpoint and connects to
   /// `address`; clears the peer's failed mark.
   void replace_peer(int peer, std::span<const std::byte> address);
-  /// Ranks whose endpoint reported a failure (only with peer_error_handling), ascending.
+  /// Ranks whose endpoint reported a failure or that hyrun reported dead (only with
+  /// peer_error_handling), ascending.
   std::vector<int> failed_peers() const;
   bool peer_failed(int peer) const;
 

@@ -1,0 +1,46 @@
+#pragma once
+// What hyrun tells this rank of other ranks' deaths, over the rank's control channel
+// (HYRUN_CONTROL_FD; messages in hyrun/common/death_notice.hpp). Constructing one asks hyrun
+// for the notices ("handles-deaths v1"); a thread then reads them as they come, so that a
+// death is known at once, whatever the program is doing, at the cost of an atomic load per
+// question. hyrun sees its own ranks die (and, through the node link, the ranks of a lost
+// node), so endpoints to ranks of this node need no UCX peer error handling, which would
+// cost them shared memory (UCX 1.13).
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace hyrun {
+
+class DeathNotices {
+ public:
+  /// Sends the request on `control_fd` (which this object reads from now on: no one else
+  /// may) for a world of `world_size` ranks. Throws SystemError when it cannot be sent.
+  DeathNotices(int control_fd, int world_size, int own_rank);
+  ~DeathNotices();
+  DeathNotices(const DeathNotices&) = delete;
+  DeathNotices& operator=(const DeathNotices&) = delete;
+
+  /// True once hyrun said that the current process of `rank` has ended.
+  bool dead(int rank) const { return dead_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire); }
+  /// `rank` has a new process: forgets its death. Every notice hyrun sent before is read
+  /// first (hyrun sends it before it starts the new process), so none can land after.
+  void forget(int rank);
+
+ private:
+  void run();
+  /// Reads every notice queued now, without waiting (call with mutex_ held). False once
+  /// hyrun closed the channel.
+  bool read_queued();
+
+  int fd_;
+  int world_size_;
+  int own_rank_;
+  int stop_fd_ = -1;  // eventfd: wakes the reader to end
+  std::unique_ptr<std::atomic<bool>[]> dead_;
+  std::mutex mutex_;  // one reader at a time: the thread, or forget()
+  std::thread reader_;
+};
+
+}  // namespace hyrun
