@@ -395,6 +395,7 @@ class Runner {
     pool_.emplace(staged.launch_ranks, world_.size());
     join::Grant grant;
     grant.world_size = world_.size();
+    grant.launch_ranks = staged.launch_ranks;
     grant.root_address = to_hex(world_.own_address());
     const char* token = std::getenv("HYRUN_JOB_TOKEN");
     join_server_ = std::make_unique<JoinServer>(staged.join_port, token ? token : "", grant, node_name(), *pool_);

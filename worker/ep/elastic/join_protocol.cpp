@@ -94,7 +94,7 @@ bool proves(const Request& request, const std::string& token, const std::string&
 }
 
 std::string format_grant(const Grant& g) {
-  const nlohmann::json j{{"ranks", g.ranks}, {"world_size", g.world_size}, {"node_rank", g.node_rank},
+  const nlohmann::json j{{"ranks", g.ranks}, {"world_size", g.world_size}, {"launch_ranks", g.launch_ranks}, {"node_rank", g.node_rank},
                          {"root_address", g.root_address}};
   return fmt::format("ok {}\n", j.dump());
 }
@@ -118,12 +118,13 @@ Grant parse_reply(std::string_view line, const std::string& server) {
   try {
     g.ranks = j.at("ranks").get<std::vector<int>>();
     g.world_size = j.at("world_size").get<int>();
+    g.launch_ranks = j.at("launch_ranks").get<int>();
     g.node_rank = j.at("node_rank").get<int>();
     g.root_address = j.at("root_address").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw bad(e.what());
   }
-  if (g.ranks.empty() || g.world_size < 1 || g.node_rank < 0 || g.root_address.empty() || !is_hex(g.root_address))
+  if (g.ranks.empty() || g.world_size < 1 || g.launch_ranks < 1 || g.launch_ranks > g.world_size || g.node_rank < 0 || g.root_address.empty() || !is_hex(g.root_address))
     throw bad("values out of range");
   for (int r : g.ranks)
     if (r < 1 || r >= g.world_size) throw bad(fmt::format("rank {} outside the world of {}", r, g.world_size));
