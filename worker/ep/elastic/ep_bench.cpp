@@ -75,7 +75,15 @@ int main(int argc, char** argv) {
     // --backend cuda without a usable GPU fails here, at once, naming why.
     options.backend = hyrun::ep::choose_backend(p.backend, p.disable_ll_nvlink, world);
     p.backend = hyrun::ep::on_device(options.backend) ? "cuda" : "host";
-    return hyrun::ep::elastic::run_elastic_bench(world, options);
+    try {
+      return hyrun::ep::elastic::run_elastic_bench(world, options);
+    } catch (const hyrun::Error& e) {
+      // Said while this rank is still connected: its peers notice its end at once, and hyrun
+      // may stop this process before the World's teardown is over.
+      std::fprintf(stderr, "ep-bench: %s\n", e.what());
+      std::fflush(stderr);
+      return e.exit_code();
+    }
   } catch (const hyrun::Error& e) {
     std::fprintf(stderr, "ep-bench: %s\n", e.what());
     return e.exit_code();

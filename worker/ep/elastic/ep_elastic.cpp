@@ -48,6 +48,15 @@ std::string default_token_file(const std::string& plan, int port) {
   return (dir / fmt::format(".hyrun-ep-token-{}", port)).string();
 }
 
+/// The last line of a failed launch. Its wording holds CloudAI's failure pattern "Exited
+/// with exit code": the reference's elastic.py ends a failed launch with a Python traceback,
+/// and CloudAI must fail the run on an unplanned failure (hyrun's own line names the rank).
+void report_failed_launch(int code) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  hyrun::job_event("ep-elastic on {}: Exited with exit code {}", host, code);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,7 +64,7 @@ int main(int argc, char** argv) {
   int num_processes = 8, num_tokens = 128, experts_per_rank = 2, hidden = 7168, topk = 8, timeout_ms = 30000;
   std::string tcp_server, token_file, backend = "auto";
   bool kineto = false, disable_ll_nvlink = false, validate_phase_failures = false, restart_returning = false;
-  int port = 9999;
+  int port = 9999, warmup = 50, iters = 50;
   double bootstrap_timeout_s = 60;
 
   CLI::App app{"ep-elastic: the NIXL Elastic EP benchmark's command line (elastic.py), run by hyrun"};
@@ -79,9 +88,13 @@ int main(int argc, char** argv) {
   app.add_flag("--restart-returning", restart_returning,
                "this launch starts again its own ranks that the plan brings back (one launch runs the whole plan)");
   app.add_option("--backend", backend, "auto, cuda or host")->check(CLI::IsMember({"auto", "cuda", "host"}))->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed iterations per phase")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app.add_option("--iters", iters, "timed iterations per phase")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app.add_option("--bootstrap-timeout", bootstrap_timeout_s, "seconds a rank may take to join the job")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 86400.0));
+  // As argparse in elastic.py: a repeated option takes its last value.
+  for (CLI::Option* option : app.get_options()) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -112,7 +125,7 @@ int main(int argc, char** argv) {
     o.launch.command = {ep_bench_path(), "--plan", plan, "--num-tokens", std::to_string(num_tokens),
                         "--num-experts-per-rank", std::to_string(experts_per_rank), "--hidden-dim", std::to_string(hidden),
                         "--num-topk", std::to_string(topk), "--timeout-ms", std::to_string(timeout_ms),
-                        "--backend", backend};
+                        "--backend", backend, "--warmup", std::to_string(warmup), "--iters", std::to_string(iters)};
     if (kineto) o.launch.command.emplace_back("--kineto");
     if (disable_ll_nvlink) o.launch.command.emplace_back("--disable-ll-nvlink");
     if (validate_phase_failures) o.launch.command.emplace_back("--validate-phase-failures");
@@ -124,13 +137,17 @@ int main(int argc, char** argv) {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     hyrun::raise_open_file_limit();
     hyrun::SignalEvents signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2});
-    return tcp_server.empty() ? hyrun::ep::elastic::run_first_launch(std::move(o), signals)
-                              : hyrun::ep::elastic::run_joining_launch(std::move(o), signals);
+    const int code = tcp_server.empty() ? hyrun::ep::elastic::run_first_launch(std::move(o), signals)
+                                        : hyrun::ep::elastic::run_joining_launch(std::move(o), signals);
+    if (code != 0) report_failed_launch(code);
+    return code;
   } catch (const hyrun::Error& e) {
     hyrun::job_event_line(e.what());
+    report_failed_launch(e.exit_code());
     return e.exit_code();
   } catch (const std::exception& e) {
     hyrun::job_event("internal error: {}", e.what());
+    report_failed_launch(hyrun::exit_code::kLauncherError);
     return hyrun::exit_code::kLauncherError;
   }
 }
