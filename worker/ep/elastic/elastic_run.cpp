@@ -453,8 +453,7 @@ class Runner {
           for (int r : waiting) (r < options_.staged.launch_ranks && requested_[r] ? ours : theirs).push_back(r);
           if (!ours.empty()) how += fmt::format("; rank 0's launch started [{}] (see its log for why they did not join)", fmt::join(ours, ", "));
           if (!theirs.empty())
-            how += fmt::format("; [{}] must come from a later launch: ep-elastic --tcp-server {} --port {} --num-processes {} "
-                               "(none asked for them)",
+            how += fmt::format("; [{}] must come from a later launch: ep-elastic --tcp-server {} --port {} --num-processes {}",
                                fmt::join(theirs, ", "), node_name(), options_.staged.join_port, theirs.size());
         }
         throw TimeoutError(fmt::format("rank 0: rank(s) {} that phase {} of plan {} needs did not join within {} ms{}",
