@@ -62,7 +62,7 @@ void report_failed_launch(int code) {
 int main(int argc, char** argv) {
   std::string plan = "plan.json";
   int num_processes = 8, num_tokens = 128, experts_per_rank = 2, hidden = 7168, topk = 8, timeout_ms = 30000;
-  std::string tcp_server, token_file, backend = "auto";
+  std::string tcp_server, token_file, backend = "auto", report_dir;
   bool kineto = false, disable_ll_nvlink = false, validate_phase_failures = false, restart_returning = false;
   int port = 9999, warmup = 50, iters = 50;
   double bootstrap_timeout_s = 60;
@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "auto, cuda or host")->check(CLI::IsMember({"auto", "cuda", "host"}))->capture_default_str();
   app.add_option("--warmup", warmup, "untimed iterations per phase")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   app.add_option("--iters", iters, "timed iterations per phase")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--report-dir", report_dir, "first launch: write results.json, plan.json and a plot here");
   app.add_option("--bootstrap-timeout", bootstrap_timeout_s, "seconds a rank may take to join the job")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 86400.0));
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
                         "--num-topk", std::to_string(topk), "--timeout-ms", std::to_string(timeout_ms),
                         "--backend", backend, "--warmup", std::to_string(warmup), "--iters", std::to_string(iters)};
     if (kineto) o.launch.command.emplace_back("--kineto");
+    if (!report_dir.empty() && tcp_server.empty()) o.launch.command.insert(o.launch.command.end(), {"--report-dir", report_dir});
     if (disable_ll_nvlink) o.launch.command.emplace_back("--disable-ll-nvlink");
     if (validate_phase_failures) o.launch.command.emplace_back("--validate-phase-failures");
     if (::access(o.launch.command[0].c_str(), X_OK) != 0)
