@@ -301,10 +301,12 @@ class Runner {
   void print_connection_changes(const GlobalPhase& g, std::size_t gi) {
     std::vector<int> added, removed;
     const GlobalPhase* prev = gi > 0 ? &schedule_.phases()[gi - 1] : nullptr;
+    // A rank that joins now connects to every active rank, not only to the other newcomers.
+    const bool i_join = !(prev && prev->active[me_] && !prev->killed[me_]) || g.new_process[me_];
     for (int r = 0; r < world_.size(); ++r) {
       if (r == me_) continue;
       const bool before = prev && prev->active[r] && !prev->killed[r];
-      if (g.active[r] && (!before || g.new_process[r])) added.push_back(r);
+      if (g.active[r] && (i_join || !before || g.new_process[r])) added.push_back(r);
       if (!g.active[r] && before) removed.push_back(r);
     }
     if (!added.empty()) emit(bench::connections_added_line(me_, world_.local_rank(), added));
