@@ -45,7 +45,8 @@ echo "join ms: largest over the ranks joining the phase, from the phase's start 
 printf '%-28s %5s  %-20s %14s %11s %11s %11s %11s  %s\n' plan phase ranks "all-at-launch" "one-launch" "staged" \
   "detect ms" "phase ms" "reference"
 for plan in no_expansion single_expansion double_expansion expansion_contraction expansion_fault_contraction; do
-  file=$root/examples/plans/$plan.json
+  file=$work/$plan.json  # a copy: ep-elastic writes its token file beside the plan
+  cp "$root/examples/plans/$plan.json" "$file"
   n=$(python3 -c "import json,sys; print(max(abs(r) for ph in json.load(open(sys.argv[1])) for r in ph) + 1)" "$file")
   # shellcheck disable=SC2086
   "$hyrun" -n "$n" -- "$bench" --plan "$file" $ARGS --validate-phase-failures --report-dir "$work/$plan.all" >/dev/null

@@ -9,7 +9,7 @@ cloudai=$(dirname "$0")/../elastic/cloudai_nixl_ep.py
 out=$(mktemp -d "${TMPDIR:-/tmp}/hyrun-cloudai.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 export CLOUDAI_ENV="UCX_TLS=$HYRUN_CLUSTER_UCX_TLS UCX_NET_DEVICES=$HYRUN_CLUSTER_UCX_NET_DEVICES"
-extra=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --timeout-ms 20000)
+extra=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 6 --timeout-ms 20000)
 
 # Smallest per-node capacity at which CloudAI's packing gives every node a launch (it needs a
 # log from every node of the allocation); none: CloudAI cannot run PLAN on NODES nodes.

@@ -4,7 +4,7 @@
 source "$(dirname "$0")/../integration/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 cloudai=$here/cloudai_nixl_ep.py
-small=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --num-experts-per-rank 2 --timeout-ms 20000)
+small=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --num-experts-per-rank 2 --warmup 2 --iters 6 --timeout-ms 20000)
 # A port of our own: tests run in parallel, and 9999 may be taken.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 log=$WORK/nixl-ep-node-0.log
@@ -39,9 +39,12 @@ staged() {
   OUT=$log; ERR=$log
 }
 
+# The token file is written beside the plan: a copy in the test's own directory, never the source tree.
+[ -n "${2:-}" ] && cp "$PLANS_DIR/$2.json" "$WORK/$2.json"
+
 case $1 in
 one-launch)  # every rank of the plan in one launch; ranks start when their phase begins
-  plan=$PLANS_DIR/$2.json
+  plan=$WORK/$2.json
   n=$(python3 -c "import json,sys; print(max(abs(r) for ph in json.load(open(sys.argv[1])) for r in ph) + 1)" "$plan")
   run_job 120 "$EP_ELASTIC" --plan "$plan" --num-processes "$n" --port "$port" --restart-returning --kineto \
     --validate-phase-failures "${small[@]}"
@@ -61,7 +64,7 @@ PY
     && pass "--kineto prints the reference's split line" || fail "no split line"
   ;;
 staged)  # CloudAI's waves on one node: later launches join through --tcp-server
-  plan=$PLANS_DIR/$2.json
+  plan=$WORK/$2.json
   staged "$plan"
   expect_rc 0
   verdict "$plan" && pass "CloudAI's verdict: successful" || { fail "CloudAI's verdict"; show_output; }
