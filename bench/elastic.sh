@@ -29,7 +29,8 @@ staged() {
       # shellcheck disable=SC2086
       "$elastic" --plan "$plan" --num-processes "$n" --port "$PORT" $ARGS --validate-phase-failures --report-dir "$dir" >>"$log" 2>&1 &
       root=$!; pids+=("$root")
-      until timeout 1 bash -c ": > /dev/tcp/127.0.0.1/$PORT" 2>/dev/null; do sleep 0.01; done
+      # The readiness probe (a one-phase plan may end, closing the port, before it answers).
+      until timeout 1 bash -c ": > /dev/tcp/127.0.0.1/$PORT" 2>/dev/null || ! kill -0 "$root" 2>/dev/null; do sleep 0.01; done
     else
       until grep -Fq -- "-> end phase $trigger" "$log"; do kill -0 "$root" || return 1; sleep 0.01; done
       # shellcheck disable=SC2086

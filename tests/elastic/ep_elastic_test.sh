@@ -9,7 +9,16 @@ small=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --num-experts-per-rank 2 --
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 log=$WORK/nixl-ep-node-0.log
 
-wait_port() { for _ in $(seq 200); do timeout 1 bash -c ": > /dev/tcp/127.0.0.1/$port" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+# The readiness probe; also done when the first launch already ended (a one-phase plan can
+# end before the first probe: its join server is closed again by then).
+wait_port() {
+  for _ in $(seq 200); do
+    timeout 1 bash -c ": > /dev/tcp/127.0.0.1/$port" 2>/dev/null && return 0
+    kill -0 "$root" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  return 1
+}
 wait_end_phase() {  # PHASE: CloudAI's wait, without its 1 s polling
   for _ in $(seq 600); do grep -Fq -- "-> end phase $1" "$log" && return 0; kill -0 "$root" 2>/dev/null || return 1; sleep 0.05; done
   return 1
