@@ -55,16 +55,32 @@ case $1 in
 one-launch)  # every rank of the plan in one launch; ranks start when their phase begins
   plan=$WORK/$2.json
   n=$(python3 -c "import json,sys; print(max(abs(r) for ph in json.load(open(sys.argv[1])) for r in ph) + 1)" "$plan")
-  run_job 120 "$EP_ELASTIC" --plan "$plan" --num-processes "$n" --port "$port" --restart-returning --kineto \
-    --validate-phase-failures "${small[@]}"
+  HYRUN_LOG_LEVEL=info run_job 120 "$EP_ELASTIC" --plan "$plan" --num-processes "$n" --port "$port" --restart-returning \
+    --kineto --validate-phase-failures "${small[@]}"
   cat "$OUT" "$ERR" >"$log"
   expect_rc 0
   verdict "$plan" && pass "CloudAI's verdict: successful" || { fail "CloudAI's verdict"; show_output; }
-  python3 - "$plan" "$OUT" <<'PY' && pass "ranks that join later were started for their phase (join time includes the start)" || fail "late starts"
+  python3 - "$plan" "$OUT" "$ERR" <<'PY' && pass "every process after the launch was started on rank 0's request, for its phase" || fail "late starts"
 import json, re, sys
-plan = json.load(open(sys.argv[1])); out = open(sys.argv[2]).read()
-first = {abs(r) for r in plan[0]}
-for r in sorted({abs(r) for ph in plan for r in ph} - first):
+plan = json.load(open(sys.argv[1])); out = open(sys.argv[2]).read(); err = open(sys.argv[3]).read()
+processes, alive = {}, set()
+for p, phase in enumerate(plan):
+    active = {abs(r) for r in phase}
+    alive &= active                      # omitted ranks leave at the phase's start
+    for r in active - alive:             # a new process for each rank not running
+        processes[r] = processes.get(r, 0) + 1
+        alive.add(r)
+    alive -= {-r for r in phase if r < 0}  # killed during the phase
+at_launch = {abs(r) for r in plan[0]}
+requested = {}
+for r, k in re.findall(r"starting rank (\d+) on rank 0's request \(process (\d+) of the rank\)", err):
+    requested[int(r)] = max(requested.get(int(r), 0), int(k))
+for r, n in processes.items():
+    if n > (1 if r in at_launch else 0):
+        assert requested.get(r) == n, f"rank {r}: {n} processes, the last one asked for: {requested.get(r)}"
+    else:
+        assert r not in requested, f"rank {r} was started on request, though it runs from the launch"
+for r in {abs(r) for ph in plan for r in ph} - at_launch:
     p = next(i for i, ph in enumerate(plan) if r in ph)
     starts = [int(x) for x in re.findall(rf'global_rank={r}, local_rank=\d+ -> start phase (\d+)', out)]
     assert starts and min(starts) == p, (r, starts, p)
