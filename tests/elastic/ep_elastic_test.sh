@@ -85,6 +85,21 @@ for r in {abs(r) for ph in plan for r in ph} - at_launch:
     starts = [int(x) for x in re.findall(rf'global_rank={r}, local_rank=\d+ -> start phase (\d+)', out)]
     assert starts and min(starts) == p, (r, starts, p)
 PY
+  python3 - "$plan" "$OUT" <<'PY' && pass "a joining rank's 'adding connections' line lists every other active rank" || fail "connection lines"
+import json, re, sys
+plan = json.load(open(sys.argv[1])); lines = open(sys.argv[2]).read().splitlines()
+alive = set()
+for p, phase in enumerate(plan):
+    active = {abs(r) for r in phase}
+    alive &= active
+    for r in sorted(active - alive):
+        mine = [l for l in lines if l.startswith(f"global_rank={r}, ")]
+        at = next(i for i, l in enumerate(mine) if l.endswith(f"-> start phase {p}"))
+        want = ", ".join(str(x) for x in sorted(active - {r}))
+        assert mine[at + 1].endswith(f"-> adding connections to ranks [{want}]"), (r, p, mine[at + 1])
+    alive |= active
+    alive -= {-r for r in phase if r < 0}
+PY
   grep -qE '^\[rank [0-9]+\] Dispatch bandwidth: [0-9.]+ GB/s, avg_t=[0-9.]+ us \| Combine bandwidth: [0-9.]+ GB/s, avg_t=[0-9.]+ us$' "$OUT" \
     && pass "--kineto prints the reference's split line" || fail "no split line"
   ;;
