@@ -109,6 +109,13 @@ staged)  # CloudAI's waves on one node: later launches join through --tcp-server
   expect_rc 0
   verdict "$plan" && pass "CloudAI's verdict: successful" || { fail "CloudAI's verdict"; show_output; }
   [ ! -e "$(dirname "$plan")/.hyrun-ep-token-$port" ] && pass "the token file is gone after the run" || fail "token file left"
+  # One node: each launch's ranks take local ranks (binding slots: GPU i) not in use, as the
+  # reference's rank server gives them; with these plans that is local rank = rank.
+  python3 - "$log" <<'PY' && pass "launches sharing the node never share a local rank" || fail "local ranks collide"
+import re, sys
+pairs = set(re.findall(r"global_rank=(\d+), local_rank=(\d+) ->", open(sys.argv[1]).read()))
+assert pairs and all(g == l for g, l in pairs), sorted(pairs)
+PY
   ;;
 wrong-token)  # a launch with another token is refused and logged; the run ends naming the missing ranks
   plan=$WORK/plan.json; echo '[[0,1],[0,1,2,3]]' >"$plan"

@@ -39,19 +39,32 @@ TEST(JoinProtocol, RequestsAreParsedStrictly) {
 
 TEST(RankPool, GivesTheLowestReleasedRankElseTheNext) {
   RankPool pool(4, 8);  // ranks 0..3 belong to the first launch
-  EXPECT_EQ(pool.take(2), (std::vector<int>{4, 5}));
+  EXPECT_EQ(pool.take(2).ranks, (std::vector<int>{4, 5}));
   pool.release(5);
   pool.release(2);
-  EXPECT_EQ(pool.take(3), (std::vector<int>{2, 5, 6}));
-  EXPECT_EQ(pool.take(1), (std::vector<int>{7}));
+  EXPECT_EQ(pool.take(3).ranks, (std::vector<int>{2, 5, 6}));
+  EXPECT_EQ(pool.take(1).ranks, (std::vector<int>{7}));
   EXPECT_THROW(pool.take(1), Error);
+}
+
+TEST(RankPool, LaunchesOnOneHostGetLocalRanksNotInUse) {
+  RankPool pool(4, 10, "a");  // the first launch: ranks 0..3 at local ranks 0..3 of host a
+  const auto wave1 = pool.take(4, "a");
+  EXPECT_EQ(wave1.ranks, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(wave1.local_ranks, (std::vector<int>{4, 5, 6, 7})) << "GPUs 4..7, not the first launch's 0..3";
+  EXPECT_EQ(pool.take(1, "b").local_ranks, (std::vector<int>{0})) << "another host starts at 0";
+  pool.release(6);  // left or killed: its rank and its slot are free again
+  pool.release(5);
+  const auto back = pool.take(2, "a");
+  EXPECT_EQ(back.ranks, (std::vector<int>{5, 6}));
+  EXPECT_EQ(back.local_ranks, (std::vector<int>{5, 6}));
 }
 
 TEST(RankPool, RefusesMoreThanItHasAndTakesNothingThen) {
   RankPool pool(6, 8);
   pool.release(3);
   EXPECT_THROW(pool.take(4), Error);
-  EXPECT_EQ(pool.take(3), (std::vector<int>{3, 6, 7}));
+  EXPECT_EQ(pool.take(3).ranks, (std::vector<int>{3, 6, 7}));
 }
 
 int connect_to(int port) {
@@ -67,12 +80,13 @@ int connect_to(int port) {
 class JoinServerTest : public ::testing::Test {
  protected:
   RankPool pool{2, 6};
-  JoinServer server{0, "the-token", join::Grant{{}, 6, 2, 0, "00ff"}, "root-host", pool};
+  JoinServer server{0, "the-token", join::Grant{{}, {}, 6, 2, 0, "00ff"}, "root-host", pool};
 };
 
 TEST_F(JoinServerTest, GrantsRanksToALaunchThatKnowsTheToken) {
   const auto g = join::request_ranks("127.0.0.1", server.port(), "the-token", 2, "node-b", 5s);
   EXPECT_EQ(g.ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(g.local_ranks, (std::vector<int>{0, 1}));
   EXPECT_EQ(g.world_size, 6);
   EXPECT_EQ(g.launch_ranks, 2);
   EXPECT_EQ(g.node_rank, 1);
@@ -109,7 +123,7 @@ TEST(JoinClient, NamesTheServerThatNeverAnswers) {
   RankPool pool(1, 2);
   int port;
   {
-    JoinServer gone(0, "t", join::Grant{{}, 2, 1, 0, "00"}, "h", pool);
+    JoinServer gone(0, "t", join::Grant{{}, {}, 2, 1, 0, "00"}, "h", pool);
     port = gone.port();
   }
   EXPECT_THROW(join::request_ranks("127.0.0.1", port, "t", 1, "h", 500ms), TimeoutError);

@@ -394,7 +394,7 @@ class Runner {
   void open_join_server() {
     const auto& staged = options_.staged;
     if (!staged.staged() || staged.join_port < 0) return;
-    pool_.emplace(staged.launch_ranks, world_.size());
+    pool_.emplace(staged.launch_ranks, world_.size(), node_name());
     join::Grant grant;
     grant.world_size = world_.size();
     grant.launch_ranks = staged.launch_ranks;

@@ -94,7 +94,7 @@ bool proves(const Request& request, const std::string& token, const std::string&
 }
 
 std::string format_grant(const Grant& g) {
-  const nlohmann::json j{{"ranks", g.ranks}, {"world_size", g.world_size}, {"launch_ranks", g.launch_ranks}, {"node_rank", g.node_rank},
+  const nlohmann::json j{{"ranks", g.ranks}, {"local_ranks", g.local_ranks}, {"world_size", g.world_size}, {"launch_ranks", g.launch_ranks}, {"node_rank", g.node_rank},
                          {"root_address", g.root_address}};
   return fmt::format("ok {}\n", j.dump());
 }
@@ -117,6 +117,7 @@ Grant parse_reply(std::string_view line, const std::string& server) {
   Grant g;
   try {
     g.ranks = j.at("ranks").get<std::vector<int>>();
+    g.local_ranks = j.at("local_ranks").get<std::vector<int>>();
     g.world_size = j.at("world_size").get<int>();
     g.launch_ranks = j.at("launch_ranks").get<int>();
     g.node_rank = j.at("node_rank").get<int>();
@@ -128,6 +129,9 @@ Grant parse_reply(std::string_view line, const std::string& server) {
     throw bad("values out of range");
   for (int r : g.ranks)
     if (r < 1 || r >= g.world_size) throw bad(fmt::format("rank {} outside the world of {}", r, g.world_size));
+  if (g.local_ranks.size() != g.ranks.size()) throw bad("local_ranks and ranks differ in length");
+  for (int l : g.local_ranks)
+    if (l < 0 || l > kMaxRanksPerJoin * 4) throw bad(fmt::format("local rank {} out of range", l));
   return g;
 }
 

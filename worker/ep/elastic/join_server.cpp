@@ -20,28 +20,48 @@ namespace {
 constexpr std::chrono::seconds kRequestDeadline{3};
 }  // namespace
 
-std::vector<int> RankPool::take(int count) {
+RankPool::RankPool(int first_free, int world_size, const std::string& root_host)
+    : next_(first_free), world_size_(world_size) {
+  for (int r = 0; r < first_free; ++r) {
+    where_[r] = {root_host, r};
+    busy_[root_host].insert(r);
+  }
+}
+
+Placement RankPool::take(int count, const std::string& host) {
   std::lock_guard lock(mutex_);
   const int available = static_cast<int>(released_.size()) + (world_size_ - next_);
   if (count > available)
     throw Error(fmt::format("the plan has {} rank(s) left to give (released: [{}], never given: {} of {}), this launch "
                             "asks for {}",
                             available, fmt::join(released_, ", "), world_size_ - next_, world_size_, count));
-  std::vector<int> ranks;
-  while (static_cast<int>(ranks.size()) < count) {
+  Placement placement;
+  auto& busy = busy_[host];
+  int slot = 0;
+  while (static_cast<int>(placement.ranks.size()) < count) {
+    int rank;
     if (!released_.empty()) {
-      ranks.push_back(*released_.begin());
+      rank = *released_.begin();
       released_.erase(released_.begin());
     } else {
-      ranks.push_back(next_++);
+      rank = next_++;
     }
+    while (busy.contains(slot)) ++slot;
+    busy.insert(slot);
+    where_[rank] = {host, slot};
+    placement.ranks.push_back(rank);
+    placement.local_ranks.push_back(slot);
   }
-  return ranks;
+  return placement;
 }
 
 void RankPool::release(int rank) {
   std::lock_guard lock(mutex_);
   released_.insert(rank);
+  if (const auto it = where_.find(rank); it != where_.end()) {
+    busy_[it->second.first].erase(it->second.second);
+    where_.erase(it);
+  }
 }
 
 JoinServer::JoinServer(int port, std::string token, join::Grant grant, std::string root_host, RankPool& pool)
@@ -111,14 +131,16 @@ void JoinServer::handle(int fd, const std::string& peer) {
   if (!request) return refuse(fmt::format("not a join request: '{:.60}'", *line));
   if (!join::proves(*request, token_, nonce))
     return refuse("its proof does not match this job's token (a launch of another job, or a wrong token file)");
-  std::vector<int> ranks;
+  Placement placement;
   try {
-    ranks = pool_.take(request->count);
+    placement = pool_.take(request->count, request->host);
   } catch (const Error& e) {
     return refuse(e.what());
   }
+  const auto& ranks = placement.ranks;
   join::Grant grant = grant_;
   grant.ranks = ranks;
+  grant.local_ranks = placement.local_ranks;
   const auto [it, added] = nodes_.emplace(request->host, static_cast<int>(nodes_.size()));
   grant.node_rank = it->second;
   spdlog::info("join server: host {} ({}) joins with rank(s) {}", request->host, peer, fmt::join(ranks, ", "));

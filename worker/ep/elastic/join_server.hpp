@@ -16,15 +16,24 @@
 
 namespace hyrun::ep::elastic {
 
-/// The ranks a join may be given. Thread-safe.
+/// Ranks given to a launch, and their local ranks on its host (binding slots: local rank
+/// i gets GPU i by default, so two launches on one node must not reuse a slot in use).
+struct Placement {
+  std::vector<int> ranks;
+  std::vector<int> local_ranks;
+};
+
+/// The ranks a join may be given, and the local-rank slots in use on each host, as the
+/// reference's rank server keeps them. Thread-safe.
 class RankPool {
  public:
-  /// Ranks [first_free, world_size) are free; the lower ones belong to the first launch.
-  RankPool(int first_free, int world_size) : next_(first_free), world_size_(world_size) {}
-  /// `count` ranks (lowest released first, then the next ones), or throws Error saying
-  /// why none are left; takes nothing then.
-  std::vector<int> take(int count);
-  /// `rank` left or was killed: a later join may get it.
+  /// Ranks [first_free, world_size) are free; the lower ones belong to the first launch,
+  /// on `root_host`, at local ranks equal to their ranks.
+  RankPool(int first_free, int world_size, const std::string& root_host = "");
+  /// `count` ranks (lowest released first, then the next ones), each at the lowest free
+  /// local rank of `host`; or throws Error saying why none are left, taking nothing then.
+  Placement take(int count, const std::string& host = "");
+  /// `rank` left or was killed: a later join may get it, and its slot is free again.
   void release(int rank);
 
  private:
@@ -32,6 +41,8 @@ class RankPool {
   std::set<int> released_;
   int next_;
   int world_size_;
+  std::map<int, std::pair<std::string, int>> where_;  // rank -> (host, local rank)
+  std::map<std::string, std::set<int>> busy_;          // host -> local ranks in use
 };
 
 class JoinServer {

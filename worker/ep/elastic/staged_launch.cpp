@@ -102,11 +102,15 @@ int run_joining_launch(StagedLaunchOptions o, SignalEvents& signals) {
                                  "--plan",
                                  o.tcp_server, grant.world_size, o.world_size));
   spdlog::info("joined the job at {}:{} with rank(s) {}", o.tcp_server, o.port, fmt::join(grant.ranks, ", "));
-  o.launch.ranks = o.num_processes;
+  // The binding plan covers the host's slots up to the highest one given here: local rank i
+  // gets what a launch of that many ranks would give its rank i (GPU i by default), so the
+  // ranks of launches sharing a node do not share GPUs (the reference's local ranks).
+  const int slots = *std::max_element(grant.local_ranks.begin(), grant.local_ranks.end()) + 1;
+  o.launch.ranks = slots;
   o.launch.command.insert(o.launch.command.end(), {"--launch-ranks", std::to_string(grant.launch_ranks)});
   RankEnvironment contract;
   contract.world_size = grant.world_size;
-  contract.local_world_size = o.num_processes;
+  contract.local_world_size = slots;
   contract.node_rank = grant.node_rank;
   contract.num_nodes = std::max(2, grant.node_rank + 1);
   contract.job_token = o.token;
@@ -115,11 +119,14 @@ int run_joining_launch(StagedLaunchOptions o, SignalEvents& signals) {
   contract.root_address_hex = grant.root_address;
   contract.start_ranks = {0};  // these ranks were not at the World's start: they join late
   NodeLaunch node(o.launch, contract, 0);
-  node.set_global_ranks(grant.ranks);
+  std::vector<int> by_slot(static_cast<std::size_t>(slots), -1);
+  for (std::size_t i = 0; i < grant.ranks.size(); ++i) by_slot[grant.local_ranks[i]] = grant.ranks[i];
+  node.set_global_ranks(by_slot);
   if (node.report_and_check()) return exit_code::kSuccess;
   RankSupervisor supervisor(o.launch, signals);
   return supervise(supervisor, [&] {
-    for (int i = 0; i < o.num_processes && !supervisor.stopping(); ++i) supervisor.start(node.rank(i, false));
+    for (int slot : grant.local_ranks)
+      if (!supervisor.stopping()) supervisor.start(node.rank(slot, false));
   });
 }
 
