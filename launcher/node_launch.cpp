@@ -96,7 +96,7 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
   RankEnvironment e = contract_;
   e.incarnation = incarnation;
   e.local_rank = local_rank;
-  e.rank = rank_offset_ + local_rank;
+  e.rank = global_ranks_.empty() ? rank_offset_ + local_rank : global_ranks_.at(static_cast<std::size_t>(local_rank));
   const auto& placement = plan_.ranks().at(static_cast<std::size_t>(local_rank));
   RankLaunch launch;
   launch.global_rank = e.rank;

@@ -30,6 +30,9 @@ class NodeLaunch {
 
   void set_root_address(std::string hex) { contract_.root_address_hex = std::move(hex); }
   void set_job_token(std::string token) { contract_.job_token = std::move(token); }
+  /// The global rank of each local rank, for launches whose ranks were assigned elsewhere
+  /// (an elastic job's later launch); without it, global rank = rank_offset + local rank.
+  void set_global_ranks(std::vector<int> ranks) { global_ranks_ = std::move(ranks); }
   /// The rendezvous defaults of programs with their own bootstrap (docs/environment.md):
   /// MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID and, when `interface` is not empty,
   /// GLOO_SOCKET_IFNAME. Values the user set win.
@@ -44,6 +47,7 @@ class NodeLaunch {
   const LaunchOptions& options_;
   RankEnvironment contract_;
   int rank_offset_;
+  std::vector<int> global_ranks_;  // empty: rank_offset_ + local rank
   std::vector<std::string> exports_;
   std::vector<std::pair<std::string, std::string>> node_defaults_;  // GLOO_SOCKET_IFNAME
   binding::BindingPlan plan_;

@@ -1,5 +1,7 @@
 #include "launcher/rank_supervisor.hpp"
 
+#include "hyrun/common/start_rank_request.hpp"
+
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "hyrun/common/death_notice.hpp"
 #include "hyrun/common/env_contract.hpp"
@@ -156,6 +159,7 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
              it != ranks_.end())
       on_control_readable(*it);
   }
+  start_requested_ranks();
   for (auto* participant : participants_) participant->on_tick();
   if (suspect_ && Clock::now() >= suspect_deadline_) settle_suspect();
   if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
@@ -233,11 +237,19 @@ void RankSupervisor::on_control_readable(Rank& rank) {
   for (;;) {
     const ssize_t n = ::recv(rank.control.get(), message, sizeof message, MSG_DONTWAIT);
     if (n > 0) {
-      if (std::string_view(message, static_cast<std::size_t>(n)) == kHandlesDeathsMessage) {
+      const std::string_view text(message, static_cast<std::size_t>(n));
+      if (text == kHandlesDeathsMessage) {
         on_handles_deaths(rank);
         continue;
       }
-      const auto planned = parse_planned_exit(std::string_view(message, static_cast<std::size_t>(n)));
+      if (const auto asked = parse_start_rank_request(text)) {
+        if (rank.global_rank != 0)
+          spdlog::warn("rank {} asked to start rank {}, which only rank 0 may; ignored", rank.global_rank, *asked);
+        else
+          requested_starts_.push_back(*asked);  // started after the poll round: starting grows ranks_
+        continue;
+      }
+      const auto planned = parse_planned_exit(text);
       if (!planned) {
         spdlog::warn("rank {} sent an unknown control message '{:.60}'; ignored", rank.global_rank,
                      std::string(message, static_cast<std::size_t>(n)));
@@ -307,6 +319,28 @@ void RankSupervisor::respawn(int local_rank, int global_rank, int incarnation) {
   launch.incarnation = incarnation + 1;
   spdlog::info("restarting rank {} (incarnation {})", global_rank, launch.incarnation);
   start(std::move(launch));
+}
+
+void RankSupervisor::start_requested_ranks() {
+  auto asked = std::exchange(requested_starts_, {});
+  for (int global_rank : asked) {
+    if (stopping_) return;
+    const auto processes = std::count_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.global_rank == global_rank; });
+    if (std::any_of(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.global_rank == global_rank && r.running; })) {
+      spdlog::warn("rank 0 asked to start rank {}, which is running; ignored", global_rank);
+      continue;
+    }
+    RankLaunch launch;
+    try {
+      if (!starter_) throw Error("this launch starts no rank on request");
+      launch = starter_(global_rank, static_cast<int>(processes));
+    } catch (const Error& e) {
+      spdlog::warn("rank 0 asked to start rank {}: refused: {}", global_rank, e.what());
+      continue;
+    }
+    spdlog::info("starting rank {} on rank 0's request (process {} of the rank)", global_rank, processes + 1);
+    start(std::move(launch));
+  }
 }
 
 void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {

@@ -46,6 +46,15 @@ class RankSupervisor {
   using Relauncher = std::function<RankLaunch(int local_rank, int incarnation)>;
   void set_relauncher(Relauncher relauncher) { relauncher_ = std::move(relauncher); }
 
+  /// Builds the launch of a rank of this launch that rank 0 asked to start now (a
+  /// "start-rank" control message, hyrun/common/start_rank_request.hpp): its first
+  /// process, or its next (`incarnation` = processes of that rank so far). Throws Error
+  /// naming why when it cannot (not a rank of this launch); the request is then refused
+  /// with a warning. Without a starter every request is refused. A rank still running is
+  /// never started twice.
+  using RankStarter = std::function<RankLaunch(int global_rank, int incarnation)>;
+  void set_rank_starter(RankStarter starter) { starter_ = std::move(starter); }
+
   /// Adds `participant` to the poll loop from now on (e.g. the link among the nodes' hyrun
   /// processes); it must outlive this supervisor's loop.
   void add_participant(PollParticipant& participant) { participants_.push_back(&participant); }
@@ -131,12 +140,15 @@ class RankSupervisor {
   /// `rank` asked to be told of deaths: first of those that happened before.
   void on_handles_deaths(Rank& rank);
   void respawn(int local_rank, int global_rank, int incarnation);
+  void start_requested_ranks();
   void signal_running(int signal);
   void kill_all_groups();
   void kill_adopted_orphans();
   void fail_bootstrap(const std::string& message, int exit_code);
 
   Relauncher relauncher_;
+  RankStarter starter_;
+  std::vector<int> requested_starts_;  // from rank 0, started after the poll round
   std::vector<PollParticipant*> participants_;
   const LaunchOptions& options_;
   SignalEvents& signals_;

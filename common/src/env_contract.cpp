@@ -1,7 +1,9 @@
 #include "hyrun/common/env_contract.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
@@ -62,6 +64,7 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment::to_variables()
   if (publish_fd) vars.emplace_back(env::kPublishFd, std::to_string(*publish_fd));
   if (control_fd) vars.emplace_back(env::kControlFd, std::to_string(*control_fd));
   if (output_terminal) vars.emplace_back(env::kOutputTerminal, "1");
+  if (!start_ranks.empty()) vars.emplace_back(env::kStartRanks, fmt::format("{}", fmt::join(start_ranks, ",")));
   return vars;
 }
 
@@ -92,6 +95,22 @@ RankEnvironment RankEnvironment::from_environment() {
   if (const char* k = lookup(env::kIncarnation)) e.incarnation = parse_int(env::kIncarnation, k, 0);
   if (const char* t = lookup(env::kOutputTerminal)) e.output_terminal = std::string_view(t) == "1";
 
+  if (const char* list = lookup(env::kStartRanks)) {
+    std::string_view rest = list;
+    for (;;) {
+      const auto comma = rest.find(',');
+      const std::string item(rest.substr(0, comma));
+      const int r = parse_int(env::kStartRanks, item.c_str(), 0);
+      if (r >= e.world_size || (!e.start_ranks.empty() && r <= e.start_ranks.back()))
+        throw UsageError(fmt::format("{}='{}' is not valid: expected ascending ranks below {}={}, such as 0,1,3",
+                                     env::kStartRanks, list, env::kWorldSize, e.world_size));
+      e.start_ranks.push_back(r);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (e.start_ranks.front() != 0)
+      throw UsageError(fmt::format("{}='{}' is not valid: rank 0 starts the World and must be listed", env::kStartRanks, list));
+  }
   if (e.rank >= e.world_size)
     throw UsageError(fmt::format("{}={} is outside the world: {}={}", env::kRank, e.rank, env::kWorldSize, e.world_size));
   if (e.local_rank >= e.local_world_size)
@@ -100,6 +119,11 @@ RankEnvironment RankEnvironment::from_environment() {
   if (e.node_rank >= e.num_nodes)
     throw UsageError(fmt::format("{}={} is outside {}={}", env::kNodeRank, e.node_rank, env::kNumNodes, e.num_nodes));
   return e;
+}
+
+bool RankEnvironment::joins_late() const {
+  if (incarnation > 0) return true;
+  return !start_ranks.empty() && !std::binary_search(start_ranks.begin(), start_ranks.end(), rank);
 }
 
 std::string format_publish_line(const std::string& address_hex) {

@@ -103,6 +103,28 @@ TEST(EnvContract, RejectsMalformedAndInconsistentValues) {
   }
 }
 
+TEST(EnvContract, StartRanksSayWhoJoinsLate) {
+  RankEnvironment e = sample();  // rank 5 of 8
+  EXPECT_FALSE(e.joins_late()) << "without HYRUN_START_RANKS every rank takes part in the start";
+  e.start_ranks = {0, 1, 3};
+  {
+    ScopedEnvironment scoped(e.to_variables());
+    const RankEnvironment read = RankEnvironment::from_environment();
+    EXPECT_EQ(read.start_ranks, (std::vector<int>{0, 1, 3}));
+    EXPECT_TRUE(read.joins_late());
+  }
+  e.start_ranks = {0, 5};
+  EXPECT_FALSE(e.joins_late());
+  e.incarnation = 1;
+  EXPECT_TRUE(e.joins_late()) << "a restarted process always joins late";
+  for (const char* bad : {"1,2", "0,3,2", "0,8", "0,,1", "x"}) {
+    auto vars = sample().to_variables();
+    vars.emplace_back(env::kStartRanks, bad);
+    ScopedEnvironment scoped(vars);
+    EXPECT_THROW(RankEnvironment::from_environment(), UsageError) << bad;
+  }
+}
+
 TEST(PublishLine, RoundTripsAndRejectsOtherText) {
   const std::string line = format_publish_line("abcdef01");
   ASSERT_EQ(line.back(), '\n');

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <sched.h>
+#include <time.h>
 #include <signal.h>
 #include <ucs/debug/debug.h>
 
@@ -122,7 +123,16 @@ void Progress::operator()(ucp_worker_h worker) {
     idle_ = 0;
     return;
   }
-  if (++idle_ >= 32) sched_yield();
+  if (++idle_ < 32) return;
+  // Long idle (a rank waiting for a later phase, or to be admitted): sleep a little, since
+  // sched_yield gives other processes almost nothing while several waiters spin (a Slurm
+  // step starting on the same cores waited seconds behind three idle ranks).
+  if (idle_ >= kSleepAfterIdle) {
+    timespec pause{0, 200'000};
+    nanosleep(&pause, nullptr);
+  } else {
+    sched_yield();
+  }
 }
 
 void* Endpoint::start_close() noexcept {

@@ -86,6 +86,9 @@ class Progress {
   void operator()(ucp_worker_h worker);
 
  private:
+  /// Idle polls after which each further idle poll sleeps 200 us (waits of data in flight
+  /// end long before: tens of milliseconds of nothing).
+  static constexpr unsigned kSleepAfterIdle = 1u << 15;
   unsigned idle_ = 0;
 };
 

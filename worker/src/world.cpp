@@ -1,9 +1,11 @@
 #include "hyrun/worker.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -259,7 +261,7 @@ struct World::Impl {
     if (envelope.source == ids[source]) return "";
     if (retired_ids.contains(envelope.source)) return "sent by an earlier process of that rank (a replay)";
     // A rank may come back as a new process only in jobs that handle peer failures.
-    if (!options.peer_error_handling && contract.incarnation == 0) return "sent by a process that is not that rank";
+    if (!options.peer_error_handling && !contract.joins_late()) return "sent by a process that is not that rank";
     return "";
   }
 
@@ -276,7 +278,8 @@ struct World::Impl {
         endpoints.push_back(std::move(to_root));
         continue;
       }
-      if (contract.incarnation > 0 && r != 0) {  // a restarted rank connects when it needs a peer
+      // A late rank connects when it needs a peer; a rank not started yet has no address.
+      if ((contract.joins_late() && r != 0) || table[r].address.empty()) {
         endpoints.emplace_back();
         continue;
       }
@@ -285,7 +288,7 @@ struct World::Impl {
       } catch (const Error& e) {
         // A restarted rank may find ranks in the table that are gone: it marks them
         // failed instead of failing itself (at the collective start every rank is there).
-        if (contract.incarnation == 0) throw;
+        if (!contract.joins_late()) throw;
         worker_log().info("rank {}: rank {} is unreachable ({}); marked failed", contract.rank, r, e.what());
         endpoints.emplace_back();
         failed[r] = 1;
@@ -351,9 +354,17 @@ struct World::Impl {
     std::vector<bootstrap::Peer> peers(contract.world_size);
     peers[0] = {contract.node_rank, {own_address.begin(), own_address.end()}};
     const auto until = deadline();
+    const auto starting = start_ranks();
     int joined = 1;
-    while (joined < contract.world_size) {
-      auto join = recv_join(fmt::format("a join from {} more rank(s)", contract.world_size - joined), until);
+    while (joined < static_cast<int>(starting.size())) {
+      auto join = recv_join(fmt::format("a join from {} more rank(s)", starting.size() - joined), until);
+      if (!std::binary_search(starting.begin(), starting.end(), join.rank)) {
+        // A late rank is admitted by accept_rejoins() once the World runs, never here.
+        worker_log().warn("rank 0: refused a join of rank {} during the start: it is not one of {} ({})", join.rank,
+                          env::kStartRanks, fmt::join(starting, ","));
+        admitted_addresses.erase(join.address);
+        continue;
+      }
       if (!peers[join.rank].address.empty()) {
         // Two processes with the job's token claim one rank: hyrun never starts two.
         throw Error(fmt::format("rank 0: two processes with this job's token joined as rank {}", join.rank));
@@ -366,12 +377,13 @@ struct World::Impl {
     std::vector<std::vector<std::byte>> sealed;
     std::vector<void*> sends;
     sealed.reserve(contract.world_size);
-    for (int r = 1; r < contract.world_size; ++r) {
+    for (int r : starting) {
+      if (r == 0) continue;
       const auto t = tag::make(tag::Kind::kTable, 0, 0);
       sealed.push_back(seal(t, ids[r], encoded));
       sends.push_back(start_send(r, endpoints[r].get(), t, sealed.back(), "sending the address table"));
     }
-    for (std::size_t i = 0; i < sends.size(); ++i) wait(sends[i], "sending the address table", static_cast<int>(i) + 1);
+    for (std::size_t i = 0; i < sends.size(); ++i) wait(sends[i], "sending the address table", starting[i + 1]);
   }
 
   void bootstrap_member(std::span<const std::byte> own_address) {
@@ -451,14 +463,24 @@ struct World::Impl {
     ::close(fd);
   }
 
-  std::vector<std::vector<std::byte>> allgatherv(std::span<const std::byte> mine) {
+  /// The ranks of the collective start (HYRUN_START_RANKS), ascending.
+  std::vector<int> start_ranks() const {
+    if (!contract.start_ranks.empty()) return contract.start_ranks;
+    std::vector<int> all(static_cast<std::size_t>(contract.world_size));
+    for (int r = 0; r < contract.world_size; ++r) all[r] = r;
+    return all;
+  }
+
+  /// `only`: the ranks that take part (the collective start); empty = every rank.
+  std::vector<std::vector<std::byte>> allgatherv(std::span<const std::byte> mine, const std::vector<int>& only = {}) {
     const uint64_t seq = ++collective_sequence;
     const int n = contract.world_size;
     const std::string what = fmt::format("collective #{}", seq);
+    const auto takes_part = [&only](int peer) { return only.empty() || std::binary_search(only.begin(), only.end(), peer); };
     std::vector<std::vector<std::byte>> sealed(n);
     std::vector<std::pair<int, void*>> sends;
     for (int peer = 0; peer < n; ++peer)
-      if (peer != contract.rank) {
+      if (peer != contract.rank && takes_part(peer)) {
         const auto t = tag::make(tag::Kind::kCollective, contract.rank, seq);
         ucp_ep_h ep = endpoint_to(peer);
         sealed[peer] = seal(t, ids[peer], mine);
@@ -468,7 +490,7 @@ struct World::Impl {
     all[contract.rank].assign(mine.begin(), mine.end());
     const auto until = deadline();
     for (int peer = 0; peer < n; ++peer)
-      if (peer != contract.rank)
+      if (peer != contract.rank && takes_part(peer))
         all[peer] = recv_authentic(tag::make(tag::Kind::kCollective, peer, seq), tag::kFullMask, options.max_message_bytes,
                                    fmt::format("{} contribution from rank {}", what, peer), until, peer,
                                    [&](const auth::Envelope& envelope, std::vector<std::byte>&) {
@@ -531,16 +553,16 @@ World::World(const WorldOptions& options) : impl_(std::make_unique<Impl>()) {
   s.worker = ucx::make_worker(s.context.get());
   const ucx::WorkerAddress own(s.worker.get());
   s.own_id = auth::process_id(own.bytes());
-  if (s.contract.incarnation > 0) {
-    // A restarted rank: the others are past the collective start; rank 0 admits it with
-    // accept_rejoins() and sends the current table.
+  if (s.contract.joins_late()) {
+    // A restarted or late rank: the others are past the collective start; rank 0 admits
+    // it with accept_rejoins() and sends the current table.
     s.bootstrap_member(own.bytes());
   } else {
     if (s.contract.rank == 0)
       s.bootstrap_root(own.bytes());
     else
       s.bootstrap_member(own.bytes());
-    barrier();
+    s.allgatherv({}, s.contract.start_ranks);  // the start's barrier: the ranks present
   }
   worker_log().debug("rank {}: connected to {} ranks", s.contract.rank, s.contract.world_size);
 }

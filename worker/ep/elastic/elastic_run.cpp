@@ -1,6 +1,8 @@
 #include "elastic_run.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include "hyrun/ep/bench/progress_line.hpp"
 #include "hyrun/ep/bench/summary_table.hpp"
 #include "ep_calls.hpp"
+#include "join_server.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/layout.hpp"
 
@@ -52,6 +55,15 @@ std::string node_name() {
   return host;
 }
 
+/// started_at_launch of the schedule: every rank, or in a staged launch the ranks of rank
+/// 0's launch that the first phase uses (the others start when their phase begins).
+std::vector<char> started_at_launch(const BenchOptions& options, const std::vector<ElasticPlan>& plans, int world_size) {
+  if (!options.staged.staged()) return {};
+  std::vector<char> started(static_cast<std::size_t>(world_size), 0);
+  for (int r : launch_start_ranks(plans.front(), options.staged.launch_ranks)) started[r] = 1;
+  return started;
+}
+
 /// Agreed epochs: above every epoch of earlier phases and failure rounds (a phase runs
 /// fewer than 2^24 calls).
 uint64_t phase_epoch(std::size_t global_phase, int failure_round) {
@@ -64,7 +76,7 @@ class Runner {
       : world_(world),
         options_(options),
         plans_(std::move(plans)),
-        schedule_(plans_, world.size()),
+        schedule_(plans_, world.size(), started_at_launch(options, plans_, world.size())),
         me_(world.rank()),
         attached_(static_cast<std::size_t>(world.size()), -1) {
     const auto& p = options_.parameters;
@@ -104,6 +116,10 @@ class Runner {
   // ---------------------------------------------------------------- every rank
   void backend_epoch(uint64_t epoch) { buffer_->set_epoch(epoch); }
 
+  /// hyrun restarts this rank after its planned end when a later phase uses it; in a
+  /// staged launch never: the new process is started on request or by a later launch.
+  bool respawned_after(std::size_t gi) const { return !options_.staged.staged() && schedule_.used_after(gi, me_); }
+
   /// Idle ranks wait for the coordinator for as long as it lives.
   json recv_json_patiently(uint32_t tag) {
     for (;;) {
@@ -131,6 +147,7 @@ class Runner {
 
   struct PhaseOutcome {
     std::optional<bench::BandwidthStats> bandwidth;
+    std::optional<bench::SplitBandwidth> split;  // --kineto
     std::vector<int> detected;
     std::optional<double> detect_ms;
     std::optional<std::string> validation_problem;  // --validate: the first failed check
@@ -149,18 +166,18 @@ class Runner {
     int failure_round = 0;
     backend_epoch(phase_epoch(gi, failure_round));
     calls_->set_inputs(inputs);
-    std::vector<double> samples_us;
+    std::vector<double> samples_us, dispatch_us, combine_us;
     const int total = p.warmup + p.iters;
     for (int i = 0; i < total;) {
       if (doomed && i == p.warmup) {
         // Really killed, during the phase's dispatch/combine: hyrun is told first so that
         // it neither fails the job nor forgets to restart the rank if the plan brings it back.
-        announce_planned_kill(schedule_.used_after(gi, me_), SIGKILL);
+        announce_planned_kill(respawned_after(gi), SIGKILL);
         ::raise(SIGKILL);
       }
       Routing routing{num_ranks, std::vector<uint8_t>(active.begin(), active.begin() + num_ranks)};
       const auto start = Clock::now();
-      double us = 0;
+      CallTimes us;
       try {
         us = calls_->timed_call(p.num_tokens, routing);
       } catch (const PeerFailureError& e) {
@@ -170,16 +187,24 @@ class Runner {
         i = handle_failure(e.ranks(), start, i, active, outcome, failure_round, on_failure);
         continue;
       }
-      if (i >= p.warmup) samples_us.push_back(us);
+      if (i >= p.warmup) {
+        samples_us.push_back(us.total_us);
+        dispatch_us.push_back(us.dispatch_us);
+        combine_us.push_back(us.combine_us);
+      }
       ++i;
     }
     if (p.validate) validate(plan, num_ranks, active, outcome);
     if (!samples_us.empty()) {
       // The reference drops the first timed sample.
-      if (samples_us.size() > 1) samples_us.erase(samples_us.begin());
-      double sum = 0;
-      for (double s : samples_us) sum += s;
-      const double avg = sum / static_cast<double>(samples_us.size());
+      if (samples_us.size() > 1)
+        for (auto* v : {&samples_us, &dispatch_us, &combine_us}) v->erase(v->begin());
+      const auto mean = [](const std::vector<double>& v) {
+        double sum = 0;
+        for (double x : v) sum += x;
+        return sum / static_cast<double>(v.size());
+      };
+      const double avg = mean(samples_us);
       std::vector<uint8_t> mask(active.begin(), active.begin() + num_ranks);
       const auto selections = count_valid_selections(inputs.topk_idx.data(), p.num_tokens, p.num_topk,
                                                      p.num_experts_per_rank, num_ranks, mask.data());
@@ -187,9 +212,19 @@ class Runner {
       stats.avg_us = avg;
       stats.min_us = *std::min_element(samples_us.begin(), samples_us.end());
       stats.max_us = *std::max_element(samples_us.begin(), samples_us.end());
-      stats.gbps = bandwidth_gbps(dispatch_bytes(selections, p.hidden_dim, format_),
-                                  combine_bytes(selections, p.hidden_dim), avg / 1e6);
+      const double d_bytes = dispatch_bytes(selections, p.hidden_dim, format_);
+      const double c_bytes = combine_bytes(selections, p.hidden_dim);
+      stats.gbps = bandwidth_gbps(d_bytes, c_bytes, avg / 1e6);
       outcome.bandwidth = stats;
+      if (options_.kineto) {
+        // The reference's --kineto split: each half's bytes over its own mean time.
+        bench::SplitBandwidth split;
+        split.dispatch_avg_us = mean(dispatch_us);
+        split.combine_avg_us = mean(combine_us);
+        split.dispatch_gbps = split.dispatch_avg_us > 0 ? d_bytes / 1e9 / (split.dispatch_avg_us / 1e6) : 0;
+        split.combine_gbps = split.combine_avg_us > 0 ? c_bytes / 1e9 / (split.combine_avg_us / 1e6) : 0;
+        outcome.split = split;
+      }
     }
     return outcome;
   }
@@ -242,7 +277,7 @@ class Runner {
       // The staying ranks close their mapping of this rank's region before they answer
       // "ready"; rank 0 says "free" once all have (CUDA IPC: no region freed while mapped).
       expect(world_, 0, kToRank, "free");
-      announce_planned_exit(schedule_.used_after(gi, me_));
+      announce_planned_exit(respawned_after(gi));
       return true;
     }
     attach_peers(message["peers"]);
@@ -266,10 +301,12 @@ class Runner {
   void print_connection_changes(const GlobalPhase& g, std::size_t gi) {
     std::vector<int> added, removed;
     const GlobalPhase* prev = gi > 0 ? &schedule_.phases()[gi - 1] : nullptr;
+    // A rank that joins now connects to every active rank, not only to the other newcomers.
+    const bool i_join = !(prev && prev->active[me_] && !prev->killed[me_]) || g.new_process[me_];
     for (int r = 0; r < world_.size(); ++r) {
       if (r == me_) continue;
       const bool before = prev && prev->active[r] && !prev->killed[r];
-      if (g.active[r] && (!before || g.new_process[r])) added.push_back(r);
+      if (g.active[r] && (i_join || !before || g.new_process[r])) added.push_back(r);
       if (!g.active[r] && before) removed.push_back(r);
     }
     if (!added.empty()) emit(bench::connections_added_line(me_, world_.local_rank(), added));
@@ -281,6 +318,7 @@ class Runner {
     if (!outcome.detected.empty())
       emit(bench::failed_ranks_detected_line(me_, world_.local_rank(), outcome.detected, *outcome.detect_ms));
     if (outcome.bandwidth) emit(bench::bandwidth_line(me_, *outcome.bandwidth));
+    if (outcome.split) emit(bench::split_bandwidth_line(me_, *outcome.split));
     emit(bench::phase_end_line(me_, world_.local_rank(), phase));
   }
 
@@ -290,6 +328,9 @@ class Runner {
       m["bandwidth"] = {outcome.bandwidth->gbps, outcome.bandwidth->avg_us, outcome.bandwidth->min_us,
                         outcome.bandwidth->max_us};
     if (outcome.detect_ms) m["detect_ms"] = *outcome.detect_ms;
+    if (outcome.split)
+      m["split"] = {outcome.split->dispatch_gbps, outcome.split->dispatch_avg_us, outcome.split->combine_gbps,
+                    outcome.split->combine_avg_us};
     if (outcome.validation_problem) m["validation_problem"] = *outcome.validation_problem;
     return m;
   }
@@ -308,13 +349,14 @@ class Runner {
     members_[0] = {world_.incarnation(), to_hex(world_.own_address()), to_hex(buffer_->local_descriptor()), true,
                    node_name(), world_.local_rank()};
     for (int r = 1; r < world_.size(); ++r) {
-      if (!schedule_.used(r)) {
+      if (!schedule_.used(r) || !schedule_.started_at_launch(r)) {
         members_[r].alive = false;
         continue;
       }
       const json reg = expect(world_, r, kToCoordinator, "register");
       members_[r].descriptor = reg["descriptor"].get<std::string>();
     }
+    open_join_server();
     bench::ProgressLine progress;
     std::vector<bench::PhaseSample> samples;
     std::vector<std::optional<double>> durations;
@@ -323,8 +365,9 @@ class Runner {
       const GlobalPhase& g = phases[gi];
       progress.update(g.phase, plans_[g.plan].num_phases(), fmt::format("plan {} of {}", g.plan + 1, plans_.size()));
       const auto phase_start = Clock::now();
-      admit_new_processes(g);
-      run_phase_as_coordinator(g, gi, samples);
+      for (int r : ranks_where(g.departs)) release(r);
+      admit_new_processes(g, gi);
+      run_phase_as_coordinator(g, gi, phase_start, samples);
       durations.push_back(ms_since(phase_start));
       const bool plan_ends = gi + 1 == phases.size() || phases[gi + 1].plan != g.plan;
       if (plan_ends) {
@@ -347,40 +390,91 @@ class Runner {
     return 0;
   }
 
-  void admit_new_processes(const GlobalPhase& g) {
+  /// Staged launches: rank 0 serves joins of later launches (--join-port).
+  void open_join_server() {
+    const auto& staged = options_.staged;
+    if (!staged.staged() || staged.join_port < 0) return;
+    pool_.emplace(staged.launch_ranks, world_.size(), node_name());
+    join::Grant grant;
+    grant.world_size = world_.size();
+    grant.launch_ranks = staged.launch_ranks;
+    grant.root_address = to_hex(world_.own_address());
+    const char* token = std::getenv("HYRUN_JOB_TOKEN");
+    join_server_ = std::make_unique<JoinServer>(staged.join_port, token ? token : "", grant, node_name(), *pool_);
+    spdlog::info("rank 0: join server listening on TCP port {}", join_server_->port());
+  }
+
+  /// True when rank 0's launch starts `rank`'s next process (on request) rather than a later launch.
+  bool starts_locally(int rank) const {
+    const auto& staged = options_.staged;
+    return staged.staged() && rank < staged.launch_ranks && (!ever_started(rank) || staged.restart_returning);
+  }
+  bool ever_started(int rank) const { return schedule_.started_at_launch(rank) || requested_[rank]; }
+
+  /// A rank that left or was killed: a later launch may take it (the reference's rank server).
+  void release(int rank) {
+    if (!pool_ || released_[rank] || starts_locally(rank)) return;
+    released_[rank] = 1;
+    pool_->release(rank);
+  }
+
+  void admit_new_processes(const GlobalPhase& g, std::size_t gi) {
     std::vector<int> waiting = ranks_where(g.new_process);
-    const auto deadline = Clock::now() + world_.timeout();
+    for (int r : waiting) {
+      released_[r] = 0;  // back in the job
+      if (!starts_locally(r)) continue;
+      request_rank_start(r);  // hyrun starts its process now: the join time includes the start
+      requested_[r] = 1;
+    }
+    const auto limit = options_.staged.staged() ? std::chrono::milliseconds(options_.parameters.timeout_ms) : world_.timeout();
+    const auto deadline = Clock::now() + limit;
     while (!waiting.empty()) {
-      for (const auto& rejoin : world_.accept_rejoins()) {
-        const auto it = std::find(waiting.begin(), waiting.end(), rejoin.rank);
-        if (it == waiting.end()) continue;
-        const json reg = expect(world_, rejoin.rank, kToCoordinator, "register");
-        auto& m = members_[rejoin.rank];
-        m.incarnation = reg["incarnation"].get<int>();
-        m.address = to_hex(rejoin.address);
+      // A launch may start a rank before its phase: its join is kept until then.
+      for (auto& rejoin : world_.accept_rejoins()) early_[rejoin.rank] = std::move(rejoin.address);
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        const auto found = early_.find(*it);
+        if (found == early_.end()) {
+          ++it;
+          continue;
+        }
+        const json reg = expect(world_, *it, kToCoordinator, "register");
+        auto& m = members_[*it];
+        m.incarnation = ++admissions_[*it];  // peers attach a process once per admission
+        m.address = to_hex(found->second);
         m.descriptor = reg["descriptor"].get<std::string>();
         m.alive = true;
-        waiting.erase(it);
+        early_.erase(found);
+        it = waiting.erase(it);
       }
       if (waiting.empty()) break;
-      if (Clock::now() > deadline)
-        throw TimeoutError(fmt::format("rank 0: restarted rank(s) {} did not rejoin within {} ms", fmt::join(waiting, ", "),
-                                       world_.timeout().count()));
+      if (Clock::now() > deadline) {
+        const GlobalPhase& phase = schedule_.phases()[gi];
+        std::string how;
+        if (options_.staged.staged()) {
+          std::vector<int> ours, theirs;
+          for (int r : waiting) (r < options_.staged.launch_ranks && requested_[r] ? ours : theirs).push_back(r);
+          if (!ours.empty()) how += fmt::format("; rank 0's launch started [{}] (see its log for why they did not join)", fmt::join(ours, ", "));
+          if (!theirs.empty())
+            how += fmt::format("; [{}] must come from a later launch: ep-elastic --tcp-server {} --port {} --num-processes {}",
+                               fmt::join(theirs, ", "), node_name(), options_.staged.join_port, theirs.size());
+        }
+        throw TimeoutError(fmt::format("rank 0: rank(s) {} that phase {} of plan {} needs did not join within {} ms{}",
+                                       fmt::join(waiting, ", "), phase.phase, phase.plan + 1, limit.count(), how));
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
 
-  void run_phase_as_coordinator(const GlobalPhase& g, std::size_t gi, std::vector<bench::PhaseSample>& samples) {
+  void run_phase_as_coordinator(const GlobalPhase& g, std::size_t gi, Clock::time_point phase_start,
+                                std::vector<bench::PhaseSample>& samples) {
     const int phase = static_cast<int>(g.phase);
     json peers = json::array();
     for (int r : ranks_where(g.active))
       peers.push_back({{"rank", r}, {"incarnation", members_[r].incarnation}, {"address", members_[r].address},
                        {"descriptor", members_[r].descriptor}});
-    std::vector<Clock::time_point> sent(static_cast<std::size_t>(world_.size()));
     std::vector<int> leaving;  // told to leave: they wait for "free"
     for (int r = 1; r < world_.size(); ++r) {
       if (!(g.active[r] || g.departs[r]) || !members_[r].alive) continue;
-      sent[r] = Clock::now();
       send_json(world_, r, kToRank, {{"type", "phase"}, {"global_phase", gi}, {"peers", peers}});
       if (g.departs[r]) {
         members_[r].alive = false;
@@ -395,7 +489,7 @@ class Runner {
     for (int r : ranks_where(g.active)) {
       if (r == 0) continue;
       expect(world_, r, kToCoordinator, "ready");
-      join_ms[r] = ms_since(sent[r]);
+      join_ms[r] = ms_since(phase_start);  // a new process's start and admission included
     }
     // Every staying rank detached the departing ones before its "ready": they may go.
     for (int r : leaving) send_json(world_, r, kToRank, {{"type", "free"}});
@@ -423,6 +517,8 @@ class Runner {
       std::vector<int> newly;
       for (int r = 0; r < world_.size(); ++r)
         if (failed[r] && !failed_so_far[r]) newly.push_back(r);
+      // Before any survivor can print this phase's end (a later launch waits for it).
+      for (int r : newly) release(r);
       failed_so_far = failed;
       const uint64_t epoch = phase_epoch(gi, static_cast<int>(ranks_where(failed_so_far).size()));
       for (int r : ranks_where(g.active))
@@ -433,7 +529,10 @@ class Runner {
     report(g, outcome);
 
     for (int r : ranks_where(failed_so_far)) members_[r].alive = false;
-    for (int r : ranks_where(g.killed)) members_[r].alive = false;
+    for (int r : ranks_where(g.killed)) {
+      members_[r].alive = false;
+      release(r);
+    }
     const ElasticPlan& plan = plans_[g.plan];
     for (int r = 0; r < world_.size(); ++r) {
       const PhaseRole role = plan.role(g.phase, r);
@@ -451,6 +550,7 @@ class Runner {
         s.node = node_name();
         s.local_rank = world_.local_rank();
         s.bandwidth = outcome.bandwidth;
+        s.split = outcome.split;
         s.detected_ranks = outcome.detected;
         s.detect_ms = outcome.detect_ms;
       } else if (role == PhaseRole::active || role == PhaseRole::joined) {
@@ -461,6 +561,10 @@ class Runner {
         if (result.contains("bandwidth")) {
           const auto b = result["bandwidth"];
           s.bandwidth = bench::BandwidthStats{b[0].get<double>(), b[1].get<double>(), b[2].get<double>(), b[3].get<double>()};
+        }
+        if (result.contains("split")) {
+          const auto b = result["split"];
+          s.split = bench::SplitBandwidth{b[0].get<double>(), b[1].get<double>(), b[2].get<double>(), b[3].get<double>()};
         }
         s.detected_ranks = result["detected"].get<std::vector<int>>();
         if (result.contains("detect_ms")) s.detect_ms = result["detect_ms"].get<double>();
@@ -503,6 +607,13 @@ class Runner {
   std::unique_ptr<EpCalls> calls_;  // the call tensors in the backend's memory
   std::vector<int> attached_;  // incarnation of each peer whose region key is attached; -1 none
   std::vector<Member> members_;
+  // Rank 0, staged launches:
+  std::optional<RankPool> pool_;
+  std::unique_ptr<JoinServer> join_server_;
+  std::vector<char> requested_ = std::vector<char>(static_cast<std::size_t>(world_.size()), 0);  // started on request
+  std::vector<char> released_ = std::vector<char>(static_cast<std::size_t>(world_.size()), 0);   // given back to the pool
+  std::vector<int> admissions_ = std::vector<int>(static_cast<std::size_t>(world_.size()), 0);
+  std::map<int, std::vector<std::byte>> early_;  // admitted by the World, not yet by a phase
   std::vector<std::string> invalid_;  // rank 0: failed --validate checks
 };
 

@@ -25,11 +25,25 @@
 
 namespace hyrun::ep::elastic {
 
+/// How ranks come and go when ep-elastic started the job (docs/ep-bench.md, "Staged
+/// launches"): a rank starts when the phase that needs it begins, started by rank 0's
+/// launch on request or by a later launch that joins through rank 0's join server.
+struct StagedLaunch {
+  /// Ranks 0..launch_ranks-1 belong to rank 0's launch; 0: not staged (hyrun -n N starts
+  /// every rank at launch and restarts the ones the plan brings back).
+  int launch_ranks = 0;
+  int join_port = -1;              ///< rank 0 serves joins of later launches on this TCP port; -1: none
+  bool restart_returning = false;  ///< rank 0's launch also starts the new processes of its own ranks
+  bool staged() const { return launch_ranks > 0; }
+};
+
 struct BenchOptions {
   std::vector<std::string> plans;  ///< --plan values, in order
   bench::RunParameters parameters;
   std::string report_dir;
   Backend backend = Backend::kHost;  ///< resolved --backend (choose_backend)
+  StagedLaunch staged;
+  bool kineto = false;  ///< also time dispatch and combine apart and print the split line
 };
 
 /// Runs every plan on this process's part. Returns the process's exit code (0).

@@ -1,10 +1,14 @@
 #include "elastic_schedule.hpp"
 
+#include <algorithm>
+
 namespace hyrun::ep::elastic {
 
-ElasticSchedule::ElasticSchedule(const std::vector<ElasticPlan>& plans, int world_size) : world_size_(world_size) {
+ElasticSchedule::ElasticSchedule(const std::vector<ElasticPlan>& plans, int world_size, std::vector<char> started_at_launch)
+    : world_size_(world_size), started_at_launch_(std::move(started_at_launch)) {
   const auto n = static_cast<std::size_t>(world_size);
-  std::vector<char> alive(n, 1), was_active(n, 0);  // every rank's first process starts with the job
+  if (started_at_launch_.empty()) started_at_launch_.assign(n, 1);
+  std::vector<char> alive = started_at_launch_, was_active(n, 0);
   for (std::size_t p = 0; p < plans.size(); ++p)
     for (std::size_t ph = 0; ph < plans[p].num_phases(); ++ph) {
       GlobalPhase g{p, ph, std::vector<char>(n, 0), std::vector<char>(n, 0), std::vector<char>(n, 0),
@@ -38,6 +42,14 @@ bool ElasticSchedule::used_after_start(int rank) const {
   for (const auto& g : phases_)
     if (g.active[rank]) return true;
   return false;
+}
+
+std::vector<int> launch_start_ranks(const ElasticPlan& first_plan, int launch_ranks) {
+  std::vector<int> out;
+  for (int r : first_plan.phase(0).active)
+    if (r < launch_ranks) out.push_back(r);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace hyrun::ep::elastic

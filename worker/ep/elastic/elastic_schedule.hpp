@@ -21,7 +21,9 @@ struct GlobalPhase {
 
 class ElasticSchedule {
  public:
-  ElasticSchedule(const std::vector<ElasticPlan>& plans, int world_size);
+  /// `started_at_launch[r]`: rank r's first process starts with the job (empty: every rank);
+  /// the first phase of any other rank starts a new process for it.
+  ElasticSchedule(const std::vector<ElasticPlan>& plans, int world_size, std::vector<char> started_at_launch = {});
 
   const std::vector<GlobalPhase>& phases() const { return phases_; }
   int world_size() const { return world_size_; }
@@ -29,11 +31,17 @@ class ElasticSchedule {
   bool used_after(std::size_t g, int rank) const;
   /// True when `rank` is active in any phase at all.
   bool used(int rank) const { return used_after_start(rank); }
+  bool started_at_launch(int rank) const { return started_at_launch_[rank]; }
 
  private:
   bool used_after_start(int rank) const;
   std::vector<GlobalPhase> phases_;
   int world_size_;
+  std::vector<char> started_at_launch_;
 };
+
+/// The ranks that start with a staged launch whose first launch runs ranks
+/// 0..launch_ranks-1: those of them active in the first phase (ascending, rank 0 first).
+std::vector<int> launch_start_ranks(const ElasticPlan& first_plan, int launch_ranks);
 
 }  // namespace hyrun::ep::elastic

@@ -36,6 +36,17 @@ int main(int argc, char** argv) {
   app.add_flag("--validate", p.validate, "check the results of every phase");
   app.add_option("--seed", p.seed, "seed of the inputs")->capture_default_str();
   app.add_option("--report-dir", options.report_dir, "write results.json, plan.json and a plot here");
+  app.add_flag("--kineto", options.kineto, "also time dispatch and combine apart (the reference's split line)");
+  // Set by ep-elastic for staged launches (docs/ep-bench.md, "Staged launches").
+  app.add_option("--launch-ranks", options.staged.launch_ranks,
+                 "staged launch: ranks 0..K-1 belong to rank 0's launch and start when their phase begins")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--join-port", options.staged.join_port, "staged launch: rank 0 serves joins on this TCP port (0: any)")
+      ->check(CLI::Range(0, 65535))
+      ->needs("--launch-ranks");
+  app.add_flag("--restart-returning", options.staged.restart_returning,
+               "staged launch: rank 0's launch also starts the new processes of its ranks that the plan brings back")
+      ->needs("--launch-ranks");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -64,7 +75,15 @@ int main(int argc, char** argv) {
     // --backend cuda without a usable GPU fails here, at once, naming why.
     options.backend = hyrun::ep::choose_backend(p.backend, p.disable_ll_nvlink, world);
     p.backend = hyrun::ep::on_device(options.backend) ? "cuda" : "host";
-    return hyrun::ep::elastic::run_elastic_bench(world, options);
+    try {
+      return hyrun::ep::elastic::run_elastic_bench(world, options);
+    } catch (const hyrun::Error& e) {
+      // Said while this rank is still connected: its peers notice its end at once, and hyrun
+      // may stop this process before the World's teardown is over.
+      std::fprintf(stderr, "ep-bench: %s\n", e.what());
+      std::fflush(stderr);
+      return e.exit_code();
+    }
   } catch (const hyrun::Error& e) {
     std::fprintf(stderr, "ep-bench: %s\n", e.what());
     return e.exit_code();

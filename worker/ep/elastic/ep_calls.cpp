@@ -13,13 +13,15 @@ struct EpCalls::Device : cuda::DeviceTensors {
   Device(const Shape& s, Format f, bool flush_l2) : cuda::DeviceTensors(s, f), l2(flush_l2 ? std::size_t(256) << 20 : 1) {
     cuda::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
     cuda::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
+    cuda::cuda_check(cudaEventCreate(&mid), "cudaEventCreate");
   }
   ~Device() {
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
+    cudaEventDestroy(mid);
   }
   Array<uint8_t> l2;  // written before each timed call: evicts the L2 (256 MiB > 50 MiB L2)
-  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr, mid = nullptr;  // mid: between dispatch and combine
   int flushes = 0;
 };
 #else
@@ -58,7 +60,7 @@ void EpCalls::set_inputs(const check::RankInputs& inputs) {
 #endif
 }
 
-double EpCalls::timed_call(int num_tokens, const Routing& routing) {
+CallTimes EpCalls::timed_call(int num_tokens, const Routing& routing) {
 #ifdef HYRUN_EP_WITH_CUDA
   if (dev_) {
     Device& d = *dev_;
@@ -67,19 +69,24 @@ double EpCalls::timed_call(int num_tokens, const Routing& routing) {
       cuda::cuda_check(cudaMemsetAsync(d.l2.get(), ++d.flushes & 0xFF, d.l2.size(), s), "L2 flush");
     cuda::cuda_check(cudaEventRecord(d.start, s), "cudaEventRecord");
     buffer_.launch_dispatch(d.x.get(), d.topk_idx.get(), num_tokens, routing, format_, d.view());
+    cuda::cuda_check(cudaEventRecord(d.mid, s), "cudaEventRecord");
     buffer_.launch_combine(d.expert_out.get(), d.view(), d.topk_idx.get(), d.weights.get(), num_tokens, d.y.get());
     cuda::cuda_check(cudaEventRecord(d.stop, s), "cudaEventRecord");
     buffer_.synchronize();  // throws what the calls found
-    float ms = 0;
+    float ms = 0, dispatch_ms = 0;
     cuda::cuda_check(cudaEventElapsedTime(&ms, d.start, d.stop), "cudaEventElapsedTime");
-    return ms * 1e3;
+    cuda::cuda_check(cudaEventElapsedTime(&dispatch_ms, d.start, d.mid), "cudaEventElapsedTime");
+    return {ms * 1e3, dispatch_ms * 1e3, (ms - dispatch_ms) * 1e3};
   }
 #endif
   const auto t0 = std::chrono::steady_clock::now();
   buffer_.dispatch(inputs_.x.data(), inputs_.topk_idx.data(), num_tokens, routing, format_, out_.view());
+  const auto t1 = std::chrono::steady_clock::now();
   buffer_.combine(expert_out_.data(), out_.view(), inputs_.topk_idx.data(), inputs_.topk_weights.data(), num_tokens,
                   y_.data());
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  const auto t2 = std::chrono::steady_clock::now();
+  using us = std::chrono::duration<double, std::micro>;
+  return {us(t2 - t0).count(), us(t1 - t0).count(), us(t2 - t1).count()};
 }
 
 check::CheckReport EpCalls::validate(int me, int num_tokens, const Routing& routing,

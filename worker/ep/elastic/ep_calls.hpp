@@ -13,6 +13,11 @@
 
 namespace hyrun::ep::elastic {
 
+/// One timed dispatch + combine, in microseconds; dispatch + combine = total.
+struct CallTimes {
+  double total_us = 0, dispatch_us = 0, combine_us = 0;
+};
+
 class EpCalls {
  public:
   /// `shape`: the Buffer's shape; `flush_l2`: flush the L2 before every timed call (GPU).
@@ -23,9 +28,9 @@ class EpCalls {
 
   /// This rank's inputs of the phase (tokens = the shape's max_tokens).
   void set_inputs(const check::RankInputs& inputs);
-  /// One dispatch + combine; returns its duration in microseconds. Throws what
+  /// One dispatch + combine; returns its durations. Throws what
   /// Buffer::dispatch/combine throw (PeerFailureError, PeerTimeoutError, Error).
-  double timed_call(int num_tokens, const Routing& routing);
+  CallTimes timed_call(int num_tokens, const Routing& routing);
   /// --validate: outputs poisoned, dispatch, the reference checks on every element,
   /// identity experts, combine, the combine checks. `all[r]`: rank r's inputs.
   check::CheckReport validate(int me, int num_tokens, const Routing& routing,

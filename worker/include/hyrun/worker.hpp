@@ -72,6 +72,13 @@ void announce_planned_exit(bool respawn, int exit_code = 0);
 /// raise(SIGKILL) to test failure handling): only that signal is excused.
 void announce_planned_kill(bool respawn, int signal);
 
+/// Rank 0 only: asks hyrun to start a rank of its launch now (its first process, or a new
+/// one after the last ended), for programs that start ranks when they need them. The new
+/// process joins late (accept_rejoins). A launch that cannot start it (the rank is not
+/// one of its ranks, or is running) refuses with a warning in hyrun's log; the program
+/// notices that the rank never joins. Throws Error without a control channel.
+void request_rank_start(int rank);
+
 /// Compact list form of OS indexes: {0,1,2,3,8} -> "0-3,8".
 std::string format_index_list(const std::vector<int>& indexes);
 
@@ -111,8 +118,9 @@ class World {
   // ---- Elastic jobs: ranks whose process hyrun restarted (see respawn_after_exit) ----
 
   /// 0 for the first process of this rank, k after hyrun restarted it k times. A World
-  /// constructed with incarnation > 0 does not take part in the collective start: it
-  /// joins rank 0 again and waits (bounded by the timeout) for rank 0 to admit it with
+  /// constructed with incarnation > 0, or for a rank outside HYRUN_START_RANKS (one started
+  /// late, or by another launch), does not take part in the collective start: it joins
+  /// rank 0 and waits (bounded by the timeout) for rank 0 to admit it with
   /// accept_rejoins(); it then has endpoints to every rank in rank 0's current table.
   int incarnation() const;
   /// This process's own UCX worker address.

@@ -24,6 +24,7 @@ inline constexpr const char* kLogLevel = "HYRUN_LOG_LEVEL";           ///< spdlo
 inline constexpr const char* kControlFd = "HYRUN_CONTROL_FD";         ///< socket to tell hyrun of planned exits
 inline constexpr const char* kIncarnation = "HYRUN_INCARNATION";      ///< 0, or how often hyrun restarted the rank
 inline constexpr const char* kOutputTerminal = "HYRUN_OUTPUT_TERMINAL";  ///< "1": hyrun's own stdout is a terminal
+inline constexpr const char* kStartRanks = "HYRUN_START_RANKS";  ///< "0,1,3": the ranks of the collective start
 // The names other frameworks read (torchrun, NCCL-style programs).
 inline constexpr const char* kCommonRank = "RANK";
 inline constexpr const char* kCommonWorldSize = "WORLD_SIZE";
@@ -63,6 +64,12 @@ struct RankEnvironment {
   /// whole lines, so a rank may show progress as lines where it would not on a pipe.
   bool output_terminal = false;
   std::optional<int> control_fd;                ///< hyrun's control channel, when given
+  /// The ranks that take part in the World's collective start, ascending; empty = all of
+  /// them. The others join the running World later, as restarted ranks do (elastic jobs
+  /// whose ranks start when the program needs them, or in another launch).
+  std::vector<int> start_ranks;
+  /// True when this rank joins the running World instead of taking part in its start.
+  bool joins_late() const;
   // Rendezvous defaults for programs with their own bootstrap (torch.distributed env://).
   std::string master_addr;                      ///< "" = not set
   std::optional<int> master_port;
