@@ -7,8 +7,9 @@
 # Default: configures B (build-bundle/) with /usr/local/cuda/bin/nvcc, sm_90, Release, and
 # builds only the programs. --from-build B packs an existing build instead (CI does this
 # with its own build). DIR gets:
-#   bin/      hyrun ep-bench ep-check ep-bench-host ep-bench-gpu ep-cuda-selftest cuda-device-report
-#             hello (stripped), and lstopo-no-graphics when this machine has it
+#   bin/      hyrun ep-bench ep-elastic ep-check ep-bench-host ep-bench-gpu ep-cuda-selftest
+#             cuda-device-report hello (stripped), elastic.py, and lstopo-no-graphics when
+#             this machine has it
 #   lib/      every shared library they load (ldd), except glibc (libc, libm, libdl,
 #             libpthread, librt, ld-linux) and the CUDA driver (libcuda); libcudart comes along
 #   lib/ucx/  UCX's transport modules (UCX_MODULE_DIR) and lib/ their libraries
@@ -26,9 +27,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=""; build=$root/build-bundle; from_build=""; allow_missing_cuda=0; jobs=$(nproc)
 limit_mib=64
-programs_cpu=(launcher/hyrun worker/ep/elastic/ep-bench worker/ep/ep-check worker/ep/ep-bench-host examples/hello)
+programs_cpu=(launcher/hyrun worker/ep/elastic/ep-bench worker/ep/elastic/ep-elastic worker/ep/ep-check worker/ep/ep-bench-host examples/hello)
 programs_cuda=(worker/ep/ep-bench-gpu worker/ep/ep-cuda-selftest worker/ep/cuda-device-report)
-targets=(hyrun ep-bench ep-check ep-bench-host hello ep-bench-gpu ep-cuda-selftest cuda-device-report)
+targets=(hyrun ep-bench ep-elastic ep-check ep-bench-host hello ep-bench-gpu ep-cuda-selftest cuda-device-report)
 
 die() { echo "gpu-bundle.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -114,6 +115,8 @@ for p in "${programs[@]}"; do
   strip --strip-unneeded "$stage/bin/$(basename "$p")"
   copy_deps "$p"
 done
+# elastic.py, what CloudAI runs: it finds ep-elastic beside itself.
+cp "$root/worker/ep/elastic/elastic.py" "$stage/bin/elastic.py"
 # hwloc's lstopo, to save a GPU machine's topology as XML (a binding test fixture).
 if lstopo=$(command -v lstopo-no-graphics); then
   cp "$lstopo" "$stage/bin/"

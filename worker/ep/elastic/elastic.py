@@ -3,7 +3,7 @@
 
 CloudAI executes `python_executable elastic_script --plan ... --num-processes K [--tcp-server ADDR]`;
 pointing elastic_script at this file runs hyrun's benchmark unchanged (docs/ep-bench.md).
-ep-elastic is looked up beside this file, then in $HYRUN_EP_ELASTIC, then on PATH.
+ep-elastic is looked up in $HYRUN_EP_ELASTIC, then beside this file, then on PATH.
 """
 import os
 import shutil
