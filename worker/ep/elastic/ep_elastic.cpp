@@ -22,6 +22,7 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "hyrun/common/logging.hpp"
+#include "launcher/help_formatter.hpp"
 #include "launcher/job_events.hpp"
 #include "launcher/open_file_limit.hpp"
 #include "staged_launch.hpp"
@@ -68,6 +69,8 @@ int main(int argc, char** argv) {
   double bootstrap_timeout_s = 60;
 
   CLI::App app{"ep-elastic: the NIXL Elastic EP benchmark's command line (elastic.py), run by hyrun"};
+  // hyrun's --help layout: placeholders and defaults, without CLI11's "INT:INT in [1 - 4096]".
+  app.formatter(std::make_shared<hyrun::HelpFormatter>("ep-elastic --plan PLAN [--num-processes K] [--tcp-server ADDR] [options]"));
   app.add_option("--plan", plan, "plan file (a JSON list of phases), or the plan as JSON text")->capture_default_str();
   app.add_option("--num-processes", num_processes, "ranks this launch runs")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--num-tokens", num_tokens, "tokens per rank")->capture_default_str()->check(CLI::Range(1, 1 << 16));
