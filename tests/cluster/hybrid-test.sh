@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # hyrun in hybrid mode on the real test cluster: hybrid-test.sh CASE
+# shellcheck disable=SC2016  # the sh -c programs are single-quoted on purpose: they expand in the child
 . "$(dirname "$0")/cluster-env.sh"
 case_name=$1
 ucx=(env UCX_TLS="${HYRUN_CLUSTER_UCX_TLS:-}" UCX_NET_DEVICES="${HYRUN_CLUSTER_UCX_NET_DEVICES:-}")
@@ -34,6 +35,8 @@ wait_rc() {
   [ -s "$WORK/rc" ] || fail "the background srun did not end"
 }
 
+# started_ranks: how many ranks wrote their pid file to $WORK/pids (the .tmp ones are being written).
+started_ranks() { find "$WORK/pids" -mindepth 1 -maxdepth 1 ! -name '*tmp*' 2>/dev/null | wc -l; }
 
 # start_background_job: 4 nodes x 2 ranks of test-rank sleeping 60 s, without --kill-on-bad-exit,
 # in the background (output in $WORK/out, status in $WORK/rc); returns once all 8 ranks run.
@@ -41,8 +44,8 @@ start_background_job() {
   mkdir -p "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
       "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
-  [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] || fail "the 8 ranks did not start"
+  for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
+  [ "$(started_ranks)" -ge 8 ] || fail "the 8 ranks did not start"
 }
 
 # hyrun_of_task T: the pid of the hyrun of Slurm task T.
@@ -96,7 +99,6 @@ salloc-mpirun)  # Open MPI's mpirun as the PMIx server, one hyrun per node of an
 rank0-exits-before-publish)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" --exit-before-publish
   [ "$RUN_RC" = 1 ] || fail "srun exited $RUN_RC, expected 1"
-  for n in $(seq 1 4); do :; done
   [ "$(printf '%s\n' "$RUN_OUT" | grep -c 'before publishing its UCX address')" = 4 ] || fail "not every node named the cause"
   printf '%s\n' "$RUN_OUT" | grep -q 'the root node failed before the launch' || fail "other nodes did not name the root's failure"
   ;;
@@ -112,7 +114,7 @@ node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on
   mkdir "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
       --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
   victim=$(hyrun_of_task 2)
   start=$(now_ms); kill -9 "$victim"; wait_rc
   echo "srun ended $(( $(now_ms) - start )) ms after the SIGKILL with $(cat "$WORK/rc")"; cat "$WORK/out"
@@ -212,7 +214,7 @@ sigterm-one-node)  # no --kill-on-bad-exit: SIGTERM to one node's hyrun ends the
   mkdir "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
       "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 50 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
   victim=$(hyrun_of_task 2)
   start=$(now_ms); kill -TERM "$victim"; wait_rc
   elapsed=$(( $(now_ms) - start )); cat "$WORK/out"
@@ -232,7 +234,7 @@ scancel)
   mkdir "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
       --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
   job=$(squeue -h -o %i | head -1)
   [ -n "$job" ] || fail "no job to cancel"
   start=$(now_ms); scancel "$job"; wait_rc
