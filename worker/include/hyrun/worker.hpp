@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/index_list.hpp"  // format_index_list, part of this API
 
 namespace hyrun {
 
@@ -68,9 +69,6 @@ void announce_planned_exit(bool respawn, int exit_code = 0);
 /// The same for a death by `signal` that this process is about to cause itself (e.g.
 /// raise(SIGKILL) to test failure handling): only that signal is excused.
 void announce_planned_kill(bool respawn, int signal);
-
-/// Compact list form of OS indexes: {0,1,2,3,8} -> "0-3,8".
-std::string format_index_list(const std::vector<int>& indexes);
 
 class World {
  public:
