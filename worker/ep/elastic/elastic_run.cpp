@@ -20,6 +20,7 @@
 #include "hyrun/common/hex.hpp"
 #include "hyrun/ep/bench/log_lines.hpp"
 #include "hyrun/ep/bench/progress_line.hpp"
+#include "hyrun/ep/bench/sample_stats.hpp"
 #include "hyrun/ep/bench/summary_table.hpp"
 #include "ep_calls.hpp"
 #include "hyrun/ep/buffer.hpp"
@@ -175,20 +176,16 @@ class Runner {
     }
     if (p.validate) validate(plan, num_ranks, active, outcome);
     if (!samples_us.empty()) {
-      // The reference drops the first timed sample.
-      if (samples_us.size() > 1) samples_us.erase(samples_us.begin());
-      double sum = 0;
-      for (double s : samples_us) sum += s;
-      const double avg = sum / static_cast<double>(samples_us.size());
+      const auto timing = bench::stats_without_first(std::move(samples_us));
       std::vector<uint8_t> mask(active.begin(), active.begin() + num_ranks);
       const auto selections = count_valid_selections(inputs.topk_idx.data(), p.num_tokens, p.num_topk,
                                                      p.num_experts_per_rank, num_ranks, mask.data());
       bench::BandwidthStats stats;
-      stats.avg_us = avg;
-      stats.min_us = *std::min_element(samples_us.begin(), samples_us.end());
-      stats.max_us = *std::max_element(samples_us.begin(), samples_us.end());
+      stats.avg_us = timing.avg;
+      stats.min_us = timing.min;
+      stats.max_us = timing.max;
       stats.gbps = bandwidth_gbps(dispatch_bytes(selections, p.hidden_dim, format_),
-                                  combine_bytes(selections, p.hidden_dim), avg / 1e6);
+                                  combine_bytes(selections, p.hidden_dim), timing.avg / 1e6);
       outcome.bandwidth = stats;
     }
     return outcome;
