@@ -13,7 +13,8 @@ cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_EXPORT_COMP
   || { cat "$dir.configure.log"; exit 1; }
 filter=${1:-.*}
 out=$(run-clang-tidy -quiet -p "$dir" -j "$(nproc)" "$root/($filter)\\.cpp\$" 2>/dev/null || true)
-findings=$(printf '%s\n' "$out" | grep -E '^/.*: (warning|error): ' | sort -u || true)
+# run-clang-tidy colours its output whatever the terminal: strip the escapes first.
+findings=$(printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*m//g' | grep -E '^/.*: (warning|error): ' | sort -u || true)
 if [ -n "$findings" ]; then
   printf '%s\n' "$findings"
   echo "tidy.sh: $(printf '%s\n' "$findings" | wc -l) findings" >&2
