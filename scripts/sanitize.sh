@@ -11,6 +11,8 @@
 #         without a fence timeout (the late-callback path).
 # scripts/sanitize.sh [asan] [tsan]   (both when none is named)
 # Suppressions (scripts/sanitizers/*.supp) name third-party libraries only, each with a reason.
+# Cost, measured on this 2-core machine: the asan build from nothing (no ccache) 1,205 s of
+# CPU (about 10 minutes on 2 idle cores), its tests about 2.5 minutes; tsan well under a minute.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=${BUILD_DIR:-$root/build}
