@@ -34,9 +34,9 @@ ucx_tls() { case $1 in shm) echo "shm,self" ;; *) echo "$1" ;; esac; }
 
 # perftest_gbps TLS SIZE : ucp_put_bw average bandwidth in GB/s
 perftest_gbps() {
-  local tls port try out
+  local tls port out
   tls=$(ucx_tls "$1")
-  for try in 1 2 3; do
+  for _ in 1 2 3; do
     port=$((20000 + RANDOM % 20000))
     UCX_TLS=$tls timeout 60 ucx_perftest -t ucp_put_bw -s "$2" -n "$PERF_ITERS" -w 500 -p "$port" -f >"$work/server" 2>&1 &
     local spid=$!

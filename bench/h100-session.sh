@@ -100,8 +100,8 @@ note "== $(date -u '+%Y-%m-%d %H:%M UTC') $(hostname): $gpu; $(nproc) cores; par
 note "   bundle: $(sed -n 2p "$bundle/MANIFEST"); $(grep -m1 '^nvcc' "$bundle/MANIFEST")"
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 [ "${driver%%.*}" -ge 580 ] 2>/dev/null || note "   WARNING: driver $driver: the bundled CUDA 13 runtime needs >= 580"
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+sanitizer=$(command -v compute-sanitizer || find /usr/local/cuda*/bin -maxdepth 1 -name compute-sanitizer 2>/dev/null | head -1)
+ncu=$(command -v ncu || find /usr/local/cuda*/bin /opt/nvidia/nsight-compute/* -maxdepth 1 -name ncu 2>/dev/null | head -1)
 
 correctness() {
   note "== correctness"
@@ -174,7 +174,7 @@ kill_rank() {
   hy=$!
   for _ in $(seq 600); do grep -q 'start phase 0' "$log" && break; sleep 0.1; done
   sleep 2
-  victim=$(pgrep -P $hy | while read -r p; do tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx 'HYRUN_RANK=2' && echo $p; done)
+  victim=$(pgrep -P "$hy" | while read -r p; do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'HYRUN_RANK=2' && echo "$p"; done)
   if [ -z "$victim" ]; then
     note "FAIL    unplanned-kill: rank 2's process not found"; failed=1; kill -TERM $hy 2>/dev/null
   else

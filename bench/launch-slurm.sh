@@ -18,6 +18,7 @@ for b in "$hyrun" "$hello" "$native" "$probe"; do [ -x "$b" ] || { echo "missing
 
 cluster=$(bash "$root/scripts/slurm-cluster.sh" up auto 4 8 2>/dev/null | tail -1)
 trap 'bash "$root/scripts/slurm-cluster.sh" down "$cluster" >/dev/null 2>&1' EXIT
+# shellcheck source=/dev/null  # written by scripts/slurm-cluster.sh up
 . "$cluster/cluster.env"
 export UCX_TLS=$HYRUN_CLUSTER_UCX_TLS UCX_NET_DEVICES=$HYRUN_CLUSTER_UCX_NET_DEVICES
 

@@ -16,7 +16,7 @@ median_cpu_ms() {
   local times=() t
   for _ in $(seq "$REPS"); do
     t=$( { /usr/bin/time -f '%U %S' "$hyrun" -n "$1" --dry-run --bootstrap=none -- true >/dev/null; } 2>&1 | tail -1)
-    times+=($(echo "$t" | awk '{printf "%d", ($1 + $2) * 1000}'))
+    times+=("$(echo "$t" | awk '{printf "%d", ($1 + $2) * 1000}')")
   done
   printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }

@@ -182,4 +182,4 @@ size_kib=$(du -sk "$stage" | cut -f1)
 rm -rf "$dir"
 mv "$stage" "$dir"
 trap - EXIT
-echo "gpu-bundle.sh: $dir: ${#programs[@]} programs, $(ls "$dir/lib" | grep -c '\.so') libraries, $(ls "$dir/lib/ucx" | wc -l) UCX modules, $((size_kib / 1024)) MiB (limit $limit_mib MiB)"
+echo "gpu-bundle.sh: $dir: ${#programs[@]} programs, $(find "$dir/lib" -mindepth 1 -maxdepth 1 -name '*.so*' | wc -l) libraries, $(find "$dir/lib/ucx" -mindepth 1 -maxdepth 1 | wc -l) UCX modules, $((size_kib / 1024)) MiB (limit $limit_mib MiB)"

@@ -10,6 +10,7 @@ packages=(
   slurmctld slurmd slurm-client munge
   openmpi-bin libopenmpi-dev
   python3 iproute2 util-linux procps bc gnuplot-nox
+  shellcheck clang-format  # the lint tests (scripts/shellcheck.sh, scripts/format.sh --check)
   # torch.distributed (gloo) tests and bench/torchrun.sh: 48 MB download, ~600 MiB installed
   # (171 packages without recommends), ~2.5 min on a busy 2-core machine.
   python3-torch

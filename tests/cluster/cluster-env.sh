@@ -72,7 +72,7 @@ check_no_leftovers() {
     [ -n "${HYRUN_CLUSTER_DIR:-}" ] && pids+=$(pids_in_cluster_netns)
     [ -z "$jobs" ] && [ -z "$pids" ] && { echo "no leftovers"; return 0; }
     if [ "$(date +%s)" -ge $deadline ]; then
-      [ -n "$pids" ] && ps -o pid,ppid,etime,args -p "$(echo $pids | tr ' ' ',')" >&2 || true
+      [ -n "$pids" ] && ps -o pid,ppid,etime,args -p "$(echo "$pids" | xargs | tr ' ' ',')" >&2 || true
       fail "left over after 15 s: jobs [$jobs] processes [$pids]"
     fi
     sleep 0.2

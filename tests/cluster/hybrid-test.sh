@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # hyrun in hybrid mode on the real test cluster: hybrid-test.sh CASE
+# shellcheck disable=SC2016  # the sh -c programs are single-quoted on purpose: they expand in the child
 . "$(dirname "$0")/cluster-env.sh"
 case_name=$1
 ucx=(env UCX_TLS="${HYRUN_CLUSTER_UCX_TLS:-}" UCX_NET_DEVICES="${HYRUN_CLUSTER_UCX_NET_DEVICES:-}")
@@ -11,7 +12,7 @@ check_hello() {
   local world=$1 per=$2 r line host node
   declare -A host_of_node=()
   for r in $(seq 0 $((world - 1))); do
-    [ "$(printf '%s\n' "$RUN_OUT" | grep -c "^hello from rank $r of $world ")" = 1 ] || fail "rank $r did not report exactly once"
+    [ "$(grep -c "^hello from rank $r of $world " <<<"$RUN_OUT")" = 1 ] || fail "rank $r did not report exactly once"
     line=$(printf '%s\n' "$RUN_OUT" | grep "^hello from rank $r of $world ")
     node=$(echo "$line" | sed -E 's/.*\(node ([0-9]+) of .*/\1/')
     [ "$node" = $((r / per)) ] || fail "rank $r says node $node, expected $((r / per))"
@@ -21,7 +22,7 @@ check_hello() {
     fi
     host_of_node[$node]=$host
   done
-  printf '%s\n' "$RUN_OUT" | grep -q "^rank 0: ring of $world ranks ok" || fail "the ring of $world ranks did not check out"
+  grep -q "^rank 0: ring of $world ranks ok" <<<"$RUN_OUT" || fail "the ring of $world ranks did not check out"
   if [ "${HYRUN_CLUSTER_MODE:-}" = netns ]; then
     echo "hosts: ${host_of_node[*]}"
   fi
@@ -34,6 +35,8 @@ wait_rc() {
   [ -s "$WORK/rc" ] || fail "the background srun did not end"
 }
 
+# started_ranks: how many ranks wrote their pid file to $WORK/pids (the .tmp ones are being written).
+started_ranks() { find "$WORK/pids" -mindepth 1 -maxdepth 1 ! -name '*tmp*' 2>/dev/null | wc -l; }
 
 # start_background_job: 4 nodes x 2 ranks of test-rank sleeping 60 s, without --kill-on-bad-exit,
 # in the background (output in $WORK/out, status in $WORK/rc); returns once all 8 ranks run.
@@ -41,15 +44,15 @@ start_background_job() {
   mkdir -p "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
       "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
-  [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] || fail "the 8 ranks did not start"
+  for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
+  [ "$(started_ranks)" -ge 8 ] || fail "the 8 ranks did not start"
 }
 
 # hyrun_of_task T: the pid of the hyrun of Slurm task T.
 hyrun_of_task() {
   local p
   for p in $(pids_of_exe "$HYRUN"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$1" && { echo "$p"; return 0; }
+    grep -qx "SLURM_PROCID=$1" < <(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) && { echo "$p"; return 0; }
   done
   fail "no hyrun of task $1 found"
 }
@@ -96,9 +99,8 @@ salloc-mpirun)  # Open MPI's mpirun as the PMIx server, one hyrun per node of an
 rank0-exits-before-publish)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" --exit-before-publish
   [ "$RUN_RC" = 1 ] || fail "srun exited $RUN_RC, expected 1"
-  for n in $(seq 1 4); do :; done
-  [ "$(printf '%s\n' "$RUN_OUT" | grep -c 'before publishing its UCX address')" = 4 ] || fail "not every node named the cause"
-  printf '%s\n' "$RUN_OUT" | grep -q 'the root node failed before the launch' || fail "other nodes did not name the root's failure"
+  [ "$(grep -c 'before publishing its UCX address' <<<"$RUN_OUT")" = 4 ] || fail "not every node named the cause"
+  grep -q 'the root node failed before the launch' <<<"$RUN_OUT" || fail "other nodes did not name the root's failure"
   ;;
 crash-on-last-node)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" --fail-rank 7 --exit-code 5 --sleep 60
@@ -112,7 +114,7 @@ node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on
   mkdir "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
       --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
   victim=$(hyrun_of_task 2)
   start=$(now_ms); kill -9 "$victim"; wait_rc
   echo "srun ended $(( $(now_ms) - start )) ms after the SIGKILL with $(cat "$WORK/rc")"; cat "$WORK/out"
@@ -176,7 +178,7 @@ nodes-finish-apart)  # nodes whose ranks end seconds apart: no loss is reported,
     run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
       '[ "$SLURM_PROCID" = "$2" ] && s=3 || s=0; exec "$1" -n 2 --bootstrap=none -- sleep $s' _ "$HYRUN" "$late"
     [ "$RUN_RC" = 0 ] || fail "task $late ending 3 s after the others: srun exited $RUN_RC"
-    ! printf '%s\n' "$RUN_OUT" | grep -q 'lost the hyrun' || fail "task $late ending late was taken for a loss"
+    ! grep -q 'lost the hyrun' <<<"$RUN_OUT" || fail "task $late ending late was taken for a loss"
   done
   ;;
 node-lost-after-root-done)  # the root's ranks have ended; a node lost afterwards still fails the job
@@ -234,7 +236,7 @@ missing-program-on-one-node)  # no --kill-on-bad-exit: node 1 cannot start its p
   echo "srun exited $RUN_RC after $RUN_MS ms"
   [ "$RUN_RC" = 127 ] || fail "srun exited $RUN_RC, expected 127 (the program was not found)"
   [ "$RUN_MS" -lt 20000 ] || fail "took $RUN_MS ms: the other nodes waited for the missing ranks"
-  printf '%s\n' "$RUN_OUT" | grep -Eq "^hyrun\[[^]]+\]: cannot execute '/nonexistent/program'" \
+  grep -Eq "^hyrun\[[^]]+\]: cannot execute '/nonexistent/program'" <<<"$RUN_OUT" \
     || fail "no line named the program that could not be started"
   ;;
 error-before-fence-on-one-node)  # node 2's launch fails before the exchange: the job ends at once with its code and message
@@ -243,13 +245,13 @@ error-before-fence-on-one-node)  # node 2's launch fails before the exchange: th
   echo "srun exited $RUN_RC after $RUN_MS ms"
   [ "$RUN_RC" = 2 ] || fail "srun exited $RUN_RC, expected 2 (node 2's usage error)"
   [ "$RUN_MS" -lt 20000 ] || fail "took $RUN_MS ms"
-  printf '%s\n' "$RUN_OUT" | grep -Eq "^hyrun\[[^]]+\]: --cpus-allowed '999' names CPU 999" || fail "no line named node 2's error"
+  grep -Eq "^hyrun\[[^]]+\]: --cpus-allowed '999' names CPU 999" <<<"$RUN_OUT" || fail "no line named node 2's error"
   ;;
 sigterm-one-node)  # no --kill-on-bad-exit: SIGTERM to one node's hyrun ends the whole job
   mkdir "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
       "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 50 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
   victim=$(hyrun_of_task 2)
   start=$(now_ms); kill -TERM "$victim"; wait_rc
   elapsed=$(( $(now_ms) - start )); cat "$WORK/out"
@@ -262,14 +264,14 @@ different-n)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 sh -c \
     'n=2; [ "$SLURM_PROCID" = 2 ] && n=3; exec "$0" -n $n -- "$1"' "$HYRUN" "$HELLO"
   [ "$RUN_RC" = 2 ] || fail "srun exited $RUN_RC, expected 2"
-  [ "$(printf '%s\n' "$RUN_OUT" | grep -c 'every hyrun of a job must be started with the same -n')" = 4 ] \
+  [ "$(grep -c 'every hyrun of a job must be started with the same -n' <<<"$RUN_OUT")" = 4 ] \
     || fail "not every node named the mismatch"
   ;;
 scancel)
   mkdir "$WORK/pids"
   ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
       --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 100); do [ "$(ls "$WORK/pids" | grep -vc tmp)" -ge 8 ] && break; sleep 0.1; done
+  for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
   job=$(squeue -h -o %i | head -1)
   [ -n "$job" ] || fail "no job to cancel"
   start=$(now_ms); scancel "$job"; wait_rc
@@ -288,7 +290,7 @@ sigterm-in-fence)  # a SIGTERM while hyrun waits in the PMIx fence for a late no
   victim=""
   for _ in $(seq 100); do
     for p in $(pids_of_exe "$HYRUN"); do
-      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'SLURM_PROCID=0' && victim=$p
+      grep -qx 'SLURM_PROCID=0' < <(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) && victim=$p
     done
     [ -n "$victim" ] && break; sleep 0.1
   done
@@ -306,8 +308,8 @@ ep-check-4-nodes)  # EP dispatch/combine with every reference check, across 4 no
   run_bounded 120 "${ucx[@]}" srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$EP_CHECK" \
     --shapes 1:2048:1,32:4096:4,64:7168:8,128:8192:6
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
-  printf '%s\n' "$RUN_OUT" | grep -Eq '^ep-check: SUMMARY 8 ranks, 4 shapes, .*ALL PASSED' || fail "ep-check did not pass on 8 ranks"
-  ! printf '%s\n' "$RUN_OUT" | grep -q ': FAIL' || fail "a check failed"
+  grep -Eq '^ep-check: SUMMARY 8 ranks, 4 shapes, .*ALL PASSED' <<<"$RUN_OUT" || fail "ep-check did not pass on 8 ranks"
+  ! grep -q ': FAIL' <<<"$RUN_OUT" || fail "a check failed"
   check_no_leftovers "$EP_CHECK"
   ;;
 ep-bench-4-nodes)  # every reference plan across 4 nodes in one srun each; kills detected as planned
@@ -316,8 +318,8 @@ ep-bench-4-nodes)  # every reference plan across 4 nodes in one srun each; kills
       --plan "$EXAMPLES/plans/$plan.json" --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 6 \
       --validate-phase-failures >/dev/null
     [ "$RUN_RC" = 0 ] || { printf '%s\n' "$RUN_OUT" | tail -30; fail "$plan: srun exited $RUN_RC"; }
-    printf '%s\n' "$RUN_OUT" | grep -q 'Overall mean dispatch + combine bandwidth' || fail "$plan: no summary"
-    ! printf '%s\n' "$RUN_OUT" | grep -Eq 'Traceback \(most recent call last\):|no plan phases were found for rank|srun: error:|Exited with exit code' \
+    grep -q 'Overall mean dispatch + combine bandwidth' <<<"$RUN_OUT" || fail "$plan: no summary"
+    ! grep -Eq 'Traceback \(most recent call last\):|no plan phases were found for rank|srun: error:|Exited with exit code' <<<"$RUN_OUT" \
       || fail "$plan: a CloudAI failure pattern was printed"
     echo "$plan: ok in $RUN_MS ms"
   done
@@ -337,7 +339,7 @@ two-tasks-per-node-disjoint)  # 2 hyrun tasks per node split the node's CPUs: th
   run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=2 "$HYRUN" -n 2 --bootstrap=none -- \
     sh -c 'echo "affinity rank=$HYRUN_RANK node=$SLURMD_NODENAME task=$HYRUN_NODE_RANK cpus=$(sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status)"'
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
-  [ "$(printf '%s\n' "$RUN_OUT" | grep -c '^affinity ')" = 8 ] || fail "expected 8 affinity lines"
+  [ "$(grep -c '^affinity ' <<<"$RUN_OUT")" = 8 ] || fail "expected 8 affinity lines"
   for node in $(printf '%s\n' "$RUN_OUT" | grep '^affinity ' | sed -E 's/.* node=([^ ]+) .*/\1/' | sort -u); do
     tasks=$(printf '%s\n' "$RUN_OUT" | grep "^affinity .* node=$node " | sed -E 's/.* task=([0-9]+) .*/\1/' | sort -u)
     [ "$(echo "$tasks" | wc -l)" = 2 ] || fail "node $node does not run 2 tasks: $tasks"
@@ -362,7 +364,7 @@ torch-gloo)  # torch.distributed (env://, gloo) across 2 nodes x 2 ranks with no
     "$HYRUN" -n 2 --bootstrap=none -- /usr/bin/python3 "$GLOO_ALLREDUCE"
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
   for r in 0 1 2 3; do
-    printf '%s\n' "$RUN_OUT" | grep -qE "^gloo rank $r/4 on .*: sum=10 expected=10 RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 GROUP_RANK=$((r / 2)) GROUP_WORLD_SIZE=2 " \
+    grep -qE "^gloo rank $r/4 on .*: sum=10 expected=10 RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 GROUP_RANK=$((r / 2)) GROUP_WORLD_SIZE=2 " <<<"$RUN_OUT" \
       || fail "rank $r did not report the right sum and variables"
   done
   masters=$(printf '%s\n' "$RUN_OUT" | grep '^gloo rank' | grep -oE 'MASTER_ADDR=[^ ]+ MASTER_PORT=[0-9]+' | sort -u)
@@ -377,15 +379,15 @@ unplanned-kill)  # rank 3 dies mid-traffic: survivors must not abort in UCX or f
   for i in 1 2 3 4 5; do
     run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
       --signal-rank 3 --signal 9 --exchange-bytes 100000 --exchange-rounds 1000000 >/dev/null
-    out=$(printf '%s\n' "$RUN_OUT" | grep -v '^rank [0-9]* ready$')
+    out=$(grep -v '^rank [0-9]* ready$' <<<"$RUN_OUT")
     printf '%s\n' "$out"
     [ "$RUN_RC" = 137 ] || fail "run $i: srun exited $RUN_RC, expected 137 (rank 3's SIGKILL)"
     first=$(printf '%s\n' "$out" | grep '^hyrun\[' | head -1)
     echo "$first" | grep -Eq '^hyrun\[[^]]+\]: rank 3 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\)' \
       || fail "run $i: the first hyrun line does not name rank 3's SIGKILL: $first"
-    ! printf '%s\n' "$out" | grep -E '^hyrun\[[^]]+\]: rank [0-9]+ ' | grep -vq '^hyrun\[[^]]*\]: rank 3 ' \
+    ! grep -E '^hyrun\[[^]]+\]: rank [0-9]+ ' <<<"$out" | grep -v '^hyrun\[[^]]*\]: rank 3 ' >/dev/null \
       || fail "run $i: hyrun named another rank as a failure"
-    ! printf '%s\n' "$out" | grep -Eiq 'fatal|backtrace|UCX +(ERROR|WARN)|^test-rank [0-9]+:' \
+    ! grep -Eiq 'fatal|backtrace|UCX +(ERROR|WARN)|^test-rank [0-9]+:' <<<"$out" \
       || fail "run $i: a survivor aborted in UCX or failed on its own"
   done
   echo "5 of 5 runs named rank 3 and only rank 3"
@@ -394,7 +396,7 @@ repeat-50)
   for i in $(seq 1 50); do
     run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO" --bytes 4096 >/dev/null
     [ "$RUN_RC" = 0 ] || { printf '%s\n' "$RUN_OUT"; fail "run $i of 50 exited $RUN_RC"; }
-    printf '%s\n' "$RUN_OUT" | grep -q "^rank 0: ring of 8 ranks ok" || fail "run $i: the ring did not check out"
+    grep -q "^rank 0: ring of 8 ranks ok" <<<"$RUN_OUT" || fail "run $i: the ring did not check out"
   done
   echo "50 of 50 passed"
   ;;

@@ -9,6 +9,6 @@ run_bounded 25 mpirun --allow-run-as-root --oversubscribe -np 3 "$PMIX_PROBE" \
   --skip-fence-on-rank 1 --stall-seconds 30 --fence-timeout-ms 2000
 [ "$RUN_RC" != 0 ] || fail "mpirun succeeded although rank 1 skipped the fence"
 [ "$RUN_MS" -lt 12000 ] || fail "took $RUN_MS ms; expected about 2 s for the fence limit plus the abort"
-printf '%s\n' "$RUN_OUT" | grep -Eq 'fence over all 3 processes of PMIx namespace .*(within 2000 ms|limit 2000 ms)' ||
+grep -Eq 'fence over all 3 processes of PMIx namespace .*(within 2000 ms|limit 2000 ms)' <<<"$RUN_OUT" ||
   fail "no clear fence-timeout message"
 check_no_leftovers "$PMIX_PROBE"

@@ -12,7 +12,7 @@ run_bounded 25 srun --mpi=pmix -N4 --ntasks-per-node=1 "$PMIX_PROBE" \
 [ "$RUN_RC" != 124 ] && [ "$RUN_RC" != 137 ] || [ "$RUN_MS" -lt 20000 ] || fail "srun hung (killed by the test's limit)"
 [ "$RUN_MS" -lt 12000 ] || fail "took $RUN_MS ms; expected about 2 s for the fence limit plus the abort"
 [ "$RUN_MS" -ge 1900 ] || fail "gave up after $RUN_MS ms, before the 2000 ms fence limit"
-printf '%s\n' "$RUN_OUT" | grep -q 'fence over all 4 processes of PMIx namespace .* did not complete within 2000 ms' ||
+grep -q 'fence over all 4 processes of PMIx namespace .* did not complete within 2000 ms' <<<"$RUN_OUT" ||
   fail "no clear fence-timeout message"
-printf '%s\n' "$RUN_OUT" | grep -q 'aborting the whole job' || fail "the job was not aborted"
+grep -q 'aborting the whole job' <<<"$RUN_OUT" || fail "the job was not aborted"
 check_no_leftovers "$PMIX_PROBE"

@@ -117,9 +117,9 @@ unplanned-death)  # a rank dying outside the plan fails the job with its name
   hy=$!
   for _ in $(seq 100); do grep -q 'start phase 0' "$WORK/o" 2>/dev/null && break; sleep 0.1; done
   sleep 0.5
-  victim=$(pgrep -P $hy | while read -r p; do tr '\0' '\n' </proc/$p/environ | grep -qx 'HYRUN_RANK=2' && echo $p; done)
+  victim=$(pgrep -P "$hy" | while read -r p; do grep -qx 'HYRUN_RANK=2' < <(tr '\0' '\n' <"/proc/$p/environ") && echo "$p"; done)
   [ -n "$victim" ] || fail "no process of rank 2"
-  kill -9 $victim; wait $hy; RC=$?; OUT=$WORK/o; ERR=$WORK/e
+  kill -9 "$victim"; wait "$hy"; RC=$?; OUT=$WORK/o; ERR=$WORK/e
   expect_rc 137
   expect_stderr "^hyrun: rank 2 \(pid $victim\) was killed by signal 9 \(SIGKILL\)"
   ;;

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the integration tests: run real binaries, check what a user would check.
 # Each test sources this file; HYRUN, HELLO and TEST_RANK name the binaries under test.
 set -uo pipefail
@@ -37,15 +38,14 @@ expect_all_gone() {
     [ -e "$f" ] || continue
     pid=$(cat "$f"); n=$((n + 1))
     for _ in $(seq 50); do pid_gone "$pid" && break; sleep 0.1; done
-    pid_gone "$pid" || { fail "process $pid ($(basename "$f")) survived: $(cat /proc/$pid/stat 2>/dev/null)"; kill -9 "$pid" 2>/dev/null; }
+    pid_gone "$pid" || { fail "process $pid ($(basename "$f")) survived: $(cat "/proc/$pid/stat" 2>/dev/null)"; kill -9 "$pid" 2>/dev/null; }
   done
   [ "$n" -gt 0 ] && pass "all $n recorded processes are gone" || fail "no pid files in $1"
 }
 
 # wait_for_files DIR PATTERN COUNT SECONDS
 wait_for_files() {
-  local i
-  for i in $(seq $(( $4 * 10 ))); do
+  for _ in $(seq $(( $4 * 10 ))); do
     [ "$(find "$1" -maxdepth 1 -name "$2" ! -name '*.tmp' | wc -l)" -ge "$3" ] && return 0
     sleep 0.1
   done

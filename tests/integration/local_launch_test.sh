@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Local-mode launches of real programs: hyrun_local_launch_test.sh CASE [ARG]
+# shellcheck disable=SC2016  # the sh -c programs are single-quoted on purpose: they expand in the child
 source "$(dirname "$0")/lib.sh"
 case_name=$1; shift
 

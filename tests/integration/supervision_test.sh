@@ -2,6 +2,7 @@
 # How hyrun supervises its ranks when the world around it misbehaves (issue 12): reused
 # pids, closed or stalled output, a terminal, stopped ranks, inherited fds, fd limits,
 # SIGHUP. supervision_test.sh CASE
+# shellcheck disable=SC2016  # the sh -c programs are single-quoted on purpose: they expand in the child
 source "$(dirname "$0")/lib.sh"
 case_name=$1; shift
 
@@ -52,7 +53,8 @@ closed-stdout)  # `hyrun ... | head -1` ends like a pipeline: ranks get SIGPIPE,
   ;;
 stalled-stdout)  # a reader that takes nothing does not stop hyrun from honouring SIGTERM
   mkfifo "$WORK/fifo"
-  sleep 120 <"$WORK/fifo" & reader=$!   # holds the FIFO open, never reads
+  # shellcheck disable=SC2217  # the reader holds the FIFO open and never reads: that is the point
+  sleep 120 <"$WORK/fifo" & reader=$!
   "$HYRUN" -n 2 --bootstrap=none --grace-period 30 -- yes >"$WORK/fifo" 2>"$WORK/e" & HY=$!
   sleep 2  # the FIFO's 64 KiB are full by now: every further write would block
   stop_and_time TERM
@@ -61,6 +63,7 @@ stalled-stdout)  # a reader that takes nothing does not stop hyrun from honourin
   expect_faster 10
   expect_stderr "received SIGTERM; forwarding it to 2 rank"
   # The same with stderr on the stalled FIFO too (2>&1): hyrun's own lines must not block it.
+  # shellcheck disable=SC2217  # as above
   sleep 120 <"$WORK/fifo" & reader=$!
   "$HYRUN" -n 2 --bootstrap=none --grace-period 30 -- yes >"$WORK/fifo" 2>&1 & HY=$!
   sleep 2

@@ -32,18 +32,6 @@ std::vector<int> memory_policy_nodes() {
 
 }  // namespace
 
-std::string format_index_list(const std::vector<int>& indexes) {
-  std::string out;
-  for (std::size_t i = 0; i < indexes.size();) {
-    std::size_t j = i;
-    while (j + 1 < indexes.size() && indexes[j + 1] == indexes[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += j > i ? fmt::format("{}-{}", indexes[i], indexes[j]) : fmt::format("{}", indexes[i]);
-    i = j + 1;
-  }
-  return out;
-}
-
 std::string RankBinding::describe() const {
   return fmt::format("cpus={} mem={} gpus={} ucx_net_devices={} ucx_tls={}", format_index_list(cpus),
                      memory_nodes.empty() ? "any" : format_index_list(memory_nodes),

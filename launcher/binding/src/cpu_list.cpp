@@ -48,17 +48,4 @@ std::vector<int> parse_cpu_list(std::string_view text, std::string_view what) {
   return out;
 }
 
-std::string format_cpu_list(const std::vector<int>& indexes) {
-  std::string out;
-  for (std::size_t i = 0; i < indexes.size();) {
-    std::size_t j = i;
-    while (j + 1 < indexes.size() && indexes[j + 1] == indexes[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(indexes[i]);
-    if (j > i) out += '-' + std::to_string(indexes[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 }  // namespace hyrun::binding

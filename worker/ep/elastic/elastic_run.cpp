@@ -22,6 +22,7 @@
 #include "hyrun/common/hex.hpp"
 #include "hyrun/ep/bench/log_lines.hpp"
 #include "hyrun/ep/bench/progress_line.hpp"
+#include "hyrun/ep/bench/sample_stats.hpp"
 #include "hyrun/ep/bench/summary_table.hpp"
 #include "ep_calls.hpp"
 #include "join_server.hpp"
@@ -196,31 +197,23 @@ class Runner {
     }
     if (p.validate) validate(plan, num_ranks, active, outcome);
     if (!samples_us.empty()) {
-      // The reference drops the first timed sample.
-      if (samples_us.size() > 1)
-        for (auto* v : {&samples_us, &dispatch_us, &combine_us}) v->erase(v->begin());
-      const auto mean = [](const std::vector<double>& v) {
-        double sum = 0;
-        for (double x : v) sum += x;
-        return sum / static_cast<double>(v.size());
-      };
-      const double avg = mean(samples_us);
+      const auto timing = bench::stats_without_first(std::move(samples_us));
       std::vector<uint8_t> mask(active.begin(), active.begin() + num_ranks);
       const auto selections = count_valid_selections(inputs.topk_idx.data(), p.num_tokens, p.num_topk,
                                                      p.num_experts_per_rank, num_ranks, mask.data());
       bench::BandwidthStats stats;
-      stats.avg_us = avg;
-      stats.min_us = *std::min_element(samples_us.begin(), samples_us.end());
-      stats.max_us = *std::max_element(samples_us.begin(), samples_us.end());
       const double d_bytes = dispatch_bytes(selections, p.hidden_dim, format_);
       const double c_bytes = combine_bytes(selections, p.hidden_dim);
-      stats.gbps = bandwidth_gbps(d_bytes, c_bytes, avg / 1e6);
+      stats.avg_us = timing.avg;
+      stats.min_us = timing.min;
+      stats.max_us = timing.max;
+      stats.gbps = bandwidth_gbps(d_bytes, c_bytes, timing.avg / 1e6);
       outcome.bandwidth = stats;
       if (options_.kineto) {
         // The reference's --kineto split: each half's bytes over its own mean time.
         bench::SplitBandwidth split;
-        split.dispatch_avg_us = mean(dispatch_us);
-        split.combine_avg_us = mean(combine_us);
+        split.dispatch_avg_us = bench::stats_without_first(std::move(dispatch_us)).avg;
+        split.combine_avg_us = bench::stats_without_first(std::move(combine_us)).avg;
         split.dispatch_gbps = split.dispatch_avg_us > 0 ? d_bytes / 1e9 / (split.dispatch_avg_us / 1e6) : 0;
         split.combine_gbps = split.combine_avg_us > 0 ? c_bytes / 1e9 / (split.combine_avg_us / 1e6) : 0;
         outcome.split = split;

@@ -17,6 +17,7 @@
 #include <numeric>
 
 #include "hyrun/common/logging.hpp"
+#include "hyrun/ep/bench/sample_stats.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/host_backend.hpp"
 #include "hyrun/worker.hpp"
@@ -32,18 +33,6 @@ struct Options {
   bool kernel_only = false;
   int timeout_ms = 30000;
 };
-
-struct Stats {
-  double avg = 0, min = 0, max = 0;
-};
-Stats stats_of(std::vector<double> v) {
-  if (v.size() > 1) v.erase(v.begin());  // the first sample carries first-touch costs
-  Stats s;
-  s.avg = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  s.min = *std::min_element(v.begin(), v.end());
-  s.max = *std::max_element(v.begin(), v.end());
-  return s;
-}
 
 int run(const Options& o) {
   World world;
@@ -105,7 +94,8 @@ int run(const Options& o) {
   const std::size_t sel =
       count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr);
   const std::size_t db = dispatch_bytes(sel, o.hidden, Format::kFP8), cb = combine_bytes(sel, o.hidden);
-  const Stats t = stats_of(ttotal), d = stats_of(tdisp), cm = stats_of(tcomb);
+  const auto t = bench::stats_without_first(ttotal), d = bench::stats_without_first(tdisp),
+             cm = bench::stats_without_first(tcomb);
   std::printf("[rank %d] Dispatch + combine bandwidth: %.2f GB/s, avg_t=%.2f us, min_t=%.2f us, max_t=%.2f us\n", me,
               bandwidth_gbps(db, cb, t.avg), t.avg * 1e6, t.min * 1e6, t.max * 1e6);
   std::printf("[rank %d] Dispatch bandwidth: %.2f GB/s, avg_t=%.2f us | Combine bandwidth: %.2f GB/s, avg_t=%.2f us\n",

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/index_list.hpp"  // format_index_list, part of this API
 
 namespace hyrun {
 
@@ -78,9 +79,6 @@ void announce_planned_kill(bool respawn, int signal);
 /// one of its ranks, or is running) refuses with a warning in hyrun's log; the program
 /// notices that the rank never joins. Throws Error without a control channel.
 void request_rank_start(int rank);
-
-/// Compact list form of OS indexes: {0,1,2,3,8} -> "0-3,8".
-std::string format_index_list(const std::vector<int>& indexes);
 
 class World {
  public:

@@ -36,7 +36,10 @@ inline uint8_t fp8_e4m3_encode_branchless(float f) {
   const int32_t sign = static_cast<int32_t>((x >> 24) & 0x80u);
   // Normal e4m3 range: exponent and top 3 mantissa bits are a >> 20, rebased by 120 << 3;
   // adding 0x7FFFF plus the kept lsb carries exactly when rounding to nearest even rounds up.
-  const int32_t normal = ((a + 0x7ffff + ((a >> 20) & 1)) >> 20) - (120 << 3);
+  // Unsigned: for |f| near the top (infinities, NaN) the sum passes 2^31, which is undefined
+  // behaviour in int32_t (UBSan); those lanes are replaced below, and below 2^31 the bits agree.
+  const uint32_t ua = x & 0x7fffffffu;
+  const int32_t normal = static_cast<int32_t>((ua + 0x7ffffu + ((ua >> 20) & 1u)) >> 20) - (120 << 3);
   // Subnormal range: |f| * 2^9 in [0, 8) is exact; adding 1.5 * 2^23 rounds it to an
   // integer (nearest even: the default rounding mode) held in the low mantissa bits.
   const float t = std::bit_cast<float>(a) * 512.0f + 12582912.0f;

@@ -1,0 +1,18 @@
+#pragma once
+// The benches' timing summary: the first timed sample carries first-touch and connection
+// costs, so it is dropped (as the DeepEP reference does) before the average and extremes.
+#include <vector>
+
+namespace hyrun::ep::bench {
+
+struct SampleStats {
+  double avg = 0;
+  double min = 0;
+  double max = 0;
+};
+
+/// avg/min/max of `samples` without the first one; a single sample is kept. Throws
+/// std::invalid_argument for an empty list (no time was measured).
+SampleStats stats_without_first(std::vector<double> samples);
+
+}  // namespace hyrun::ep::bench

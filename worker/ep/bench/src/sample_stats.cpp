@@ -1,0 +1,16 @@
+#include "hyrun/ep/bench/sample_stats.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace hyrun::ep::bench {
+
+SampleStats stats_without_first(std::vector<double> samples) {
+  if (samples.empty()) throw std::invalid_argument("stats_without_first: no samples");
+  if (samples.size() > 1) samples.erase(samples.begin());
+  const auto [lo, hi] = std::minmax_element(samples.begin(), samples.end());
+  return {std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(samples.size()), *lo, *hi};
+}
+
+}  // namespace hyrun::ep::bench
