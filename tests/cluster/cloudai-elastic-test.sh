@@ -60,7 +60,7 @@ unplanned-kill)  # a rank killed outside the plan: CloudAI's verdict must be fai
   for _ in $(seq 1200); do
     if grep -q 'global_rank=5, local_rank=1 -> start phase 1' "$out/nixl-ep-node-1.log" 2>/dev/null; then
       for p in $(pids_of_exe "$EP_BENCH"); do
-        tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx 'HYRUN_RANK=5' && victim=$p
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'HYRUN_RANK=5' && victim=$p
       done
       [ -n "$victim" ] && break
     fi
@@ -69,7 +69,7 @@ unplanned-kill)  # a rank killed outside the plan: CloudAI's verdict must be fai
   [ -n "$victim" ] || { kill $job; fail "rank 5 never started phase 1"; }
   kill -9 "$victim"
   wait $job || true
-  cat "$out"/nixl-ep-node-1.log | grep -v '^\[rank' | tail
+  grep -v '^\[rank' "$out/nixl-ep-node-1.log" | tail
   grep -q "rank 5 (pid $victim) was killed by signal 9" "$out/nixl-ep-node-1.log" || fail "node 1's log does not name rank 5"
   if python3 "$cloudai" check "$out" 2 "$out/nixl-ep-plan.json"; then fail "CloudAI's verdict passed an unplanned kill"; fi
   echo "ok: CloudAI's verdict fails the run"

@@ -152,6 +152,7 @@ ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on withou
   victim=$(hyrun_of_task 2)
   victim_ranks=$(ranks_of_hyrun "$victim")
   [ -n "$victim_ranks" ] || fail "task 2's hyrun has no ranks"
+  # shellcheck disable=SC2086  # one pid per word
   kill -STOP $victim_ranks
   victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
   sleep 1

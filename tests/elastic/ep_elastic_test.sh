@@ -147,12 +147,12 @@ unplanned-death)  # a rank killed outside the plan: CloudAI's check must fail th
   for _ in $(seq 200); do grep -q 'start phase 0' "$log" && break; sleep 0.05; done
   victim=""
   for _ in $(seq 100); do
-    victim=$(for p in $(pgrep -f "$EP_BENCH"); do tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx 'HYRUN_RANK=2' \
-      && grep -qx "HYRUN_JOB_TOKEN=.*" <(tr '\0' '\n' </proc/$p/environ) && [ "$(ps -o ppid= -p $p | tr -d ' ')" = "$root" ] && echo $p; done)
+    victim=$(for p in $(pgrep -f "$EP_BENCH"); do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'HYRUN_RANK=2' \
+      && grep -qx "HYRUN_JOB_TOKEN=.*" <(tr '\0' '\n' <"/proc/$p/environ") && [ "$(ps -o ppid= -p "$p" | tr -d ' ')" = "$root" ] && echo "$p"; done)
     [ -n "$victim" ] && break; sleep 0.05
   done
   [ -n "$victim" ] || fail "no process of rank 2"
-  kill -9 $victim; wait $root; RC=$?
+  kill -9 "$victim"; wait "$root"; RC=$?
   expect_rc 137
   grep -q "rank 2 (pid $victim) was killed by signal 9" "$log" && pass "hyrun names the dead rank" || fail "no line naming rank 2"
   ! verdict >/dev/null && pass "CloudAI's verdict: failed ($(verdict))" || fail "CloudAI's verdict passed an unplanned death"

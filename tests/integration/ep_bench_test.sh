@@ -100,6 +100,7 @@ deaths-before-a-restart)  # a restarted process is told of deaths that came befo
   expect_stdout "global_rank=2, local_rank=2 -> end phase 3"
   ;;
 control-fd-closed)  # a wrapper closed the control socket: the World says so and lets UCX report deaths
+  # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
   run_job 120 "$HYRUN" -n 2 -- sh -c 'exec 4>&-; exec "$0" "$@"' "$EP_BENCH" --plan '[[0,1]]' "${small[@]}"
   expect_rc 0
   grep -q "asking hyrun for peers' deaths on HYRUN_CONTROL_FD (fd 4): Bad file descriptor; every endpoint uses UCX peer error handling instead" "$ERR" \
