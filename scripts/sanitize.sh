@@ -11,8 +11,8 @@
 #         without a fence timeout (the late-callback path).
 # scripts/sanitize.sh [asan] [tsan]   (both when none is named)
 # Suppressions (scripts/sanitizers/*.supp) name third-party libraries only, each with a reason.
-# Cost, measured on this 2-core machine: the asan build from nothing (no ccache) 1,205 s of
-# CPU (about 10 minutes on 2 idle cores), its tests about 2.5 minutes; tsan well under a minute.
+# Cost, measured on this 2-core machine from a fresh clone (no ccache), 2026-11-23: the whole
+# pass 9.4 minutes (both builds; asan's 286 tests 70 s, tsan's 7 tests 4 s).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=${BUILD_DIR:-$root/build}
@@ -20,10 +20,13 @@ supp=$root/scripts/sanitizers
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(asan tsan)
 
-# configure_and_build DIR SANITIZERS TARGET... : a RelWithDebInfo build of only what the tests need.
+# configure_and_build DIR SANITIZERS TARGET... : an -O1 build of only what the tests need.
 configure_and_build() {
   local dir=$1 sanitizers=$2; shift 2
-  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHYRUN_CUDA=OFF -DHYRUN_SANITIZE="$sanitizers" \
+  # -O1 -g1 (line tables): what the sanitizers' documentation advises; it compiles faster
+  # than RelWithDebInfo's -O2 -g on CI's 2 cores.
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+    -DHYRUN_CUDA=OFF -DHYRUN_SANITIZE="$sanitizers" \
     >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
   cmake --build "$dir" -j "$(nproc)" --target "$@"
 }
@@ -38,11 +41,12 @@ for kind in "${kinds[@]}"; do
     export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
     export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    # Left out: the EP and elastic labels' process tests (ep-check, ep-bench: not built here),
-    # the fixture generator (Python), and large-plan, a complexity test of 200000 ranks whose
-    # hang guard ASan's slowdown would reach (104 s of its 120 s here).
+    # Left out: the EP and elastic labels' process tests (ep-check, ep-bench, ep-elastic: not
+    # built here; the CloudAI cases also need the Slurm cluster), the fixture generator
+    # (Python), and large-plan, a complexity test of 200000 ranks whose hang guard ASan's
+    # slowdown would reach (104 s of its 120 s here).
     ctest --test-dir "$dir" --output-on-failure -j 2 -L '^(unit|local|binding|ep|elastic)$' \
-      -E '^(ep_check\.|elastic\.local\.|binding\.fixtures|local\.supervision\.large-plan$)'
+      -E '^(ep_check\.|elastic\.local\.|elastic\.ep-elastic\.|cloudai\.|cluster\.|binding\.fixtures|local\.supervision\.large-plan$)'
     ;;
   tsan)
     dir=$base-tsan
