@@ -16,16 +16,16 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
+#include "launcher/node_link_lines.hpp"
 
 namespace hyrun {
 namespace {
 
-constexpr const char* kHello = "hyrun-link v1";
 constexpr std::size_t kMaxLine = 256;  // every message is a short line; more is not a hyrun
 
 // What a node sends to prove that it holds the job token: HMAC-SHA256(token, "hyrun-link v1 <task>").
 std::string proof_of(const std::string& token, int task) {
-  const std::string message = fmt::format("{} {}", kHello, task);
+  const std::string message = fmt::format("{} {}", kLinkHello, task);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   if (!HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
@@ -106,7 +106,7 @@ NodeLink NodeLink::connect(const std::string& address, int port, int self, std::
       throw SystemError(fmt::format("connect to the root's hyrun at {}:{} (the node link)", address, port), errno);
     root.connecting = true;
   }
-  link.send(root, fmt::format("{} {} {}", kHello, self, proof_of(link.token_, self)));
+  link.send(root, fmt::format("{} {} {}", kLinkHello, self, proof_of(link.token_, self)));
   link.peers_.push_back(std::move(root));
   return link;
 }
@@ -191,11 +191,9 @@ void NodeLink::on_readable(Peer& peer) {
 
 void NodeLink::on_line(Peer& peer, const std::string& line) {
   if (peer.task < 0) {  // root: the first line of an accepted connection is the hello
-    int task = -1;
-    char proof[129] = {};
-    const std::string prefix = std::string(kHello) + " ";
-    if (!line.starts_with(prefix) || std::sscanf(line.c_str() + prefix.size(), "%d %128s", &task, proof) != 2 ||
-        task < 0 || task >= static_cast<int>(peers_.size()) || task == self_ || !same(proof, proof_of(token_, task))) {
+    const auto hello = parse_link_hello(line);
+    const int task = hello ? hello->task : -1;
+    if (!hello || task >= static_cast<int>(peers_.size()) || task == self_ || !same(hello->proof, proof_of(token_, task))) {
       spdlog::warn("node link: a connection that is not a hyrun of this job was refused");
       return close_quietly(peer);
     }
@@ -223,19 +221,11 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     return;
   }
   // "lost <task> <host> <why>": from the root, a node it lost and the job goes on without.
-  if (!root_ && line.starts_with("lost ")) {
-    Loss loss;
-    char host[129] = {};
-    int consumed = 0;
-    if (std::sscanf(line.c_str() + 5, "%d %128s %n", &loss.task, host, &consumed) >= 2 && consumed > 0 &&
-        loss.task > 0 && loss.task != self_) {
-      loss.host = host;
-      loss.why = line.substr(5 + static_cast<std::size_t>(consumed));
-      loss.relayed = true;
-      report(loss);
+  if (!root_)
+    if (const auto lost = parse_link_loss(line); lost && lost->task > 0 && lost->task != self_) {
+      report(Loss{lost->task, lost->host, lost->why, true});
       return;
     }
-  }
   lose(peer, fmt::format("it sent '{:.40}', which is not the node link's protocol", line));
 }
 
