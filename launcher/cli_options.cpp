@@ -10,6 +10,7 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/version.hpp"
+#include "launcher/exported_variables.hpp"
 #include "launcher/help_formatter.hpp"
 
 namespace hyrun {
@@ -29,13 +30,6 @@ Exit status: 0 when every rank exits 0; otherwise the first failing rank's exit 
 (128+N when it was killed by signal N); 1 launcher error; 2 usage error; 124 a time
 limit was reached; 126 program not executable; 127 program not found.
 See docs/cli.md for every option.)";
-
-bool valid_variable_name(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
-  return true;
-}
 
 // Seconds as a finite number in [min, max]: the value becomes milliseconds in an int
 // (HYRUN_BOOTSTRAP_TIMEOUT_MS) and a steady_clock deadline, so it must not overflow either.
@@ -211,27 +205,6 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
   options_.bootstrap_timeout = std::chrono::milliseconds(std::lround(bootstrap_timeout_s_ * 1000));
   options_.grace_period = std::chrono::milliseconds(std::lround(grace_period_s_ * 1000));
   return std::nullopt;
-}
-
-std::vector<std::string> resolve_exports(const std::vector<std::string>& exported) {
-  std::vector<std::string> out;
-  for (const auto& item : exported) {
-    const auto eq = item.find('=');
-    const std::string name = item.substr(0, eq);
-    if (!valid_variable_name(name))
-      throw UsageError(fmt::format("-x '{}': '{}' is not a variable name (letters, digits and _, not starting with a digit)",
-                                   item, name));
-    if (eq != std::string::npos) {
-      out.push_back(item);
-      continue;
-    }
-    const char* value = std::getenv(name.c_str());
-    if (!value)
-      throw UsageError(fmt::format("-x {}: {} is not set in hyrun's environment; give a value with -x {}=value", name,
-                                   name, name));
-    out.push_back(name + "=" + value);
-  }
-  return out;
 }
 
 }  // namespace hyrun

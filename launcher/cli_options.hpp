@@ -1,37 +1,14 @@
 #pragma once
 // hyrun's command line: `hyrun [options] -- program [args...]`. docs/cli.md is the reference.
+// Only the parsing includes this header (it brings CLI11); the launch reads launch_options.hpp.
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "hyrun/binding/binding_options.hpp"
+#include "launcher/launch_options.hpp"
 
 namespace hyrun {
-
-enum class BootstrapMode { kUcx, kNone };
-enum class LaunchMode { kAuto, kLocal, kPmix };
-/// --mps: a private MPS daemon for ranks that share a GPU (launcher/mps_daemon.hpp).
-enum class MpsMode { kAuto, kOn, kOff };
-
-struct LaunchOptions {
-  int ranks = 0;  ///< -n: ranks this hyrun starts (per node in hybrid mode)
-  LaunchMode mode = LaunchMode::kAuto;
-  BootstrapMode bootstrap = BootstrapMode::kUcx;
-  std::chrono::milliseconds bootstrap_timeout{60000};
-  std::chrono::milliseconds grace_period{10000};
-  bool label = false;
-  bool timestamp_output = false;  ///< prefix every output line with the UTC time it was forwarded
-  std::string output_filename;    ///< --output-filename DIR: also DIR/rank.N/stdout and stderr
-  std::vector<std::string> exported;  ///< -x VAR or VAR=value, as given (--export lists split at commas)
-  int max_restarts = 32;              ///< restarts each rank may ask for (planned exits with restart)
-  std::string log_level = "warn";
-  std::vector<std::string> command;   ///< the program and its arguments
-  binding::BindingOptions binding;    ///< GPU/CPU/memory/NIC placement (docs/binding.md)
-  bool dry_run = false;               ///< compute and report the plan, start nothing
-  MpsMode mps = MpsMode::kAuto;       ///< --mps auto|on|off
-};
 
 /// Owns the CLI11 application so that other modules can register their options on it.
 class CommandLine {
@@ -58,9 +35,5 @@ class CommandLine {
   std::string mode_name_ = "auto";
   std::string mps_name_ = "auto";
 };
-
-/// The environment entries that -x adds: "VAR=value" as given, or "VAR=<hyrun's value>".
-/// Throws UsageError for a malformed name or a VAR that hyrun's environment lacks.
-std::vector<std::string> resolve_exports(const std::vector<std::string>& exported);
 
 }  // namespace hyrun

@@ -171,7 +171,7 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
     node_failure = e;
   }
 
-  RankSupervisor supervisor(options, signals);
+  RankSupervisor supervisor(supervisor_options(options), signals);
   supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node->rank(local_rank, false, incarnation); });
   std::optional<Error> root_failure;
   std::optional<std::string> loss;  // the line that named a lost node

@@ -4,7 +4,7 @@
 // token travel through PMIx put / commit / fence / get.
 #include <optional>
 
-#include "launcher/cli_options.hpp"
+#include "launcher/launch_options.hpp"
 #include "launcher/pmix/client.hpp"
 #include "launcher/signal_events.hpp"
 

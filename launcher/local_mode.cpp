@@ -36,7 +36,7 @@ int run_local(const LaunchOptions& options, SignalEvents& signals) {
                 128 + *sig);
   if (node.report_and_check()) return exit_code::kSuccess;  // --dry-run
 
-  RankSupervisor supervisor(options, signals);
+  RankSupervisor supervisor(supervisor_options(options), signals);
   supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node.rank(local_rank, false, incarnation); });
   try {
     if (options.bootstrap == BootstrapMode::kUcx) {

@@ -1,5 +1,5 @@
 #pragma once
-#include "launcher/cli_options.hpp"
+#include "launcher/launch_options.hpp"
 #include "launcher/signal_events.hpp"
 
 namespace hyrun {

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "launcher/exported_variables.hpp"
 #include "launcher/mps_check.hpp"
 #include "launcher/rank_environment.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "hyrun/binding/binding_plan.hpp"
 #include "hyrun/common/env_contract.hpp"
-#include "launcher/cli_options.hpp"
+#include "launcher/launch_options.hpp"
 #include "launcher/mps_daemon.hpp"
 #include "launcher/rank_supervisor.hpp"
 

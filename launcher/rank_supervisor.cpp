@@ -36,16 +36,25 @@ constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankSuper
 constexpr auto kHelloWait = std::chrono::seconds(3);
 }  // namespace
 
-RankSupervisor::RankSupervisor(const LaunchOptions& options, SignalEvents& signals)
-    : options_(options), signals_(signals), output_(options.label, options.timestamp_output, options.output_filename) {
+RankSupervisor::RankSupervisor(SupervisorOptions options, SignalEvents& signals)
+    : options_(std::move(options)),
+      signals_(signals),
+      output_(options_.label, options_.timestamp_output, options_.output_filename) {
   // hyrun's own lines go through the same non-blocking stderr queue as the ranks' lines.
   job_event_sink() = [this](const std::string& line) { output_.write_own_line(line); };
 }
 
 RankSupervisor::~RankSupervisor() {
   // Normally finish() has reaped everything; on an exception path this guarantees that
-  // no rank, no member of a rank's group and no zombie outlives hyrun.
-  kill_all_groups();
+  // no rank, no member of a rank's group and no zombie outlives hyrun. Nothing may escape
+  // a destructor that runs while an exception unwinds: a failure here is said and the
+  // teardown goes on as far as it can.
+  try {
+    stopping_ = true;  // a rank reaped now is never restarted
+    kill_all_groups();
+  } catch (const std::exception& e) {
+    spdlog::error("could not kill the ranks' process groups at hyrun's end: {}", e.what());
+  }
   for (auto& rank : ranks_)
     if (rank.running) {
       int status;
@@ -53,7 +62,11 @@ RankSupervisor::~RankSupervisor() {
       }
       rank.running = false;
     }
-  reap_children();
+  try {
+    reap_children();
+  } catch (const std::exception& e) {
+    spdlog::error("could not reap every child at hyrun's end: {}", e.what());
+  }
   // Lines still queued (a slow reader) get a last chance; then lines go to stdio again.
   job_event_sink() = nullptr;
 }

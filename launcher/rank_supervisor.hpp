@@ -6,18 +6,19 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "hyrun/common/planned_exit.hpp"
 #include "launcher/child_process.hpp"
-#include "launcher/cli_options.hpp"
 #include "launcher/input_forwarder.hpp"
 #include "launcher/output_forwarder.hpp"
 #include "launcher/poll_participant.hpp"
 #include "launcher/process_group.hpp"
 #include "launcher/signal_events.hpp"
+#include "launcher/supervisor_options.hpp"
 #include "launcher/wait_status.hpp"
 
 namespace hyrun {
@@ -59,7 +60,7 @@ class RankSupervisor {
   /// processes); it must outlive this supervisor's loop.
   void add_participant(PollParticipant& participant) { participants_.push_back(&participant); }
 
-  RankSupervisor(const LaunchOptions& options, SignalEvents& signals);
+  RankSupervisor(SupervisorOptions options, SignalEvents& signals);
   ~RankSupervisor();
   RankSupervisor(const RankSupervisor&) = delete;
   RankSupervisor& operator=(const RankSupervisor&) = delete;
@@ -150,7 +151,7 @@ class RankSupervisor {
   RankStarter starter_;
   std::vector<int> requested_starts_;  // from rank 0, started after the poll round
   std::vector<PollParticipant*> participants_;
-  const LaunchOptions& options_;
+  const SupervisorOptions options_;
   SignalEvents& signals_;
   OutputForwarder output_;
   InputForwarder input_;

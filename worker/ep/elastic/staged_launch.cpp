@@ -68,7 +68,7 @@ int run_first_launch(StagedLaunchOptions o, SignalEvents& signals) {
   if (node.report_and_check()) return exit_code::kSuccess;
   // Written before rank 0 starts: a later launch that finds the port open finds the token.
   if (!o.token_file.empty()) write_token_file(o.token_file, o.token);
-  RankSupervisor supervisor(o.launch, signals);
+  RankSupervisor supervisor(supervisor_options(o.launch), signals);
   supervisor.set_rank_starter([&](int global_rank, int incarnation) {
     if (global_rank >= launch_ranks)
       throw Error(fmt::format("rank {} is not one of this launch's ranks (0..{}); a later launch brings it", global_rank,
@@ -123,7 +123,7 @@ int run_joining_launch(StagedLaunchOptions o, SignalEvents& signals) {
   for (std::size_t i = 0; i < grant.ranks.size(); ++i) by_slot[grant.local_ranks[i]] = grant.ranks[i];
   node.set_global_ranks(by_slot);
   if (node.report_and_check()) return exit_code::kSuccess;
-  RankSupervisor supervisor(o.launch, signals);
+  RankSupervisor supervisor(supervisor_options(o.launch), signals);
   return supervise(supervisor, [&] {
     for (int slot : grant.local_ranks)
       if (!supervisor.stopping()) supervisor.start(node.rank(slot, false));
