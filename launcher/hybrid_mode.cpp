@@ -1,24 +1,17 @@
-#include <unistd.h>
-
 #include "launcher/hybrid_mode.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <signal.h>
-
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "hyrun/common/error.hpp"
-#include "hyrun/common/job_token.hpp"
 #include "launcher/job_events.hpp"
+#include "launcher/launch_sequence.hpp"
 #include "launcher/master_endpoint.hpp"
 #include "launcher/node_launch.hpp"
-#include "launcher/node_link.hpp"
-#include "launcher/process_ancestry.hpp"
-#include "launcher/wait_status.hpp"
-#include "launcher/rank_supervisor.hpp"
+#include "launcher/root_exchange.hpp"
 
 namespace hyrun {
 namespace {
@@ -48,62 +41,128 @@ int slurm_step_tasks() {
   return 0;
 }
 
-// Every node reads every node's record after the fence, so a node that failed before the
-// exchange, or a different -n, is named on all of them and each ends by itself. Returns
-// every task's host name.
-std::vector<std::string> check_node_records(pmix::Client& pmix, const LaunchOptions& options) {
-  std::vector<std::string> differing, hosts;
-  for (int task = 0; task < pmix.job_size(); ++task) {
-    const auto record = from_bytes(pmix.get(task, kNodeKey, options.bootstrap_timeout),
-                                   fmt::format("the record of hyrun task {}", task));
-    const std::string host = record.value("host", fmt::format("task {}", task));
-    hosts.push_back(host);
-    if (record.contains("error"))
-      throw Error(fmt::format("hyrun task {} on {} failed before the launch: {}", task, host,
-                              record.at("error").get<std::string>()),
-                  record.value("exit_code", static_cast<int>(exit_code::kLauncherError)));
-    const int n = record.at("ranks").get<int>();
-    if (n != options.ranks) differing.push_back(fmt::format("task {} on {} has -n {}", task, host, n));
-  }
-  if (!differing.empty())
-    throw UsageError(fmt::format("every hyrun of a job must be started with the same -n, but this one has -n {} and {}",
-                                 options.ranks, fmt::join(differing, ", ")));
-  return hosts;
-}
+// The records as JSON objects under PMIx keys (docs/architecture.md, The PMIx exchange).
+class PmixExchange final : public RootExchange {
+ public:
+  explicit PmixExchange(pmix::Client& pmix) : pmix_(pmix) {}
 
-// The link to the root's hyrun (docs/architecture.md), at the root's address on a network
-// this node shares; none when the root's record has no link port (an older root).
-std::optional<NodeLink> connect_to_root(const nlohmann::json& record, int task, const std::string& root_host,
-                                        const std::string& token) {
-  if (!record.contains("link_port") || !record["link_port"].is_number_integer() ||
-      !record.contains("master_addresses") || !record["master_addresses"].is_array())
-    return std::nullopt;
-  std::vector<InterfaceAddress> root;
-  for (const auto& a : record.at("master_addresses"))
-    if (a.is_string()) root.push_back(InterfaceAddress::parse(a.get<std::string>()));
-  if (root.empty()) return std::nullopt;
-  const MasterChoice choice = choose_master(root, local_ipv4_addresses());
-  spdlog::debug("node link: connecting to the root's hyrun at {}:{}", choice.address, record.at("link_port").get<int>());
-  return NodeLink::connect(choice.address, record.at("link_port").get<int>(), task, root_host, token);
-}
-
-// The root's addresses and port from its record; an old record without them sets nothing.
-void set_rendezvous_from(const nlohmann::json& record, NodeLaunch& node, const std::string& run_id) {
-  if (!record.contains("master_port") || !record["master_port"].is_number_integer() ||
-      !record.contains("master_addresses") || !record["master_addresses"].is_array())
-    return;
-  std::vector<InterfaceAddress> root;
-  for (const auto& a : record.at("master_addresses"))
-    if (a.is_string()) root.push_back(InterfaceAddress::parse(a.get<std::string>()));
-  if (root.empty()) {
-    spdlog::warn("the root node has no IPv4 address other than loopback: MASTER_ADDR is not set");
-    return;
+  int task() const override { return pmix_.rank(); }
+  int tasks() const override { return pmix_.job_size(); }
+  binding::NodeTaskShare task_share() const override {
+    return binding::NodeTaskShare{pmix_.local_rank_on_node(), pmix_.local_size_on_node()};
   }
-  const MasterChoice choice = choose_master(root, local_ipv4_addresses());
-  spdlog::debug("MASTER_ADDR {} (interface '{}'), MASTER_PORT {}", choice.address, choice.interface,
-                record.at("master_port").get<int>());
-  node.set_rendezvous(choice.address, record.at("master_port").get<int>(), run_id, choice.interface);
-}
+  std::string host() const override { return pmix_.hostname(); }
+  bool has_peers() const override { return true; }
+
+  // A port free here and every address of this node; each node picks the one on a
+  // network it shares.
+  void offer_rendezvous(RootRecord& record, NodeLaunch& node) override {
+    std::vector<std::string> addresses;
+    for (const auto& a : local_ipv4_addresses()) addresses.push_back(a.to_string());
+    record.master_addresses = addresses;
+    record.master_port = pick_free_tcp_port();
+    take_rendezvous(record, node);
+  }
+
+  // The root's addresses and port from its record; an old record without them sets nothing.
+  void take_rendezvous(const RootRecord& record, NodeLaunch& node) override {
+    if (!record.master_port || !record.master_addresses) return;
+    std::vector<InterfaceAddress> root;
+    for (const auto& a : *record.master_addresses) root.push_back(InterfaceAddress::parse(a));
+    if (root.empty()) {
+      spdlog::warn("the root node has no IPv4 address other than loopback: MASTER_ADDR is not set");
+      return;
+    }
+    const MasterChoice choice = choose_master(root, local_ipv4_addresses());
+    spdlog::debug("MASTER_ADDR {} (interface '{}'), MASTER_PORT {}", choice.address, choice.interface,
+                  *record.master_port);
+    node.set_rendezvous(choice.address, *record.master_port, pmix_.nspace(), choice.interface);
+  }
+
+  void put_node(const NodeRecord& record) override {
+    nlohmann::json j{{"ranks", record.ranks}, {"host", record.host}};
+    if (record.error) {
+      j["error"] = *record.error;
+      j["exit_code"] = record.exit_code;
+    }
+    pmix_.put(kNodeKey, to_bytes(j));
+  }
+
+  void put_root(const RootRecord& record) override {
+    nlohmann::json j{{"protocol", kProtocol}, {"ranks", record.ranks}, {"world_size", record.world_size}};
+    if (record.error) {
+      j["error"] = *record.error;
+      j["exit_code"] = record.exit_code;
+    } else {
+      j["job_token"] = record.job_token;
+      if (record.master_addresses) j["master_addresses"] = *record.master_addresses;
+      if (record.master_port) j["master_port"] = *record.master_port;
+      if (record.link_port) j["link_port"] = *record.link_port;
+      if (record.root_address) j["root_address"] = *record.root_address;
+    }
+    pmix_.put(kRootKey, to_bytes(j));
+  }
+
+  bool fence(std::chrono::milliseconds limit, const std::function<bool()>& stop_requested) override {
+    pmix_.commit();
+    return pmix_.fence(limit, stop_requested);
+  }
+
+  NodeRecord node_record(int task, std::chrono::milliseconds limit) override {
+    const std::string what = fmt::format("the record of hyrun task {}", task);
+    const auto j = from_bytes(pmix_.get(task, kNodeKey, limit), what);
+    try {
+      NodeRecord record;
+      record.host = j.value("host", std::string());
+      if (j.contains("error")) {
+        record.error = j.at("error").get<std::string>();
+        record.exit_code = j.value("exit_code", static_cast<int>(exit_code::kLauncherError));
+        return record;
+      }
+      record.ranks = j.at("ranks").get<int>();
+      return record;
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{} is not a hyrun record: {}", what, e.what()));
+    }
+  }
+
+  RootRecord root_record(std::chrono::milliseconds limit) override {
+    const auto j = from_bytes(pmix_.get(0, kRootKey, limit), "the root's record");
+    if (j.value("protocol", 0) != kProtocol)
+      throw Error(fmt::format("the root hyrun speaks protocol {}, this one {}: use the same hyrun on every node",
+                              j.value("protocol", 0), kProtocol));
+    try {
+      RootRecord record;
+      if (j.contains("error")) {
+        record.error = j.at("error").get<std::string>();
+        record.exit_code = j.value("exit_code", static_cast<int>(exit_code::kLauncherError));
+        return record;
+      }
+      record.ranks = j.value("ranks", 0);
+      record.world_size = j.value("world_size", 0);
+      record.job_token = j.at("job_token").get<std::string>();
+      // An older root may lack these, or give them another shape: then they are not used.
+      if (j.contains("master_addresses") && j["master_addresses"].is_array()) {
+        record.master_addresses.emplace();
+        for (const auto& a : j["master_addresses"])
+          if (a.is_string()) record.master_addresses->push_back(a.get<std::string>());
+      }
+      if (j.contains("master_port") && j["master_port"].is_number_integer()) record.master_port = j["master_port"].get<int>();
+      if (j.contains("link_port") && j["link_port"].is_number_integer()) record.link_port = j["link_port"].get<int>();
+      if (j.contains("root_address")) record.root_address = j.at("root_address").get<std::string>();
+      return record;
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("the root's record is not a hyrun record: {}", e.what()));
+    }
+  }
+
+  [[noreturn]] void abort(int code, const std::string& why) override {
+    pmix_.abort(code, fmt::format("{}: {}", pmix_.hostname(), why));
+  }
+
+ private:
+  pmix::Client& pmix_;
+};
 
 }  // namespace
 
@@ -125,215 +184,11 @@ std::optional<pmix::Client> connect_pmix_for(const LaunchOptions& options) {
 }
 
 int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client& pmix) {
-  const int task = pmix.rank();
-  const int tasks = pmix.job_size();
   job_event_origin() = pmix.hostname();
   spdlog::info("hybrid mode: {}, {} ranks per task, {} ranks in all", pmix.describe(), options.ranks,
-               tasks * options.ranks);
-
-  // Every way this node can end badly must reach the other nodes: they cannot see this
-  // node's ranks, and without srun --kill-on-bad-exit they would wait for them until their
-  // own bootstrap limit. Errors that every node found the same way (the root's error
-  // record, a different -n) end each node by itself; anything else aborts the PMIx job.
-  bool every_node_knows = false;
-  // The link among the nodes' hyrun processes; declared before the supervisor that polls it.
-  std::optional<NodeLink> link;
-  const auto abort_job = [&pmix, &link](int code, const std::string& why) {
-    if (link) link->say_bye();  // this node ends the job itself: its closing link is no loss
-    pmix.abort(code, fmt::format("{}: {}", pmix.hostname(), why));  // does not return
-  };
-
-  RankEnvironment contract;
-  contract.world_size = tasks * options.ranks;
-  contract.local_world_size = options.ranks;
-  contract.node_rank = task;
-  contract.num_nodes = tasks;
-  contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
-  contract.output_terminal = ::isatty(STDOUT_FILENO) == 1;
-  std::optional<NodeLaunch> node;
-  // A failure before the exchange is said in this node's record and the fence is still
-  // reached: every node then names it and ends by itself, and no node (nor Slurm's step
-  // daemons) is left in a collective that one participant never joined.
-  std::optional<Error> node_failure;
-  try {
-    // Tasks of this job on the same node split what Slurm did not give each of them alone.
-    node.emplace(options, contract, task * options.ranks,
-                 binding::NodeTaskShare{pmix.local_rank_on_node(), pmix.local_size_on_node()});
-    // The plan of many ranks takes a while and the loop is not running yet: a signal that
-    // came meanwhile ends hyrun here, before anything is started or printed.
-    if (const auto sig = signals.pending_stop())
-      throw Error(fmt::format("received {} while computing the binding plan; nothing was started", signal_name(*sig)),
-                  128 + *sig);
-    if (node->report_and_check()) return exit_code::kSuccess;  // --dry-run: each node shows its own plan
-  } catch (const Error& e) {
-    if (options.dry_run) throw;  // nothing was exchanged: every node reports its own plan's problem
-    job_event_line(e.what());
-    node_failure = e;
-  }
-
-  RankSupervisor supervisor(supervisor_options(options), signals);
-  supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node->rank(local_rank, false, incarnation); });
-  std::optional<Error> root_failure;
-  std::optional<std::string> loss;  // the line that named a lost node
-  std::string token;
-  try {
-    nlohmann::json node_record{{"ranks", options.ranks}, {"host", pmix.hostname()}};
-    if (node_failure) {
-      node_record["error"] = node_failure->what();
-      node_record["exit_code"] = node_failure->exit_code();
-    }
-    pmix.put(kNodeKey, to_bytes(node_record));
-    if (task == 0) {
-      // The root starts global rank 0 first; whatever happens, it still puts a record and
-      // joins the fence, so no other node waits for a fence that never completes.
-      nlohmann::json record{{"protocol", kProtocol}, {"ranks", options.ranks}, {"world_size", contract.world_size}};
-      try {
-        if (node_failure) throw *node_failure;  // said in both records; rank 0 is not started
-        token = make_job_token();
-        node->set_job_token(token);
-        record["job_token"] = token;
-        // MASTER_ADDR/MASTER_PORT for programs with their own bootstrap: a port free here
-        // and every address of this node; each node picks the one on a network it shares.
-        try {
-          nlohmann::json addresses = nlohmann::json::array();
-          for (const auto& a : local_ipv4_addresses()) addresses.push_back(a.to_string());
-          record["master_addresses"] = addresses;
-          record["master_port"] = pick_free_tcp_port();
-          set_rendezvous_from(record, *node, pmix.nspace());
-        } catch (const SystemError& e) {  // only programs with their own bootstrap need it
-          spdlog::warn("MASTER_ADDR/MASTER_PORT are not set: {}", e.what());
-          record.erase("master_port");
-        }
-        // The node link: a node whose hyrun is lost ends the job (docs/cli.md, Failures).
-        try {
-          link.emplace(NodeLink::listen());
-          record["link_port"] = link->port();
-        } catch (const SystemError& e) {
-          spdlog::warn("the link among the nodes' hyrun processes is not available: {}", e.what());
-        }
-        if (options.bootstrap == BootstrapMode::kUcx) {
-          supervisor.start(node->rank(0, true));
-          const auto address = supervisor.await_root_address();
-          if (!address) throw Error("the job was stopped before rank 0 published its address");
-          record["root_address"] = *address;
-          node->set_root_address(*address);
-        }
-      } catch (const Error& e) {
-        record["error"] = e.what();
-        record["exit_code"] = e.exit_code();
-        root_failure = e;
-      }
-      pmix.put(kRootKey, to_bytes(record));
-    }
-    pmix.commit();
-    if (!pmix.fence(options.bootstrap_timeout, [&signals] { return signals.pending_stop().has_value(); })) {
-      // A signal while other nodes are awaited: honour it now, and end the PMIx job so
-      // that no node waits in the fence for this one.
-      job_event("stopped by a signal while waiting for the other nodes in the PMIx fence; aborting the job");
-      supervisor.handle_signals();
-      const int code = supervisor.finish();
-      pmix.abort(code, fmt::format("{}: hyrun was stopped by a signal while waiting for the other nodes", pmix.hostname()));
-    }
-    // Past the fence, every node reads the same records: what they say ends each node by itself.
-    every_node_knows = true;
-    if (node_failure) return node_failure->exit_code();  // said on this node before the fence
-    if (root_failure) throw *root_failure;
-    const std::vector<std::string> hosts = check_node_records(pmix, options);
-    every_node_knows = false;
-
-    if (task != 0) {
-      const auto record = from_bytes(pmix.get(0, kRootKey, options.bootstrap_timeout), "the root's record");
-      if (record.value("protocol", 0) != kProtocol)
-        throw Error(fmt::format("the root hyrun speaks protocol {}, this one {}: use the same hyrun on every node",
-                                record.value("protocol", 0), kProtocol));
-      if (record.contains("error")) {
-        every_node_knows = true;
-        throw Error(fmt::format("the root node failed before the launch: {}", record.at("error").get<std::string>()),
-                    exit_code::kLauncherError);
-      }
-      token = record.at("job_token").get<std::string>();
-      node->set_job_token(token);
-      link = connect_to_root(record, task, hosts.at(0), token);
-      set_rendezvous_from(record, *node, pmix.nspace());
-      if (record.contains("root_address")) node->set_root_address(record.at("root_address").get<std::string>());
-    }
-    if (link) {
-      if (task == 0) link->expect(hosts, task, token);
-      link->on_loss([&supervisor, &loss, &options, task, tasks](const NodeLink::Loss& lost) {
-        const std::string what =
-            fmt::format("lost the hyrun of node {} ({}{})", lost.host, lost.relayed ? "the root's hyrun lost it: " : "",
-                        lost.why);
-        // A program that handles deaths goes on without the node, as without a killed rank:
-        // its ranks are told of the node's ranks' deaths. Not without the root: rank 0
-        // lives there, and the other nodes' link with it.
-        if (lost.task > 0 && lost.task < tasks && lost.task != task && supervisor.every_rank_handles_deaths()) {
-          const int first = lost.task * options.ranks;
-          job_event_line(fmt::format("{}; its ranks {}-{} are reported dead to this node's ranks, which handle deaths: "
-                                     "the job goes on",
-                                     what, first, first + options.ranks - 1));
-          supervisor.report_remote_deaths(first, options.ranks);
-          return true;
-        }
-        loss = what;
-        job_event_line(*loss);
-        supervisor.stop(SIGTERM, exit_code::kLauncherError);
-        return false;
-      });
-      supervisor.add_participant(*link);
-    }
-    const int first = (task == 0 && options.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
-    for (int local = first; local < options.ranks && !supervisor.stopping(); ++local) {
-      supervisor.start(node->rank(local, false));
-      if (link) link->service();  // starting many ranks takes a while: the other nodes still hear us
-    }
-  } catch (const TimeoutError& e) {
-    // Some hyrun never reached the exchange (stuck or gone): abort the whole job so that
-    // no node waits for it until its own limit.
-    job_event_line(e.what());
-    supervisor.stop(SIGTERM, e.exit_code());
-    supervisor.finish();
-    abort_job(e.exit_code(), e.what());
-  } catch (const Error& e) {
-    supervisor.stop(SIGTERM, e.exit_code());  // stop and reap what did start before the error is reported
-    supervisor.finish();
-    if (every_node_knows) throw;
-    job_event_line(e.what());  // e.g. "cannot execute '/nonexistent'": said here, then the job ends everywhere
-    abort_job(e.exit_code(), e.what());
-  }
-  int code = 0;
-  try {
-    code = supervisor.finish();
-  } catch (const Error& e) {  // e.g. a restarted rank that cannot be started
-    job_event_line(e.what());
-    abort_job(e.exit_code(), e.what());
-  }
-  if (loss) abort_job(code, *loss);
-  if (supervisor.ended_by_rank_failure()) abort_job(code, supervisor.failure_summary());
-  if (code != exit_code::kSuccess) {
-    // A signal from the launch above us (slurmstepd for scancel or srun's own teardown,
-    // mpirun's daemon) reaches every node: each ends by itself, and srun keeps naming the
-    // first failure. A signal from anyone else reached this node only: the others' ranks
-    // would wait for this node's, so the job ends everywhere.
-    const auto signal = supervisor.stop_signal();
-    if (signal && is_ancestor(signals.sender_of(*signal))) {
-      if (link) link->say_bye();
-      return code;
-    }
-    abort_job(code, signal ? fmt::format("this node's ranks were stopped by {} from pid {}", signal_name(*signal),
-                                         signals.sender_of(*signal))
-                           : fmt::format("this node's ranks were stopped (exit status {})", code));
-  }
-  if (link) {
-    // Nodes finish at different times: the root stays until every other node said bye, so
-    // that a node lost after the root's ranks ended still ends the job.
-    if (task == 0 && !link->await_byes(signals)) abort_job(exit_code::kLauncherError, *loss);
-    link->say_bye();
-    if (const auto sig = signals.pending_stop()) {  // came while the root waited for the others
-      job_event("received {} while waiting for the other nodes' hyrun to finish", signal_name(*sig));
-      return 128 + *sig;
-    }
-  }
-  return code;
+               pmix.job_size() * options.ranks);
+  PmixExchange exchange(pmix);
+  return run_launch(options, signals, exchange);
 }
 
 }  // namespace hyrun

@@ -1,0 +1,222 @@
+// The launch sequence's paths that end a multi-node job, driven by a fake exchange in
+// place of PMIx: what a node does when the fence times out, when the root failed, when a
+// node failed before the exchange, and when a signal comes during the fence. The ranks are
+// real processes (sh, sleep); the Slurm tests (tests/cluster) run the same paths with PMIx.
+#include "launcher/launch_sequence.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "hyrun/common/env_contract.hpp"
+#include "hyrun/common/error.hpp"
+
+namespace hyrun {
+namespace {
+
+using namespace std::chrono_literals;
+
+// What the fake's abort throws: the sequence's way of ending the job everywhere.
+struct Aborted {
+  int code;
+  std::string why;
+};
+
+class FakeExchange final : public RootExchange {
+ public:
+  FakeExchange(int task, int tasks) : task_(task), tasks_(tasks) {}
+
+  int task() const override { return task_; }
+  int tasks() const override { return tasks_; }
+  binding::NodeTaskShare task_share() const override { return {}; }
+  std::string host() const override { return "node-" + std::to_string(task_); }
+  bool has_peers() const override { return true; }
+  void offer_rendezvous(RootRecord&, NodeLaunch&) override {}
+  void take_rendezvous(const RootRecord&, NodeLaunch&) override {}
+
+  void put_node(const NodeRecord& record) override { put_node_ = record; }
+  void put_root(const RootRecord& record) override { put_root_ = record; }
+  bool fence(std::chrono::milliseconds, const std::function<bool()>& stop_requested) override {
+    ++fences;
+    return on_fence(stop_requested);
+  }
+  NodeRecord node_record(int task, std::chrono::milliseconds) override {
+    return task == task_ ? put_node_.value() : others.at(task);
+  }
+  RootRecord root_record(std::chrono::milliseconds) override { return task_ == 0 ? put_root_.value() : root.value(); }
+  [[noreturn]] void abort(int code, const std::string& why) override { throw Aborted{code, why}; }
+
+  // What the other tasks put, as the fence would have brought it.
+  std::map<int, NodeRecord> others;
+  std::optional<RootRecord> root;
+  std::function<bool(const std::function<bool()>&)> on_fence = [](const auto&) { return true; };
+  int fences = 0;
+  std::optional<NodeRecord> put_node_;
+  std::optional<RootRecord> put_root_;
+
+ private:
+  int task_, tasks_;
+};
+
+LaunchOptions options_for(std::vector<std::string> command, BootstrapMode bootstrap) {
+  LaunchOptions options;
+  options.ranks = 1;
+  options.command = std::move(command);
+  options.bootstrap = bootstrap;
+  options.bootstrap_timeout = 30s;  // a limit that only a hang reaches
+  options.grace_period = 5s;
+  options.binding.gpus_per_rank = 0;  // CPU-only ranks: the test machine need not have a GPU
+  return options;
+}
+
+NodeRecord good_record(int task) { return NodeRecord{1, "node-" + std::to_string(task), std::nullopt, 0}; }
+
+// True when this process has no child left: every rank was reaped.
+bool no_child_left() {
+  int status;
+  return ::waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD;
+}
+
+class LaunchSequence : public ::testing::Test {
+ protected:
+  SignalEvents signals{SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+};
+
+TEST_F(LaunchSequence, AFenceThatTimesOutStopsRankZeroAndAbortsTheJob) {
+  // The root has started rank 0 (it published) when another node never reaches the fence.
+  auto options = options_for({"/bin/sh", "-c", "printf 'hyrun-root v1 abcd\\n' >&3; exec sleep 60"}, BootstrapMode::kUcx);
+  FakeExchange exchange(0, 2);
+  exchange.on_fence = [](const auto&) -> bool { throw TimeoutError("the PMIx fence did not complete within 30 s"); };
+  try {
+    run_launch(options, signals, exchange);
+    FAIL() << "the job was not aborted";
+  } catch (const Aborted& a) {
+    EXPECT_EQ(a.code, exit_code::kTimeout);
+    EXPECT_NE(a.why.find("the PMIx fence did not complete"), std::string::npos) << a.why;
+  }
+  ASSERT_TRUE(exchange.put_root_);
+  EXPECT_EQ(exchange.put_root_->root_address, "abcd");
+  EXPECT_TRUE(no_child_left()) << "rank 0 outlived the aborted launch";
+}
+
+TEST_F(LaunchSequence, AFenceThatTimesOutOnAnotherNodeAbortsTheJob) {
+  auto options = options_for({"/bin/true"}, BootstrapMode::kNone);
+  FakeExchange exchange(1, 2);
+  exchange.on_fence = [](const auto&) -> bool { throw TimeoutError("the PMIx fence did not complete within 30 s"); };
+  EXPECT_THROW(
+      {
+        try {
+          run_launch(options, signals, exchange);
+        } catch (const Aborted& a) {
+          EXPECT_EQ(a.code, exit_code::kTimeout);
+          throw;
+        }
+      },
+      Aborted);
+  EXPECT_TRUE(exchange.put_node_);
+  EXPECT_FALSE(exchange.put_root_) << "only the root puts the root's record";
+}
+
+TEST_F(LaunchSequence, TheRootsFailureEndsAnotherNodeByItself) {
+  auto options = options_for({"/bin/true"}, BootstrapMode::kUcx);
+  FakeExchange exchange(1, 2);
+  exchange.others[0] = good_record(0);
+  RootRecord root;
+  root.error = "rank 0 (pid 7) exited with status 3 before publishing its UCX address";
+  root.exit_code = 3;
+  exchange.root = root;
+  try {
+    run_launch(options, signals, exchange);
+    FAIL() << "the node went on after the root failed";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the root node failed before the launch: rank 0 (pid 7) exited with status 3 before publishing its UCX "
+              "address");
+    EXPECT_EQ(e.exit_code(), exit_code::kLauncherError);
+  }  // an Aborted escapes and fails the test: every node saw the root's record, no abort is needed
+  EXPECT_EQ(exchange.fences, 1);
+  EXPECT_TRUE(no_child_left());
+}
+
+TEST_F(LaunchSequence, TheRootsOwnFailureIsInItsRecordAndThrownAfterTheFence) {
+  auto options = options_for({"/nonexistent/hyrun-test-program"}, BootstrapMode::kUcx);
+  FakeExchange exchange(0, 2);
+  exchange.others[1] = good_record(1);
+  try {
+    run_launch(options, signals, exchange);
+    FAIL() << "a program that cannot start did not fail the launch";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), exit_code::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/hyrun-test-program"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(exchange.fences, 1) << "the root must reach the fence whatever happened before";
+  ASSERT_TRUE(exchange.put_root_);
+  ASSERT_TRUE(exchange.put_root_->error);
+  EXPECT_NE(exchange.put_root_->error->find("/nonexistent/hyrun-test-program"), std::string::npos);
+  EXPECT_EQ(exchange.put_root_->exit_code, exit_code::kNotFound);
+}
+
+TEST_F(LaunchSequence, ANodeThatFailedBeforeTheExchangeIsNamedOnTheOthers) {
+  auto options = options_for({"/bin/true"}, BootstrapMode::kNone);
+  FakeExchange exchange(0, 2);
+  exchange.others[1] = NodeRecord{1, "node-b", "--gpus: GPU 7 is not visible", exit_code::kUsage};
+  try {
+    run_launch(options, signals, exchange);
+    FAIL() << "the root went on without a node that failed";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "hyrun task 1 on node-b failed before the launch: --gpus: GPU 7 is not visible");
+    EXPECT_EQ(e.exit_code(), exit_code::kUsage);
+  }
+  EXPECT_TRUE(no_child_left());
+}
+
+TEST_F(LaunchSequence, ADifferentRankCountIsAUsageErrorOnEveryNode) {
+  auto options = options_for({"/bin/true"}, BootstrapMode::kNone);
+  FakeExchange exchange(1, 2);
+  exchange.others[0] = NodeRecord{4, "node-a", std::nullopt, 0};
+  try {
+    run_launch(options, signals, exchange);
+    FAIL() << "a different -n was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("task 0 on node-a has -n 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(LaunchSequence, ASignalDuringTheFenceIsHonouredAndAbortsTheJob) {
+  auto options = options_for({"/bin/true"}, BootstrapMode::kNone);
+  FakeExchange exchange(1, 2);
+  exchange.on_fence = [](const std::function<bool()>& stop_requested) {
+    ::raise(SIGTERM);  // blocked by SignalEvents: it waits in the queue, as one during a real fence would
+    return !stop_requested();
+  };
+  try {
+    run_launch(options, signals, exchange);
+    FAIL() << "the signal was not honoured";
+  } catch (const Aborted& a) {
+    EXPECT_EQ(a.code, 128 + SIGTERM);
+    EXPECT_NE(a.why.find("stopped by a signal"), std::string::npos) << a.why;
+  }
+}
+
+TEST_F(LaunchSequence, RecordsThatAgreeStartTheNodesRanks) {
+  // The path every good launch takes: records, fence, the root's record, the ranks.
+  auto options = options_for({"/bin/sh", "-c", "exit 0"}, BootstrapMode::kNone);
+  options.ranks = 2;
+  FakeExchange exchange(1, 2);
+  exchange.others[0] = NodeRecord{2, "node-a", std::nullopt, 0};
+  RootRecord root;
+  root.ranks = 2;
+  root.world_size = 4;
+  root.job_token = "0123456789abcdef0123456789abcdef";
+  exchange.root = root;
+  EXPECT_EQ(run_launch(options, signals, exchange), exit_code::kSuccess);
+  EXPECT_TRUE(no_child_left());
+}
+
+}  // namespace
+}  // namespace hyrun
