@@ -162,7 +162,7 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
       // node waits in the fence for this one.
       job_event("stopped by a signal while waiting for the other nodes in the PMIx fence; aborting the job");
       supervisor.handle_signals();
-      const int code = supervisor.finish();
+      const int code = supervisor.finish().exit_code;
       exchange.abort(code, "hyrun was stopped by a signal while waiting for the other nodes");
     }
     // Past the fence, every node reads the same records: what they say ends each node by itself.
@@ -225,23 +225,24 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
     if (!missing_node) job_event_line(e.what());
     abort_job(e.exit_code(), e.what());
   }
-  if (!peers) return supervisor.finish();  // the whole job is here: its end needs telling no one
+  if (!peers) return supervisor.finish().exit_code;  // the whole job is here: its end needs telling no one
 
-  int code = 0;
+  JobResult result;
   try {
-    code = supervisor.finish();
+    result = supervisor.finish();
   } catch (const Error& e) {  // e.g. a restarted rank that cannot be started
     job_event_line(e.what());
     abort_job(e.exit_code(), e.what());
   }
+  const int code = result.exit_code;
   if (loss) abort_job(code, *loss);
-  if (supervisor.ended_by_rank_failure()) abort_job(code, supervisor.failure_summary());
+  if (result.rank_failure) abort_job(code, *result.rank_failure);
   if (code != exit_code::kSuccess) {
     // A signal from the launch above us (slurmstepd for scancel or srun's own teardown,
     // mpirun's daemon) reaches every node: each ends by itself, and srun keeps naming the
     // first failure. A signal from anyone else reached this node only: the others' ranks
     // would wait for this node's, so the job ends everywhere.
-    const auto signal = supervisor.stop_signal();
+    const auto signal = result.stop_signal;
     if (signal && is_ancestor(signals.sender_of(*signal))) {
       if (link) link->say_bye();
       return code;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <utility>
+#include <variant>
 
 #include "hyrun/common/death_notice.hpp"
 #include "hyrun/common/env_contract.hpp"
@@ -30,7 +31,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 constexpr auto kExitGrace = std::chrono::seconds(1);    // rank 0 closed its fd: wait this long for its status
 constexpr auto kDrainLimit = std::chrono::seconds(2);  // output of killed process groups
-constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankSupervisor::suspect_
+constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankState::kEndPending
 // A rank 0 that has not loaded the worker library this long after its start most likely
 // never will (the library says hello before main): hyrun says so instead of waiting silently.
 constexpr auto kHelloWait = std::chrono::seconds(3);
@@ -56,11 +57,11 @@ RankSupervisor::~RankSupervisor() {
     spdlog::error("could not kill the ranks' process groups at hyrun's end: {}", e.what());
   }
   for (auto& rank : ranks_)
-    if (rank.running) {
+    if (rank.alive()) {
       int status;
       while (waitpid(rank.pid, &status, 0) < 0 && errno == EINTR) {
       }
-      rank.running = false;
+      rank.state = RankState::kEnded;
     }
   try {
     reap_children();
@@ -72,7 +73,7 @@ RankSupervisor::~RankSupervisor() {
 }
 
 int RankSupervisor::running_count() const {
-  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; }));
+  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.alive(); }));
 }
 
 void RankSupervisor::start(RankLaunch launch) {
@@ -107,18 +108,12 @@ void RankSupervisor::start_process(RankLaunch launch) {
   spec.stderr_fd = err.get();
   UniqueFd publish_write;
   if (launch.publishes_address) {
-    Pipe pipe = make_pipe();
-    set_nonblocking(pipe.read.get());
-    publish_ = std::move(pipe.read);
-    publish_write = std::move(pipe.write);
+    publish_write = publish_.open();
     spec.inherited_fds.emplace_back(publish_write.get(), kPublishFd);
     spec.environment.push_back(fmt::format("{}={}", env::kPublishFd, kPublishFd));
   }
-  // The control socket: datagrams keep each message whole; our end never blocks.
-  int pair[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) throw SystemError("socketpair", errno);
-  UniqueFd control(pair[0]), control_child(pair[1]);
-  set_nonblocking(control.get());
+  ControlChannel control;
+  UniqueFd control_child = control.open();
   spec.inherited_fds.emplace_back(control_child.get(), kControlFd);
   spec.environment.push_back(fmt::format("{}={}", env::kControlFd, kControlFd));
   pid_t pid;
@@ -144,17 +139,17 @@ void RankSupervisor::start_process(RankLaunch launch) {
 void RankSupervisor::poll_once(Clock::time_point deadline) {
   std::vector<pollfd> fds;
   fds.push_back({signals_.fd(), POLLIN, 0});
-  if (publish_) fds.push_back({publish_.get(), POLLIN, 0});
+  if (publish_.fd() >= 0) fds.push_back({publish_.fd(), POLLIN, 0});
   output_.add_poll_fds(fds);
   input_.add_poll_fds(fds);
   for (const auto& rank : ranks_)
-    if (rank.control) fds.push_back({rank.control.get(), POLLIN, 0});
+    if (rank.control) fds.push_back({rank.control.fd(), POLLIN, 0});
   for (auto* participant : participants_) participant->add_poll_fds(fds);
 
   auto until = deadline;
   for (const auto* participant : participants_) until = std::min(until, participant->wake_by());
   if (stopping_ && !killed_) until = std::min(until, kill_deadline_);
-  if (suspect_) until = std::min(until, suspect_deadline_);
+  if (const Rank* pending = pending_verdict()) until = std::min(until, pending->verdict_due);
   const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
   const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(wait_ms, 0, 1000)));
   if (n < 0 && errno != EINTR) throw SystemError("poll", errno);
@@ -166,15 +161,15 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
     if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
     if (p.fd == signals_.fd())
       on_signals();
-    else if (publish_ && p.fd == publish_.get())
+    else if (publish_.fd() >= 0 && p.fd == publish_.fd())
       on_publish_readable();
-    else if (auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.control.get() == p.fd; });
+    else if (auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.control.fd() == p.fd; });
              it != ranks_.end())
       on_control_readable(*it);
   }
   start_requested_ranks();
   for (auto* participant : participants_) participant->on_tick();
-  if (suspect_ && Clock::now() >= suspect_deadline_) settle_suspect();
+  if (Rank* pending = pending_verdict(); pending && Clock::now() >= pending->verdict_due) settle_verdict(*pending);
   if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
     const int left = running_count();
     if (left > 0)
@@ -224,13 +219,19 @@ void RankSupervisor::reap_children() {
     // Stops and continues too: a stopped rank must not hold the job unnoticed.
     const pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
     if (pid <= 0) return;  // 0: none ready; -1/ECHILD: no children at all
-    auto it = std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.running && r.pid == pid; });
+    auto it = std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.alive() && r.pid == pid; });
     if (WIFSTOPPED(status)) {
-      if (it != ranks_.end()) on_rank_stopped(*it, WSTOPSIG(status));
+      if (it != ranks_.end()) {
+        it->state = RankState::kSuspended;
+        on_rank_stopped(*it, WSTOPSIG(status));
+      }
       continue;
     }
     if (WIFCONTINUED(status)) {
-      if (it != ranks_.end()) spdlog::info("rank {} (pid {}) continues", it->global_rank, it->pid);
+      if (it != ranks_.end()) {
+        it->state = RankState::kRunning;
+        spdlog::info("rank {} (pid {}) continues", it->global_rank, it->pid);
+      }
       continue;
     }
     if (it != ranks_.end()) {
@@ -246,37 +247,23 @@ void RankSupervisor::reap_children() {
 }
 
 void RankSupervisor::on_control_readable(Rank& rank) {
-  char message[256];
-  for (;;) {
-    const ssize_t n = ::recv(rank.control.get(), message, sizeof message, MSG_DONTWAIT);
-    if (n > 0) {
-      const std::string_view text(message, static_cast<std::size_t>(n));
-      if (text == kHandlesDeathsMessage) {
-        on_handles_deaths(rank);
-        continue;
-      }
-      if (const auto asked = parse_start_rank_request(text)) {
-        if (rank.global_rank != 0)
-          spdlog::warn("rank {} asked to start rank {}, which only rank 0 may; ignored", rank.global_rank, *asked);
-        else
-          requested_starts_.push_back(*asked);  // started after the poll round: starting grows ranks_
-        continue;
-      }
-      const auto planned = parse_planned_exit(text);
-      if (!planned) {
-        spdlog::warn("rank {} sent an unknown control message '{:.60}'; ignored", rank.global_rank,
-                     std::string(message, static_cast<std::size_t>(n)));
-        continue;
-      }
+  for (auto& message : rank.control.receive()) {
+    if (std::holds_alternative<control::HandlesDeaths>(message)) {
+      on_handles_deaths(rank);
+    } else if (const auto* start = std::get_if<control::StartRank>(&message)) {
+      if (rank.global_rank != 0)
+        spdlog::warn("rank {} asked to start rank {}, which only rank 0 may; ignored", rank.global_rank,
+                     start->global_rank);
+      else
+        requested_starts_.push_back(start->global_rank);  // started after the poll round: starting grows ranks_
+    } else if (const auto* planned = std::get_if<PlannedExit>(&message)) {
       rank.planned = *planned;  // a later announcement replaces an earlier one
       spdlog::info("rank {} (pid {}) announced a planned {}{}", rank.global_rank, rank.pid, planned->describe(),
                    planned->respawn ? "; it will be restarted" : "");
-      continue;
+    } else {
+      spdlog::warn("rank {} sent an unknown control message '{:.60}'; ignored", rank.global_rank,
+                   std::get<control::Unknown>(message).text);
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return;
-    rank.control.reset();  // the rank closed it or exited
-    return;
   }
 }
 
@@ -284,21 +271,10 @@ bool RankSupervisor::every_rank_handles_deaths() const {
   return !ranks_.empty() && std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.handles_deaths; });
 }
 
-void RankSupervisor::send_death(Rank& rank, int dead) {
-  const std::string message = format_rank_died(dead);
-  // Never blocks: a notice is a few bytes and the rank's library reads them at once.
-  if (::send(rank.control.get(), message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) return;
-  // A rank that has just ended (not reaped yet) closed its end: it needs no news. A full
-  // queue means a rank that stopped reading: said, as it will miss the death.
-  if (errno == EPIPE || errno == ECONNRESET)
-    spdlog::debug("rank {} ended before it could be told that rank {} died", rank.global_rank, dead);
-  else
-    spdlog::warn("could not tell rank {} that rank {} died: {}", rank.global_rank, dead, std::strerror(errno));
-}
-
 void RankSupervisor::tell_death(int dead) {
   for (auto& rank : ranks_)
-    if (rank.running && rank.handles_deaths && rank.control && rank.global_rank != dead) send_death(rank, dead);
+    if (rank.alive() && rank.handles_deaths && rank.control && rank.global_rank != dead)
+      rank.control.tell_death(rank.global_rank, dead);
 }
 
 void RankSupervisor::on_handles_deaths(Rank& rank) {
@@ -310,9 +286,9 @@ void RankSupervisor::on_handles_deaths(Rank& rank) {
   for (const auto& other : ranks_) {
     const auto latest = std::find_if(ranks_.rbegin(), ranks_.rend(),
                                      [&](const Rank& r) { return r.global_rank == other.global_rank; });
-    if (&*latest == &other && !other.running) dead.push_back(other.global_rank);
+    if (&*latest == &other && !other.alive()) dead.push_back(other.global_rank);
   }
-  for (int d : dead) send_death(rank, d);
+  for (int d : dead) rank.control.tell_death(rank.global_rank, d);
 }
 
 void RankSupervisor::report_remote_deaths(int first, int count) {
@@ -339,7 +315,7 @@ void RankSupervisor::start_requested_ranks() {
   for (int global_rank : asked) {
     if (stopping_) return;
     const auto processes = std::count_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.global_rank == global_rank; });
-    if (std::any_of(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.global_rank == global_rank && r.running; })) {
+    if (std::any_of(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.global_rank == global_rank && r.alive(); })) {
       spdlog::warn("rank 0 asked to start rank {}, which is running; ignored", global_rank);
       continue;
     }
@@ -357,7 +333,7 @@ void RankSupervisor::start_requested_ranks() {
 }
 
 void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
-  rank.running = false;
+  rank.state = RankState::kEnded;
   rank.end.wait_status = wait_status;
   spdlog::debug("rank {} (pid {}) {}", rank.global_rank, rank.pid, rank.end.describe());
   // A message sent just before death is still in the socket: read it before judging.
@@ -381,13 +357,13 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
     return;
   }
   if (awaiting_address_ && rank.global_rank == 0) return;  // await_root_address reports it
-  if (!rank.end.failed() || job_exit_code_ || suspect_) return;
+  if (!rank.end.failed() || job_exit_code_ || pending_verdict()) return;
   // SIGKILL too: a step cancel or a PMIx abort from another node kills hyrun and its ranks
   // together, and hyrun must not name a rank of that kill as the job's failure.
   if (WIFSIGNALED(wait_status) && (WTERMSIG(wait_status) == SIGTERM || WTERMSIG(wait_status) == SIGINT ||
                                    WTERMSIG(wait_status) == SIGHUP || WTERMSIG(wait_status) == SIGKILL)) {
-    suspect_ = static_cast<std::size_t>(&rank - ranks_.data());
-    suspect_deadline_ = Clock::now() + kSignalSettle;
+    rank.state = RankState::kEndPending;
+    rank.verdict_due = Clock::now() + kSignalSettle;
     return;
   }
   std::string how = describe_end(rank);
@@ -410,10 +386,14 @@ void RankSupervisor::on_rank_stopped(Rank& rank, int signal) {
             rank.pid, signal, signal_name(signal));
 }
 
-void RankSupervisor::settle_suspect() {
-  const std::size_t index = *suspect_;
-  suspect_.reset();
-  if (!job_exit_code_) report_failure(ranks_[index], describe_end(ranks_[index]));  // no signal reached hyrun: a real failure
+RankSupervisor::Rank* RankSupervisor::pending_verdict() {
+  const auto it = std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.state == RankState::kEndPending; });
+  return it == ranks_.end() ? nullptr : &*it;
+}
+
+void RankSupervisor::settle_verdict(Rank& rank) {
+  rank.state = RankState::kEnded;
+  if (!job_exit_code_) report_failure(rank, describe_end(rank));  // no signal reached hyrun: a real failure
 }
 
 std::string RankSupervisor::describe_end(const Rank& rank) {
@@ -424,7 +404,7 @@ std::string RankSupervisor::describe_end(const Rank& rank) {
 
 void RankSupervisor::report_failure(const Rank& rank, const std::string& how, std::optional<int> exit_code) {
   if (!job_exit_code_) job_exit_code_ = exit_code.value_or(rank.end.exit_code());
-  const int others = running_count() - (rank.running ? 1 : 0);
+  const int others = running_count() - (rank.alive() ? 1 : 0);
   failure_summary_ = fmt::format("rank {} (pid {}) {}", rank.global_rank, rank.pid, how);
   job_event("{}; stopping {} other rank{}", *failure_summary_, others, others == 1 ? "" : "s");
   stop(SIGTERM, *job_exit_code_);
@@ -441,7 +421,7 @@ void RankSupervisor::stop(int signal, int exit_code) {
 void RankSupervisor::signal_running(int signal) {
   const bool ends = signal != SIGUSR1 && signal != SIGUSR2;
   for (auto& rank : ranks_)
-    if (rank.running) {
+    if (rank.alive()) {
       rank.group.signal(signal);
       // A stopped rank acts on the signal only once continued (as Slurm does, SIGCONT follows).
       if (ends) rank.group.signal(SIGCONT);
@@ -487,44 +467,11 @@ void RankSupervisor::kill_adopted_orphans() {
 }
 
 void RankSupervisor::on_publish_readable() {
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(publish_.get(), buffer, sizeof buffer);
-    if (n > 0) {
-      publish_buffer_.append(buffer, static_cast<std::size_t>(n));
-      // Lines in order: the library's hello (at load), then the address.
-      for (auto newline = publish_buffer_.find('\n'); newline != std::string::npos; newline = publish_buffer_.find('\n')) {
-        const std::string line = publish_buffer_.substr(0, newline);
-        publish_buffer_.erase(0, newline + 1);
-        if (is_hello_line(line)) {
-          if (!root_said_hello_) spdlog::debug("rank 0 uses the hyrun worker library (said hello)");
-          root_said_hello_ = true;
-          continue;
-        }
-        const auto address = parse_publish_line(line);
-        publish_.reset();
-        if (!address) {
-          fail_bootstrap(fmt::format("rank 0 wrote something other than its address on {} (fd {}): '{:.60}'",
-                                     env::kPublishFd, kPublishFd, line),
-                         exit_code::kLauncherError);
-          return;
-        }
-        root_address_ = *address;
-        return;
-      }
-      if (publish_buffer_.size() > 65536) {
-        publish_.reset();
-        fail_bootstrap(fmt::format("rank 0 wrote over 64 KiB on {} without a newline", env::kPublishFd),
-                       exit_code::kLauncherError);
-        return;
-      }
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return;
-    publish_.reset();  // EOF: rank 0 closed the fd (or exited) without publishing
-    publish_closed_ = true;
-    return;
+  try {
+    publish_.on_readable();
+  } catch (const Error& e) {  // rank 0 broke the publish protocol: the job cannot start
+    stop(SIGTERM, e.exit_code());
+    throw;
   }
 }
 
@@ -550,9 +497,9 @@ std::optional<std::string> RankSupervisor::await_root_address() {
   } reset{awaiting_address_};
   const auto hint_at = Clock::now() + kHelloWait;
   bool hinted = false;
-  while (!root_address_) {
+  while (!publish_.address()) {
     if (stopping_) return std::nullopt;
-    if (!hinted && !root_said_hello_ && Clock::now() >= hint_at && hint_at < deadline) {
+    if (!hinted && !publish_.said_hello() && Clock::now() >= hint_at && hint_at < deadline) {
       hinted = true;
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(kHelloWait).count();
       const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count();
@@ -562,16 +509,16 @@ std::optional<std::string> RankSupervisor::await_root_address() {
                 root_pid, waited, kHint, left);
     }
     auto& rank0 = *std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });
-    if (publish_closed_ && !closed_at) closed_at = Clock::now();
-    if (!rank0.running || (closed_at && Clock::now() - *closed_at >= kExitGrace)) {
+    if (publish_.closed_early() && !closed_at) closed_at = Clock::now();
+    if (!rank0.alive() || (closed_at && Clock::now() - *closed_at >= kExitGrace)) {
       // Rank 0 ended (or closed the fd and did not end within a second) without publishing.
-      const std::string how = rank0.running ? fmt::format("closed {} and is still running", env::kPublishFd)
+      const std::string how = rank0.alive() ? fmt::format("closed {} and is still running", env::kPublishFd)
                                              : rank0.end.describe();
-      const int code = !rank0.running && rank0.end.failed() ? rank0.end.exit_code() : exit_code::kLauncherError;
+      const int code = !rank0.alive() && rank0.end.failed() ? rank0.end.exit_code() : exit_code::kLauncherError;
       job_exit_code_ = code;  // the cause is reported by this error, not as a rank failure
       // The hint is true only of a program that ended as if it knew nothing of hyrun; one
       // that failed (a bad option, a worker library that could not start UCX) said why itself.
-      const bool hint = rank0.running || !rank0.end.failed();
+      const bool hint = rank0.alive() || !rank0.end.failed();
       fail_bootstrap(fmt::format("rank 0 (pid {}) {} before publishing its UCX address{}", root_pid, how,
                                  hint ? fmt::format("; {}", kHint) : std::string()),
                      code);
@@ -583,14 +530,14 @@ std::optional<std::string> RankSupervisor::await_root_address() {
                                      root_pid, std::chrono::duration<double>(options_.bootstrap_timeout).count(), kHint));
     }
     auto wake = closed_at ? std::min(deadline, *closed_at + kExitGrace) : deadline;
-    if (!hinted && !root_said_hello_) wake = std::min(wake, hint_at);
+    if (!hinted && !publish_.said_hello()) wake = std::min(wake, hint_at);
     poll_once(wake);
   }
-  return root_address_;
+  return publish_.address();
 }
 
-int RankSupervisor::finish() {
-  while (running_count() > 0 || suspect_) poll_once(Clock::now() + std::chrono::seconds(1));
+JobResult RankSupervisor::finish() {
+  while (running_count() > 0 || pending_verdict()) poll_once(Clock::now() + std::chrono::seconds(1));
   // Every rank has exited: whatever is left in their process groups goes now, like srun
   // ending a step. Then the output they leave behind is drained, bounded in time.
   kill_all_groups();
@@ -618,7 +565,7 @@ int RankSupervisor::finish() {
     spdlog::warn("the reader of hyrun's output did not take the last of it within {} s; the rest is dropped",
                  std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count());
   reap_children();
-  return job_exit_code_.value_or(0);
+  return JobResult{job_exit_code_.value_or(0), stop_signal_, failure_summary_};
 }
 
 }  // namespace hyrun

@@ -13,10 +13,13 @@
 
 #include "hyrun/common/planned_exit.hpp"
 #include "launcher/child_process.hpp"
+#include "launcher/control_channel.hpp"
+#include "launcher/job_result.hpp"
 #include "launcher/input_forwarder.hpp"
 #include "launcher/output_forwarder.hpp"
 #include "launcher/poll_participant.hpp"
 #include "launcher/process_group.hpp"
+#include "launcher/publish_channel.hpp"
 #include "launcher/signal_events.hpp"
 #include "launcher/supervisor_options.hpp"
 #include "launcher/wait_status.hpp"
@@ -36,9 +39,9 @@ struct RankLaunch {
 class RankSupervisor {
  public:
   /// The fd number rank 0 finds its publish pipe at (HYRUN_PUBLISH_FD).
-  static constexpr int kPublishFd = 3;
+  static constexpr int kPublishFd = PublishChannel::kChildFd;
   /// The fd number every rank finds its control socket at (HYRUN_CONTROL_FD).
-  static constexpr int kControlFd = 4;
+  static constexpr int kControlFd = ControlChannel::kChildFd;
 
   /// Builds the launch of a new process for `local_rank` (its `incarnation`-th restart):
   /// used when a rank announced a planned exit with respawn and ended as it announced.
@@ -61,6 +64,7 @@ class RankSupervisor {
   void add_participant(PollParticipant& participant) { participants_.push_back(&participant); }
 
   RankSupervisor(SupervisorOptions options, SignalEvents& signals);
+  /// Kills and reaps whatever is left; never throws (a failure is logged).
   ~RankSupervisor();
   RankSupervisor(const RankSupervisor&) = delete;
   RankSupervisor& operator=(const RankSupervisor&) = delete;
@@ -79,8 +83,8 @@ class RankSupervisor {
   std::optional<std::string> await_root_address();
 
   /// Runs the loop until every rank has exited; kills leftovers of their process groups;
-  /// returns the job's exit code.
-  int finish();
+  /// returns how the job ended.
+  JobResult finish();
 
   /// Stops the job from outside (e.g. a failure on another node): `signal` now, SIGKILL
   /// after the grace period. `exit_code` becomes the job's if none is set yet.
@@ -91,12 +95,7 @@ class RankSupervisor {
   void handle_signals() { on_signals(); }
 
   bool stopping() const { return stopping_; }
-  /// The signal (SIGINT, SIGTERM, SIGHUP) to hyrun that stopped the job, if one did.
-  std::optional<int> stop_signal() const { return stop_signal_; }
-  /// True when the job ended because a rank failed (not a signal to hyrun, not an error).
-  bool ended_by_rank_failure() const { return failure_summary_.has_value(); }
-  /// The line that reported the first rank failure ("rank 5 (pid 1234) was killed ...").
-  const std::string& failure_summary() const { return *failure_summary_; }
+  /// Rank processes not yet ended (running or suspended).
   int running_count() const;
 
   /// True when every rank process started here so far said on its control channel that it
@@ -108,17 +107,29 @@ class RankSupervisor {
   void report_remote_deaths(int first, int count);
 
  private:
+  /// Where a rank process is in its life.
+  enum class RankState {
+    kRunning,
+    kSuspended,    ///< stopped by a signal (WIFSTOPPED); the job waits for its SIGCONT
+    /// Killed by SIGTERM/SIGINT/SIGHUP/SIGKILL, which may have been sent together with
+    /// hyrun's own (scancel, a step cancel): the verdict waits briefly (`verdict_due`) for
+    /// hyrun's signal, which excuses it.
+    kEndPending,
+    kEnded,        ///< ended and judged
+  };
   struct Rank {
     int global_rank = 0;
     int local_rank = 0;
     pid_t pid = 0;
     ProcessGroup group;  // signalled only while known to be this rank's
     int incarnation = 0;
-    UniqueFd control;  // our end of the rank's control socket
-    bool running = true;
+    ControlChannel control;
+    RankState state = RankState::kRunning;
+    std::chrono::steady_clock::time_point verdict_due{};  // kEndPending only
     std::optional<PlannedExit> planned;  // the end the rank announced: only that end is excused
     bool handles_deaths = false;         // asked to be told of other ranks' deaths
     ProcessEnd end{};
+    bool alive() const { return state == RankState::kRunning || state == RankState::kSuspended; }
   };
 
   void start_process(RankLaunch launch);
@@ -131,13 +142,14 @@ class RankSupervisor {
   static std::string describe_end(const Rank& rank);
   /// `how` completes "rank R (pid P) ..."; `exit_code` overrides the rank's own.
   void report_failure(const Rank& rank, const std::string& how, std::optional<int> exit_code = {});
-  void settle_suspect();
+  /// The rank whose end awaits its verdict (at most one at a time), or nullptr.
+  Rank* pending_verdict();
+  void settle_verdict(Rank& rank);
   void on_publish_readable();
   void on_control_readable(Rank& rank);
   /// Tells every running local rank that handles deaths, but `dead` itself, that the
   /// current process of global rank `dead` has ended.
   void tell_death(int dead);
-  void send_death(Rank& rank, int dead);
   /// `rank` asked to be told of deaths: first of those that happened before.
   void on_handles_deaths(Rank& rank);
   void respawn(int local_rank, int global_rank, int incarnation);
@@ -158,19 +170,11 @@ class RankSupervisor {
   std::vector<Rank> ranks_;
   std::vector<int> remote_dead_;  // global ranks of lost nodes (report_remote_deaths)
 
-  UniqueFd publish_;
-  std::string publish_buffer_;
-  std::optional<std::string> root_address_;
-  bool publish_closed_ = false;
-  bool root_said_hello_ = false;  // rank 0 loaded the worker library (it wrote the hello line)
+  PublishChannel publish_;
   bool awaiting_address_ = false;  // rank 0's end is then reported as a bootstrap failure
 
   std::optional<int> job_exit_code_;
   std::optional<std::string> failure_summary_;
-  // A rank killed by SIGTERM/SIGINT/SIGHUP/SIGKILL may have been signalled together with
-  // hyrun (scancel, a step cancel): its verdict waits briefly for hyrun's own signal.
-  std::optional<std::size_t> suspect_;
-  std::chrono::steady_clock::time_point suspect_deadline_{};
   bool stopping_ = false;
   std::optional<int> stop_signal_;
   bool killed_ = false;

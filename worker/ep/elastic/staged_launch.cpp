@@ -35,7 +35,7 @@ int supervise(RankSupervisor& supervisor, StartAll start_all) {
     supervisor.finish();
     throw;
   }
-  return supervisor.finish();
+  return supervisor.finish().exit_code;
 }
 
 }  // namespace
