@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <cstdlib>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "hyrun/common/error.hpp"
@@ -35,9 +37,16 @@ nlohmann::json from_bytes(const std::vector<std::byte>& bytes, const std::string
   }
 }
 
+// The tasks of this srun step as Slurm says; 0 when it does not say, or not as a number
+// (then nothing is concluded from it).
 int slurm_step_tasks() {
   for (const char* name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"})
-    if (const char* v = std::getenv(name)) return std::atoi(v);
+    if (const char* text = std::getenv(name)) {
+      const std::string_view v(text);
+      int tasks = 0;
+      const auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), tasks);
+      return error == std::errc() && end == v.data() + v.size() ? tasks : 0;
+    }
   return 0;
 }
 

@@ -121,7 +121,8 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
       record.ranks = options.ranks;
       record.world_size = contract.world_size;
       try {
-        if (node_failure) throw *node_failure;  // said in both records; rank 0 is not started
+        // said in both records; rank 0 is not started
+        if (node_failure) throw Error(node_failure->what(), node_failure->exit_code());
         token = make_job_token();
         node->set_job_token(token);
         record.job_token = token;
@@ -168,7 +169,7 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
     // Past the fence, every node reads the same records: what they say ends each node by itself.
     every_node_knows = true;
     if (node_failure) return node_failure->exit_code();  // said on this node before the fence
-    if (root_failure) throw *root_failure;
+    if (root_failure) throw Error(root_failure->what(), root_failure->exit_code());
     const std::vector<std::string> hosts = check_node_records(exchange, options);
     every_node_knows = false;
 
