@@ -61,6 +61,7 @@ void HostBackend::signal_active(const std::vector<int>& active, std::size_t sign
   // survivor would wait for this (healthy) rank and name it. So the data flush's errors
   // are collected, every other active rank is signalled, and the errors are thrown last.
   // A peer whose data did not complete gets no signal (it would claim data that is not there).
+  store_fence();  // the rows stream_row stored into peers' regions land before the signal
   std::vector<int> failed, timed_out;
   auto flush_collecting = [&] {
     try {
@@ -200,7 +201,11 @@ void HostBackend::send_dispatch(const uint16_t* x, const int64_t* topk_idx, int 
       }
       const MessageHeader h{i, k, me, kMessageMagic ^ static_cast<int32_t>(f)};
       if (std::byte* base = peer_base_[dst]) {
-        std::memcpy(base + area.x + slot * area.x_row, body, area.x_row);
+        // A peer's rows: streamed (host_rows.hpp); own rows: cached for the expert that reads them next.
+        if (dst != me)
+          stream_row(base + area.x + slot * area.x_row, body, area.x_row);
+        else
+          std::memcpy(base + area.x + slot * area.x_row, body, area.x_row);
         if (fp8) std::memcpy(base + area.scales + slot * area.scales_row, body + H, area.scales_row);
         std::memcpy(base + area.headers + slot * sizeof h, &h, sizeof h);
       } else {
@@ -337,7 +342,9 @@ void HostBackend::send_combine(const uint16_t* expert_out, const DispatchOutput&
                                   me, row, tok, k));
         const std::size_t dst_row = static_cast<std::size_t>(tok) * K + k;
         const std::size_t off = layout_.combine_data + dst_row * row_bytes;
-        if (base != nullptr)
+        if (base != nullptr && src != me)
+          stream_row(base + off, expert_out + row * H, row_bytes);
+        else if (base != nullptr)
           std::memcpy(base + off, expert_out + row * H, row_bytes);
         else
           transport_.put(src, off, expert_out + row * H, row_bytes);
