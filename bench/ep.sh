@@ -6,6 +6,9 @@
 #        ITERS (30), WARMUP (5), PERF_ITERS (5000), REPEATS (3)
 #
 # Every figure is the median of REPEATS runs (this machine is shared: single runs vary).
+# avg_t is the mean time of one dispatch + combine, min_t the fastest one (on a loaded
+# machine the mean is dominated by waiting for the peer to be scheduled; min_t is the
+# call when nothing had to wait); "EP GB/s at min_t" is the bandwidth at min_t.
 # First table: --kernel-only with one rank (hyrun -n 1) against a single-core memcpy of
 # 64 MiB (memcpy-baseline) measured in the same run.
 #
@@ -18,6 +21,12 @@
 # combine row (2H bytes); "perftest" is their byte-weighted combination
 # (D + C) / (D/bw_dispatch + C/bw_combine) with rank 0's D and C, and ratio = EP / perftest.
 # ucx_perftest's "MB/s" are MiB/s; they are converted to GB/s (1e9 bytes).
+# Bound: a rank must at least write each logical byte once (D + C, its messages into the
+# regions and its combine rows into the sources; the reduction then reads C again), so
+# even at the speed of a single-core memcpy of D + C bytes (memcpy-baseline, rounded up to
+# whole MiB, measured in the same run) EP GB/s cannot pass that memcpy figure:
+# "bound ratio" = memcpy(D + C) / perftest is the highest ratio EP/perftest that a rank
+# moving its bytes at memcpy speed could show.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -58,17 +67,24 @@ ep_run() {
     --experts-per-rank "$EXPERTS" --iters "$ITERS" --warmup "$WARMUP" "$@" >"$work/ep.out" 2>"$work/ep.err" ||
     { echo "bench/ep.sh: ep-bench-host failed (n=$n, $tls):" >&2; cat "$work/ep.err" >&2; exit 1; }
 }
-# avg of "[rank r] Dispatch + combine bandwidth: X GB/s, avg_t=Y us" over ranks: "X Y"
-ep_avg() { awk '/Dispatch \+ combine bandwidth:/ { g += $7; sub(/avg_t=/, "", $9); t += $9; n++ } END { printf "%.3f %.0f\n", g / n, t / n }' "$work/ep.out"; }
+# avg of "[rank r] Dispatch + combine bandwidth: X GB/s, avg_t=Y us, min_t=Z us" over ranks:
+# "X Y Z X*Y/Z" (the last: GB/s at min_t)
+ep_avg() {
+  awk '/Dispatch \+ combine bandwidth:/ { sub(/avg_t=/, "", $9); sub(/min_t=/, "", $11)
+         g += $7; t += $9; m += $11; gm += $7 * $9 / $11; n++ }
+       END { printf "%.3f %.0f %.0f %.3f\n", g / n, t / n, m / n, gm / n }' "$work/ep.out"
+}
 # median of the numbers on stdin (one a line)
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# ep_median N TLS [args] : "GB/s avg_t" medians over REPEATS runs (rank-averaged each);
+# ep_median N TLS [args] : "GB/s avg_t min_t GB/s@min_t" medians over REPEATS runs (rank-averaged each);
 # not in a subshell, so that a failed run ends the script
 ep_median() {
   local i
   : >"$work/runs"
   for ((i = 0; i < REPEATS; i++)); do ep_run "$@"; ep_avg >>"$work/runs"; done
-  echo "$(cut -d' ' -f1 "$work/runs" | median) $(cut -d' ' -f2 "$work/runs" | median)"
+  local f out=""
+  for f in 1 2 3 4; do out+="$(cut -d' ' -f"$f" "$work/runs" | median) "; done
+  echo "$out"
 }
 perftest_median() {
   local i
@@ -82,23 +98,29 @@ echo
 : >"$work/memcpy"
 for ((i = 0; i < REPEATS; i++)); do "$memcpy_bench" 64 15 | sed -n 's/.*median_gbps=\([0-9.]*\).*/\1/p' >>"$work/memcpy"; done
 mc=$(median <"$work/memcpy")
-ep_median 1 shm --kernel-only >"$work/med"; read -r ko1_gbps ko1_us <"$work/med"
-echo "| kernel-only, 1 rank: EP GB/s | EP avg_t (us) | memcpy 64 MiB, 1 core: GB/s | ratio EP/memcpy |"
-echo "|---:|---:|---:|---:|"
-awk -v e="$ko1_gbps" -v us="$ko1_us" -v m="$mc" 'BEGIN { printf "| %.3f | %.0f | %.2f | %.3f |\n", e, us, m, e / m }'
+ep_median 1 shm --kernel-only >"$work/med"; read -r ko1_gbps ko1_us ko1_min ko1_gmin <"$work/med"
+echo "| kernel-only, 1 rank: EP GB/s | EP avg_t (us) | EP min_t (us) | EP GB/s at min_t | memcpy 64 MiB, 1 core: GB/s | ratio EP/memcpy |"
+echo "|---:|---:|---:|---:|---:|---:|"
+awk -v e="$ko1_gbps" -v us="$ko1_us" -v mn="$ko1_min" -v gm="$ko1_gmin" -v m="$mc" \
+  'BEGIN { printf "| %.3f | %.0f | %.0f | %.3f | %.2f | %.3f |\n", e, us, mn, gm, m, e / m }'
 echo
-echo "| ranks | transport | EP GB/s (avg over ranks) | EP avg_t (us) | kernel-only GB/s | perftest dispatch msg GB/s | perftest combine msg GB/s | perftest GB/s (weighted) | ratio EP/perftest |"
-echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| ranks | transport | EP GB/s (avg over ranks) | EP avg_t (us) | EP min_t (us) | EP GB/s at min_t | kernel-only GB/s | perftest dispatch msg GB/s | perftest combine msg GB/s | perftest GB/s (weighted) | ratio EP/perftest | ratio at min_t | memcpy of D+C, 1 core: GB/s | bound ratio memcpy/perftest |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for tls in $TLS; do
   for n in "${RANKS[@]}"; do
-    ep_median "$n" "$tls" >"$work/med"; read -r ep_gbps ep_us <"$work/med"
+    ep_median "$n" "$tls" >"$work/med"; read -r ep_gbps ep_us ep_min ep_gmin <"$work/med"
     D=$(rank0_field dispatch_bytes); C=$(rank0_field combine_bytes)
     dmsg=$(rank0_field dispatch_msg_bytes); cmsg=$(rank0_field combine_msg_bytes)
     ep_median "$n" "$tls" --kernel-only >"$work/med"; read -r ko_gbps _ <"$work/med"
     pd=$(perftest_median "$tls" "$dmsg"); pc=$(perftest_median "$tls" "$cmsg")
-    awk -v n="$n" -v tls="$tls" -v e="$ep_gbps" -v us="$ep_us" -v k="$ko_gbps" -v pd="$pd" -v pc="$pc" -v D="$D" -v C="$C" \
-      -v dm="$dmsg" -v cm="$cmsg" 'BEGIN {
+    mib=$(( (D + C + 1048575) / 1048576 ))
+    : >"$work/memcpy"
+    for ((i = 0; i < REPEATS; i++)); do "$memcpy_bench" "$mib" 15 | sed -n 's/.*median_gbps=\([0-9.]*\).*/\1/p' >>"$work/memcpy"; done
+    mcb=$(median <"$work/memcpy")
+    awk -v n="$n" -v tls="$tls" -v e="$ep_gbps" -v us="$ep_us" -v mn="$ep_min" -v gm="$ep_gmin" -v k="$ko_gbps" \
+      -v pd="$pd" -v pc="$pc" -v D="$D" -v C="$C" -v dm="$dmsg" -v cm="$cmsg" -v mcb="$mcb" -v mib="$mib" 'BEGIN {
         w = (D + C) / (D / pd + C / pc)
-        printf "| %d | %s | %.3f | %.0f | %.3f | %.2f (%d B) | %.2f (%d B) | %.2f | %.3f |\n", n, tls, e, us, k, pd, dm, pc, cm, w, e / w }'
+        printf "| %d | %s | %.3f | %.0f | %.0f | %.3f | %.3f | %.2f (%d B) | %.2f (%d B) | %.2f | %.3f | %.3f | %.2f (%d MiB) | %.3f |\n",
+          n, tls, e, us, mn, gm, k, pd, dm, pc, cm, w, e / w, gm / w, mcb, mib, mcb / w }'
   done
 done

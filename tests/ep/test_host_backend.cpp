@@ -389,25 +389,30 @@ TEST(EpHostBackendThreads, BlockingCallsFromOneThreadPerRank) {
 // The fused dispatch()/combine() skip the region for this rank's own rows (written
 // straight into the outputs, reduced straight from expert_out); the split calls go
 // through the region. Both must give the same bits in every output, for both formats,
-// with a masked rank, over several rounds re-using the region.
+// with a masked rank, over several rounds re-using the region. So must the fused calls
+// that read recv_x / recv_scales from the region itself (region_rows: the rows are not
+// copied), and the split calls over a transport that maps no peer (every row, header and
+// scale block put, the sources read at the flush as a network would).
 struct RoundOutputs {
   std::vector<int32_t> layout_count, recv_count, src_token, src_topk;
   std::vector<uint8_t> recv_x;       // rows within the counts only
   std::vector<uint32_t> scale_bits;  // rows within the counts only (FP8)
   std::vector<uint16_t> y;
 };
-RoundOutputs collect(const Shape& s, Format f, DispatchBuffers& out, std::vector<uint16_t> y) {
+RoundOutputs collect(const Shape& s, Format f, const DispatchOutput& out) {
   RoundOutputs o;
-  o.layout_count = out.layout_count;
-  o.recv_count = out.recv_count;
+  const int E = s.experts_per_rank, R = s.max_ranks;
+  o.layout_count.assign(out.layout_count, out.layout_count + static_cast<std::size_t>(E) * R);
+  o.recv_count.assign(out.recv_count, out.recv_count + E);
   const int H = s.hidden, nb = H / 128, row_bytes = f == Format::kFP8 ? H : 2 * H;
-  for (int e = 0; e < s.experts_per_rank; ++e)
-    for (int src = 0; src < s.max_ranks; ++src)
-      for (int j = 0; j < out.layout_count[e * s.max_ranks + src]; ++j) {
-        const std::size_t row = (static_cast<std::size_t>(e) * s.max_ranks + src) * s.max_tokens + j;
+  const auto* x = static_cast<const uint8_t*>(out.recv_x);
+  for (int e = 0; e < E; ++e)
+    for (int src = 0; src < R; ++src)
+      for (int j = 0; j < out.layout_count[e * R + src]; ++j) {
+        const std::size_t row = (static_cast<std::size_t>(e) * R + src) * s.max_tokens + j;
         o.src_token.push_back(out.recv_src_token[row]);
         o.src_topk.push_back(out.recv_src_topk[row]);
-        o.recv_x.insert(o.recv_x.end(), out.recv_x.begin() + row * row_bytes, out.recv_x.begin() + (row + 1) * row_bytes);
+        o.recv_x.insert(o.recv_x.end(), x + row * row_bytes, x + (row + 1) * row_bytes);
         if (f == Format::kFP8)
           for (int b = 0; b < nb; ++b) {
             uint32_t u;
@@ -415,19 +420,24 @@ RoundOutputs collect(const Shape& s, Format f, DispatchBuffers& out, std::vector
             o.scale_bits.push_back(u);
           }
       }
-  o.y = std::move(y);
   return o;
 }
-// Expert outputs from a dispatch output: a fixed bf16 function of each received row.
-std::vector<uint16_t> expert_outputs(const Shape& s, Format f, const DispatchBuffers& out) {
-  const int H = s.hidden;
+// Expert outputs from a dispatch output: a fixed bf16 function of each received row
+// (rows not covered by the counts give NaN).
+std::vector<uint16_t> expert_outputs(const Shape& s, Format f, const DispatchOutput& out) {
+  const int H = s.hidden, E = s.experts_per_rank, R = s.max_ranks;
+  const auto* x = static_cast<const uint8_t*>(out.recv_x);
   std::vector<uint16_t> eo(recv_rows(s) * H, 0xFFFF);
-  for (std::size_t row = 0; row < recv_rows(s); ++row)
-    for (int c = 0; c < H; ++c) {
-      const std::size_t i = row * H + c;
-      eo[i] = f == Format::kFP8 ? float_to_bf16(dequantize_fp8(out.recv_x[i], out.recv_scales[row * (H / 128) + c / 128]) * 1.5f)
-                                : static_cast<uint16_t>(out.recv_x[2 * i] | out.recv_x[2 * i + 1] << 8);
-    }
+  for (int e = 0; e < E; ++e)
+    for (int src = 0; src < R; ++src)
+      for (int j = 0; j < out.layout_count[e * R + src]; ++j) {
+        const std::size_t row = (static_cast<std::size_t>(e) * R + src) * s.max_tokens + j;
+        for (int c = 0; c < H; ++c) {
+          const std::size_t i = row * H + c;
+          eo[i] = f == Format::kFP8 ? float_to_bf16(dequantize_fp8(x[i], out.recv_scales[row * (H / 128) + c / 128]) * 1.5f)
+                                    : static_cast<uint16_t>(x[2 * i] | x[2 * i + 1] << 8);
+        }
+      }
   return eo;
 }
 }  // namespace
@@ -444,9 +454,9 @@ TEST(EpHostBackendFused, FusedCallsGiveTheSameBitsAsSplitCalls) {
       for (int r = 0; r < R; ++r) inputs.back().push_back(make_input(s, R, r, T, rng, true));
     }
     // Split calls from one thread.
-    std::vector<std::vector<RoundOutputs>> split(3);  // [round][rank]
-    {
-      InProcessFabric fabric(R, region_bytes(s));
+    auto run_split = [&](InProcessFabric::Writes writes) {
+      std::vector<std::vector<RoundOutputs>> split(3);  // [round][rank]
+      InProcessFabric fabric(R, region_bytes(s), writes);
       std::vector<std::unique_ptr<HostBackend>> be;
       std::vector<DispatchBuffers> out;
       for (int r = 0; r < R; ++r) {
@@ -466,7 +476,7 @@ TEST(EpHostBackendFused, FusedCallsGiveTheSameBitsAsSplitCalls) {
           if (routing.is_active(r)) be[r]->dispatch_recv(out[r].view());
         for (int r = 0; r < R; ++r) {
           if (!routing.is_active(r)) continue;
-          eo[r] = expert_outputs(s, f, out[r]);
+          eo[r] = expert_outputs(s, f, out[r].view());
           be[r]->combine_send(eo[r].data(), out[r].view());
         }
         for (int r = 0; r < R; ++r) {
@@ -474,14 +484,16 @@ TEST(EpHostBackendFused, FusedCallsGiveTheSameBitsAsSplitCalls) {
           if (!routing.is_active(r)) continue;
           std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
           be[r]->combine_recv(inputs[round][r].topk_idx.data(), inputs[round][r].weights.data(), T, y.data());
-          split[round][r] = collect(s, f, out[r], std::move(y));
+          split[round][r] = collect(s, f, out[r].view());
+          split[round][r].y = std::move(y);
         }
       }
-    }
-    // Fused calls, one thread per rank.
-    std::vector<std::vector<RoundOutputs>> fused(3, std::vector<RoundOutputs>(R));
-    std::vector<std::string> errors(R);
-    {
+      return split;
+    };
+    // Fused calls, one thread per rank; `in_region`: recv_x / recv_scales are the region's rows.
+    auto run_fused = [&](bool in_region) {
+      std::vector<std::vector<RoundOutputs>> fused(3, std::vector<RoundOutputs>(R));
+      std::vector<std::string> errors(R);
       InProcessFabric fabric(R, region_bytes(s));
       std::vector<std::thread> th;
       for (int r = 0; r < R; ++r)
@@ -495,35 +507,51 @@ TEST(EpHostBackendFused, FusedCallsGiveTheSameBitsAsSplitCalls) {
               const RankInput& in = inputs[round][r];
               be.set_epoch(static_cast<uint64_t>(round + 1) << 32);
               out.poison();
-              be.dispatch(in.x.data(), in.topk_idx.data(), T, routing, f, out.view());
-              const auto eo = expert_outputs(s, f, out);
+              DispatchOutput view = out.view();
+              if (in_region) {
+                const RegionRows rows = be.region_rows(f);
+                view.recv_x = rows.recv_x;
+                view.recv_scales = rows.recv_scales;
+              }
+              be.dispatch(in.x.data(), in.topk_idx.data(), T, routing, f, view);
+              // The region's rows are valid until combine: read them before.
+              const auto eo = expert_outputs(s, f, view);
+              fused[round][r] = collect(s, f, view);
               std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
-              be.combine(eo.data(), out.view(), in.topk_idx.data(), in.weights.data(), T, y.data());
-              fused[round][r] = collect(s, f, out, std::move(y));
+              be.combine(eo.data(), view, in.topk_idx.data(), in.weights.data(), T, y.data());
+              fused[round][r].y = std::move(y);
             }
           } catch (const std::exception& e) {
             errors[r] = e.what();
           }
         });
       for (auto& t : th) t.join();
-    }
-    for (int r = 0; r < R; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
-    for (int round = 0; round < 3; ++round)
-      for (int r = 0; r < R; ++r) {
-        const auto& a = split[round][r];
-        const auto& b = fused[round][r];
-        const std::string where = fmt::format("{} round {} rank {}", to_string(f), round, r);
-        EXPECT_EQ(a.layout_count, b.layout_count) << where;
-        EXPECT_EQ(a.recv_count, b.recv_count) << where;
-        EXPECT_EQ(a.src_token, b.src_token) << where;
-        EXPECT_EQ(a.src_topk, b.src_topk) << where;
-        EXPECT_TRUE(a.recv_x == b.recv_x) << where;
-        EXPECT_TRUE(a.scale_bits == b.scale_bits) << where;
-        EXPECT_TRUE(a.y == b.y) << where;
-        if (routings[round].is_active(r)) {
-          EXPECT_FALSE(a.y.empty()) << where;
+      for (int r = 0; r < R; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+      return fused;
+    };
+    const auto split = run_split(InProcessFabric::Writes::kMapped);
+    const std::pair<const char*, std::vector<std::vector<RoundOutputs>>> others[] = {
+        {"fused", run_fused(false)},
+        {"fused, rows read in the region", run_fused(true)},
+        {"split, every write a put", run_split(InProcessFabric::Writes::kPutOnly)}};
+    for (const auto& [what, other] : others)
+      for (int round = 0; round < 3; ++round)
+        for (int r = 0; r < R; ++r) {
+          const auto& a = split[round][r];
+          const auto& b = other[round][r];
+          const std::string where = fmt::format("{}: {} round {} rank {}", what, to_string(f), round, r);
+          EXPECT_EQ(a.layout_count, b.layout_count) << where;
+          EXPECT_EQ(a.recv_count, b.recv_count) << where;
+          EXPECT_EQ(a.src_token, b.src_token) << where;
+          EXPECT_EQ(a.src_topk, b.src_topk) << where;
+          EXPECT_TRUE(a.recv_x == b.recv_x) << where;
+          EXPECT_TRUE(a.scale_bits == b.scale_bits) << where;
+          EXPECT_TRUE(a.y == b.y) << where;
+          if (routings[round].is_active(r)) {
+            EXPECT_FALSE(a.y.empty()) << where;
+            EXPECT_FALSE(a.recv_x.empty()) << where;
+          }
         }
-      }
   }
 }
 

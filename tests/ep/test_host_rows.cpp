@@ -155,3 +155,21 @@ TEST(EpHostRows, CombineRowOfRandomBlocksEqualsSharedChannelReduction) {
     }
   }
 }
+
+// stream_row stores exactly the bytes of memcpy, whichever path it takes (aligned rows of
+// whole cache lines: non-temporal stores; any other destination or length: memcpy), and
+// writes nothing outside [dst, dst + n).
+TEST(EpHostRows, StreamRowStoresTheSameBytesAsMemcpy) {
+  std::mt19937 g(7);
+  std::vector<uint8_t> src(4096 + 64);
+  for (auto& b : src) b = static_cast<uint8_t>(g());
+  for (std::size_t n : {std::size_t{0}, std::size_t{64}, std::size_t{448}, std::size_t{4096}, std::size_t{100}})
+    for (std::size_t dst_off : {0, 16, 8, 3})
+      for (std::size_t src_off : {0, 1}) {
+        std::vector<uint8_t> want(n + 128, 0x5A), got(n + 128, 0x5A);  // data() is 16-aligned
+        std::memcpy(want.data() + dst_off, src.data() + src_off, n);
+        stream_row(got.data() + dst_off, src.data() + src_off, n);
+        store_fence();
+        ASSERT_EQ(got, want) << "n " << n << " dst offset " << dst_off << " src offset " << src_off;
+      }
+}

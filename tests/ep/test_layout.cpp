@@ -44,7 +44,7 @@ TEST(EpLayout, RegionLayoutIsAlignedAndSized) {
   for (auto off : {l.dispatch_counts, l.combine_data, l.dispatch_signals, l.combine_signals, l.total})
     EXPECT_EQ(off % 64, 0u);
   EXPECT_EQ(region_bytes(s), l.total);
-  EXPECT_EQ(send_staging_bytes(s), 128u * 8 * l.slot_bytes);
+  EXPECT_EQ(send_staging_bytes(s), 128u * (7168 + 7168 / 128 * 4));  // each token cast once
   EXPECT_EQ(recv_rows(s), 2u * 8 * 128);
   EXPECT_EQ(recv_x_bytes(s, Format::kFP8), recv_rows(s) * 7168);
   EXPECT_EQ(recv_x_bytes(s, Format::kBF16), recv_rows(s) * 7168 * 2);

@@ -71,6 +71,13 @@ Buffer::Buffer(World& world, const BufferOptions& options) {
 
 Buffer::~Buffer() = default;
 
+RegionRows Buffer::Path::region_rows(Format f) {
+  (void)f;
+  throw UsageError(fmt::format("EP buffer: region_rows is for the host backend; backend {} keeps its outputs in "
+                               "device memory",
+                               to_string(backend())));
+}
+
 Backend Buffer::backend() const { return path_->backend(); }
 const Shape& Buffer::shape() const { return path_->shape(); }
 CUstream_st* Buffer::stream() const { return path_->stream(); }
@@ -99,6 +106,10 @@ void Buffer::launch_combine(const uint16_t* expert_out, const DispatchOutput& ha
                             const float* topk_weights, int num_tokens, uint16_t* out) {
   check_open("combine");
   path_->launch_combine(expert_out, handle, topk_idx, topk_weights, num_tokens, out);
+}
+RegionRows Buffer::region_rows(Format f) {
+  check_open("region_rows");
+  return path_->region_rows(f);
 }
 void Buffer::synchronize() { path_->synchronize(); }
 void Buffer::fill_region(uint8_t value) { path_->fill_region(value); }

@@ -38,6 +38,12 @@ void HostPath::launch_combine(const uint16_t* expert_out, const DispatchOutput& 
   backend_->combine(expert_out, handle, topk_idx, topk_weights, num_tokens, out);
 }
 
+RegionRows HostPath::region_rows(Format f) {
+  // The staged CUDA path derives from this one, but its outputs live in device memory.
+  if (backend() != Backend::kHost) return Path::region_rows(f);
+  return backend_->region_rows(f);
+}
+
 void HostPath::fill_region(uint8_t value) {
   auto r = transport_.region();
   std::memset(r.data(), value, r.size());

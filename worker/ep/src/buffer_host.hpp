@@ -24,6 +24,7 @@ class HostPath : public Buffer::Path {
   void launch_combine(const uint16_t* expert_out, const DispatchOutput& handle, const int64_t* topk_idx,
                       const float* topk_weights, int num_tokens, uint16_t* out) override;
   void synchronize() override {}  // the host calls are complete when they return
+  RegionRows region_rows(Format f) override;
   void fill_region(uint8_t value) override;
   std::size_t region_bytes_not(uint8_t value) override;
 

@@ -24,6 +24,8 @@ class Buffer::Path {
   virtual void launch_combine(const uint16_t* expert_out, const DispatchOutput& handle, const int64_t* topk_idx,
                               const float* topk_weights, int num_tokens, uint16_t* out) = 0;
   virtual void synchronize() = 0;
+  /// Views of the region's dispatch rows (host tensors only; default: UsageError).
+  virtual RegionRows region_rows(Format f);
   /// Closes every mapping of a peer's region (default: none to close).
   virtual void close_peers() {}
   virtual void fill_region(uint8_t value) = 0;

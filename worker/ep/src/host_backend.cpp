@@ -1,5 +1,6 @@
 #include "hyrun/ep/host_backend.hpp"
 
+#include "hyrun/ep/host_dispatch_area.hpp"
 #include "hyrun/ep/host_rows.hpp"
 
 #include <fmt/format.h>
@@ -41,7 +42,7 @@ HostBackend::HostBackend(const Shape& shape, Transport& transport, std::chrono::
     throw UsageError(fmt::format("EP host backend: the transport has {} ranks, more than max_ranks={}",
                                  transport_.num_ranks(), shape_.max_ranks));
   staging_.resize(send_staging_bytes(shape_));
-  token_body_.resize(layout_.slot_bytes);
+  peer_base_.resize(static_cast<std::size_t>(shape_.max_ranks));
   rows_.resize(static_cast<std::size_t>(shape_.topk));
   local_rows_.resize(static_cast<std::size_t>(shape_.max_tokens) * shape_.topk);
 }
@@ -60,6 +61,7 @@ void HostBackend::signal_active(const std::vector<int>& active, std::size_t sign
   // survivor would wait for this (healthy) rank and name it. So the data flush's errors
   // are collected, every other active rank is signalled, and the errors are thrown last.
   // A peer whose data did not complete gets no signal (it would claim data that is not there).
+  store_fence();  // the rows stream_row stored into peers' regions land before the signal
   std::vector<int> failed, timed_out;
   auto flush_collecting = [&] {
     try {
@@ -153,53 +155,91 @@ void HostBackend::send_dispatch(const uint16_t* x, const int64_t* topk_idx, int 
   format_ = f;
   const int E = s.experts_per_rank, K = s.topk, H = s.hidden, R = s.max_ranks, T = s.max_tokens;
   const int nblocks = H / kScaleBlock;
-  const std::size_t msg = message_bytes(H, f), body_bytes = msg - kMessageHeaderBytes;
+  const bool fp8 = f == Format::kFP8;
+  const HostDispatchArea area = host_dispatch_area(s, layout_, f);
+  const std::size_t body_bytes = area.x_row + area.scales_row;
   send_counts_.assign(static_cast<std::size_t>(routing.num_ranks) * E, 0);
+  // Each payload row, its scales and its header go straight to their places in the
+  // destination's region (host_dispatch_area.hpp): stored where the region is mapped here,
+  // else put. Headers and scales for put() are staged per (destination, expert) and put
+  // as one block each after the loop: a block's rows are contiguous at the destination.
+  bool any_put = false;
+  for (int dst = 0; dst < routing.num_ranks; ++dst) {
+    peer_base_[dst] = routing.is_active(dst) ? transport_.mapped(dst, 0, layout_.total) : nullptr;
+    any_put = any_put || (routing.is_active(dst) && peer_base_[dst] == nullptr);
+  }
+  if (any_put) {
+    header_staging_.resize(static_cast<std::size_t>(routing.num_ranks) * E * T);
+    if (fp8) scale_staging_.resize(header_staging_.size() * nblocks);
+  }
 
   for (int i = 0; i < num_tokens; ++i) {
     const uint16_t* row = x + static_cast<std::size_t>(i) * H;
-    // A message's body is the same for all K selections of a token: cast it once. BF16
-    // bodies are the row itself.
+    // A message's body is the same for all K selections of a token: cast it once, into a
+    // staging row that stays valid until the flush (put() reads it then). BF16 bodies are
+    // the row itself.
     const std::byte* body = reinterpret_cast<const std::byte*>(row);
-    bool cast = f != Format::kFP8;
+    bool cast = !fp8;
     for (int k = 0; k < K; ++k) {
       const int64_t g = kept_expert(topk_idx[static_cast<std::size_t>(i) * K + k], E, routing);
       if (g < 0) continue;
       const int dst = static_cast<int>(g / E), e = static_cast<int>(g % E);
       const int j = send_counts_[g]++;
       if (!cast) {
-        auto* q = reinterpret_cast<uint8_t*>(token_body_.data());
+        auto* q = reinterpret_cast<uint8_t*>(staging_.data() + static_cast<std::size_t>(i) * body_bytes);
         cast_row_fp8_dispatched(row, H, q, reinterpret_cast<float*>(q + H));
-        body = token_body_.data();
+        body = reinterpret_cast<const std::byte*>(q);
         cast = true;
       }
       const std::size_t slot = (static_cast<std::size_t>(e) * R + me) * T + j;
       if (local != nullptr && dst == me) {  // fused dispatch: straight into this rank's outputs
         local->recv_src_token[slot] = i;
         local->recv_src_topk[slot] = k;
-        if (f == Format::kFP8) {
-          std::memcpy(static_cast<uint8_t*>(local->recv_x) + slot * H, body, static_cast<std::size_t>(H));
-          std::memcpy(local->recv_scales + slot * nblocks, body + H, static_cast<std::size_t>(nblocks) * 4);
-        } else {
-          std::memcpy(static_cast<uint16_t*>(local->recv_x) + slot * H, body, body_bytes);
-        }
+        std::memcpy(static_cast<std::byte*>(local->recv_x) + slot * area.x_row, body, area.x_row);
+        if (fp8) std::memcpy(local->recv_scales + slot * nblocks, body + H, area.scales_row);
         continue;
       }
       const MessageHeader h{i, k, me, kMessageMagic ^ static_cast<int32_t>(f)};
-      const std::size_t off = layout_.dispatch_data + slot * layout_.slot_bytes;
-      std::byte* m = transport_.mapped(dst, off, msg);
-      const bool direct = m != nullptr;
-      if (!direct) m = staging_.data() + (static_cast<std::size_t>(i) * K + k) * layout_.slot_bytes;
-      std::memcpy(m, &h, sizeof h);
-      std::memcpy(m + kMessageHeaderBytes, body, body_bytes);
-      if (!direct) transport_.put(dst, off, m, msg);
+      if (std::byte* base = peer_base_[dst]) {
+        // A peer's rows: streamed (host_rows.hpp); own rows: cached for the expert that reads them next.
+        if (dst != me)
+          stream_row(base + area.x + slot * area.x_row, body, area.x_row);
+        else
+          std::memcpy(base + area.x + slot * area.x_row, body, area.x_row);
+        if (fp8) std::memcpy(base + area.scales + slot * area.scales_row, body + H, area.scales_row);
+        std::memcpy(base + area.headers + slot * sizeof h, &h, sizeof h);
+      } else {
+        transport_.put(dst, area.x + slot * area.x_row, body, area.x_row);
+        const std::size_t staged = (static_cast<std::size_t>(dst) * E + e) * T + j;
+        if (fp8) std::memcpy(scale_staging_.data() + staged * nblocks, body + H, area.scales_row);
+        header_staging_[staged] = h;
+      }
     }
   }
   const auto active = active_ranks();
-  for (int dst : active)
+  for (int dst : active) {
+    if (peer_base_[dst] == nullptr)
+      for (int e = 0; e < E; ++e) {
+        const std::size_t n = static_cast<std::size_t>(send_counts_[static_cast<std::size_t>(dst) * E + e]);
+        if (n == 0) continue;
+        const std::size_t first = (static_cast<std::size_t>(e) * R + me) * T;
+        const std::size_t staged = (static_cast<std::size_t>(dst) * E + e) * T;
+        transport_.put(dst, area.headers + first * sizeof(MessageHeader), header_staging_.data() + staged,
+                       n * sizeof(MessageHeader));
+        if (fp8)
+          transport_.put(dst, area.scales + first * area.scales_row, scale_staging_.data() + staged * nblocks,
+                         n * area.scales_row);
+      }
     transport_.put(dst, layout_.dispatch_counts + static_cast<std::size_t>(me) * E * sizeof(int32_t),
                    send_counts_.data() + static_cast<std::size_t>(dst) * E, E * sizeof(int32_t));
+  }
   signal_active(active, layout_.dispatch_signals, "dispatch");
+}
+
+RegionRows HostBackend::region_rows(Format f) {
+  const HostDispatchArea area = host_dispatch_area(shape_, layout_, f);
+  std::byte* region = transport_.region().data();
+  return RegionRows{region + area.x, f == Format::kFP8 ? reinterpret_cast<float*>(region + area.scales) : nullptr};
 }
 
 void HostBackend::receive_dispatch(const DispatchOutput& out, bool local_done) {
@@ -208,12 +248,17 @@ void HostBackend::receive_dispatch(const DispatchOutput& out, bool local_done) {
   const auto missing =
       transport_.wait_signals(active, layout_.dispatch_signals, epoch_, Clock::now() + timeout_);
   if (!missing.empty()) throw_missing("dispatch", missing);
-  const int E = s.experts_per_rank, H = s.hidden, R = s.max_ranks, T = s.max_tokens;
+  const int E = s.experts_per_rank, R = s.max_ranks, T = s.max_tokens;
   const int me = transport_.rank();
-  const std::byte* region = transport_.region().data();
+  const bool fp8 = format_ == Format::kFP8;
+  const HostDispatchArea area = host_dispatch_area(s, layout_, format_);
+  std::byte* region = transport_.region().data();
   const auto* counts = reinterpret_cast<const int32_t*>(region + layout_.dispatch_counts);
+  const auto* headers = reinterpret_cast<const MessageHeader*>(region + area.headers);
+  // Rows already in place when recv_x / recv_scales are the region's own arrays (region_rows).
+  const bool copy_x = out.recv_x != region + area.x;
+  const bool copy_scales = fp8 && reinterpret_cast<std::byte*>(out.recv_scales) != region + area.scales;
   const int32_t magic = kMessageMagic ^ static_cast<int32_t>(format_);
-  const int nblocks = H / kScaleBlock;
   for (int e = 0; e < E; ++e) {
     int32_t total = 0;
     for (int src = 0; src < R; ++src) {
@@ -223,28 +268,27 @@ void HostBackend::receive_dispatch(const DispatchOutput& out, bool local_done) {
                                 transport_.rank(), n, src, e, T));
       out.layout_count[static_cast<std::size_t>(e) * R + src] = n;
       total += n;
-      if (local_done && src == me) continue;
+      if (n == 0 || (local_done && src == me)) continue;
+      const std::size_t first = (static_cast<std::size_t>(e) * R + src) * T;
       for (int j = 0; j < n; ++j) {
-        const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
-        const std::byte* m = region + layout_.dispatch_data + row * layout_.slot_bytes;
         MessageHeader h;
-        std::memcpy(&h, m, sizeof h);
+        std::memcpy(&h, headers + first + j, sizeof h);
         if (h.magic != magic || h.src_rank != src || h.src_token < 0 || h.src_token >= T || h.src_topk < 0 ||
             h.src_topk >= s.topk)
           throw Error(fmt::format("EP dispatch: rank {}: corrupt message {} from rank {} for local expert {} "
                                   "(magic {:#x}, src_rank {}, token {}, topk {})",
                                   transport_.rank(), j, src, e, static_cast<uint32_t>(h.magic), h.src_rank,
                                   h.src_token, h.src_topk));
-        out.recv_src_token[row] = h.src_token;
-        out.recv_src_topk[row] = h.src_topk;
-        const std::byte* payload = m + kMessageHeaderBytes;
-        if (format_ == Format::kFP8) {
-          std::memcpy(static_cast<uint8_t*>(out.recv_x) + row * H, payload, static_cast<std::size_t>(H));
-          std::memcpy(out.recv_scales + row * nblocks, payload + H, static_cast<std::size_t>(nblocks) * 4);
-        } else {
-          std::memcpy(static_cast<uint16_t*>(out.recv_x) + row * H, payload, static_cast<std::size_t>(H) * 2);
-        }
+        out.recv_src_token[first + j] = h.src_token;
+        out.recv_src_topk[first + j] = h.src_topk;
       }
+      // A block's rows are contiguous in the region and in recv_x: one copy each.
+      if (copy_x)
+        std::memcpy(static_cast<std::byte*>(out.recv_x) + first * area.x_row, region + area.x + first * area.x_row,
+                    n * area.x_row);
+      if (copy_scales)
+        std::memcpy(reinterpret_cast<std::byte*>(out.recv_scales) + first * area.scales_row,
+                    region + area.scales + first * area.scales_row, n * area.scales_row);
     }
     out.recv_count[e] = total;
   }
@@ -283,16 +327,25 @@ void HostBackend::send_combine(const uint16_t* expert_out, const DispatchOutput&
   const int E = s.experts_per_rank, H = s.hidden, R = s.max_ranks, T = s.max_tokens, K = s.topk;
   const int me = transport_.rank();
   const std::size_t row_bytes = static_cast<std::size_t>(H) * 2;
+  for (int src = 0; src < routing_.num_ranks; ++src)
+    peer_base_[src] = routing_.is_active(src) ? transport_.mapped(src, 0, layout_.total) : nullptr;
   for (int e = 0; e < E; ++e) {
-    for (int src = 0; src < R; ++src) {
+    for (int src = 0; src < routing_.num_ranks; ++src) {
       if (!routing_.is_active(src) || (skip_local && src == me)) continue;
       const int n = handle.layout_count[static_cast<std::size_t>(e) * R + src];
+      std::byte* base = peer_base_[src];
       for (int j = 0; j < n; ++j) {
         const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
-        const std::size_t dst_row = static_cast<std::size_t>(handle.recv_src_token[row]) * K + handle.recv_src_topk[row];
+        const int32_t tok = handle.recv_src_token[row], k = handle.recv_src_topk[row];
+        if (tok < 0 || tok >= T || k < 0 || k >= K)  // the stores below are not bounds-checked
+          throw Error(fmt::format("EP combine: rank {}: the dispatch handle's row {} names token {}, top-k {} (bad handle)",
+                                  me, row, tok, k));
+        const std::size_t dst_row = static_cast<std::size_t>(tok) * K + k;
         const std::size_t off = layout_.combine_data + dst_row * row_bytes;
-        if (std::byte* d = transport_.mapped(src, off, row_bytes))
-          std::memcpy(d, expert_out + row * H, row_bytes);
+        if (base != nullptr && src != me)
+          stream_row(base + off, expert_out + row * H, row_bytes);
+        else if (base != nullptr)
+          std::memcpy(base + off, expert_out + row * H, row_bytes);
         else
           transport_.put(src, off, expert_out + row * H, row_bytes);
       }

@@ -24,11 +24,15 @@ class InProcessFabric::RankTransport final : public Transport {
       failed_.push_back(peer);
       return;
     }
-    std::memcpy(fabric_.regions_[peer].get() + off, src, len);
+    if (fabric_.writes_ == Writes::kPutOnly)
+      pending_.push_back({fabric_.regions_[peer].get() + off, src, len});
+    else
+      std::memcpy(fabric_.regions_[peer].get() + off, src, len);
   }
   std::byte* mapped(int peer, std::size_t off, std::size_t len) override {
     check(peer, off, len);
     if (fabric_.dead(peer)) return nullptr;  // put() reports it
+    if (fabric_.writes_ == Writes::kPutOnly && peer != rank_) return nullptr;
     return fabric_.regions_[peer].get() + off;
   }
   void signal(int peer, std::size_t off, uint64_t value) override {
@@ -42,6 +46,7 @@ class InProcessFabric::RankTransport final : public Transport {
         .store(value, std::memory_order_release);
   }
   void flush() override {
+    complete_puts();
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (!failed_.empty()) {
       std::vector<int> f = std::move(failed_);
@@ -64,13 +69,23 @@ class InProcessFabric::RankTransport final : public Transport {
       throw Error(fmt::format("in-process transport: write of {} bytes at offset {} exceeds the region of {} bytes",
                               len, off, fabric_.region_bytes_));
   }
+  void complete_puts() {
+    for (const Pending& p : pending_) std::memcpy(p.dst, p.src, p.len);
+    pending_.clear();
+  }
+  struct Pending {
+    std::byte* dst;
+    const void* src;
+    std::size_t len;
+  };
   InProcessFabric& fabric_;
   int rank_;
   std::vector<int> failed_;
+  std::vector<Pending> pending_;  // kPutOnly: puts not yet flushed
 };
 
-InProcessFabric::InProcessFabric(int num_ranks, std::size_t region_bytes)
-    : region_bytes_(region_bytes), dead_(static_cast<std::size_t>(num_ranks), 0) {
+InProcessFabric::InProcessFabric(int num_ranks, std::size_t region_bytes, Writes writes)
+    : region_bytes_(region_bytes), dead_(static_cast<std::size_t>(num_ranks), 0), writes_(writes) {
   if (num_ranks < 1) throw UsageError("in-process fabric: num_ranks must be >= 1");
   for (int r = 0; r < num_ranks; ++r) {
     regions_.emplace_back(new std::byte[region_bytes]());  // 16-aligned, zeroed

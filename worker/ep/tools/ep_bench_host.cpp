@@ -6,6 +6,8 @@
 //
 // --kernel-only runs the same routing with every expert on this rank (one simulated
 // rank, in-process transport): the packing/unpacking/reduction work without the network.
+// recv_x / recv_scales are the region's rows (Buffer::region_rows, DeepEP's packed_recv_x:
+// the rows are not copied on receipt); --copy-recv receives into private arrays instead.
 // Timing: --warmup calls, a barrier, then --iters calls each timed on the steady clock;
 // the first sample is dropped; avg/min/max per rank.
 #include <fmt/format.h>
@@ -31,6 +33,7 @@ struct Options {
   int warmup = 20, iters = 100;
   uint64_t seed = 1;
   bool kernel_only = false;
+  bool copy_recv = false;
   int timeout_ms = 30000;
 };
 
@@ -57,20 +60,26 @@ int run(const Options& o) {
     buffer = std::make_unique<Buffer>(world, BufferOptions{s, Backend::kHost, timeout, PeerAttach::kCollective});
   }
   const Routing routing = Routing::all(s.max_ranks);
-  DispatchBuffers out(s, Format::kFP8);
+  DispatchBuffers recv(s, Format::kFP8);
+  DispatchOutput out = recv.view();
+  if (!o.copy_recv) {
+    const RegionRows rows = buffer ? buffer->region_rows(Format::kFP8) : alone->region_rows(Format::kFP8);
+    out.recv_x = rows.recv_x;
+    out.recv_scales = rows.recv_scales;
+  }
   std::vector<uint16_t> expert_out(recv_rows(s) * s.hidden, 0);
   std::vector<uint16_t> y(static_cast<std::size_t>(o.tokens) * o.hidden);
   auto dispatch = [&] {
     if (buffer)
-      buffer->dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out.view());
+      buffer->dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out);
     else
-      alone->dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out.view());
+      alone->dispatch(in.x.data(), in.topk_idx.data(), o.tokens, routing, Format::kFP8, out);
   };
   auto combine = [&] {
     if (buffer)
-      buffer->combine(expert_out.data(), out.view(), in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
+      buffer->combine(expert_out.data(), out, in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
     else
-      alone->combine(expert_out.data(), out.view(), in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
+      alone->combine(expert_out.data(), out, in.topk_idx.data(), in.topk_weights.data(), o.tokens, y.data());
   };
 
   for (int i = 0; i < o.warmup; ++i) {
@@ -122,6 +131,7 @@ int main(int argc, char** argv) {
   app.add_option("--iters", o.iters, "timed calls")->capture_default_str()->check(CLI::Range(2, 1000000));
   app.add_option("--seed", o.seed, "seed of the routing")->capture_default_str();
   app.add_flag("--kernel-only", o.kernel_only, "all experts local: compute without the network");
+  app.add_flag("--copy-recv", o.copy_recv, "receive into private recv_x/recv_scales (a copy) instead of the region's rows");
   app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {

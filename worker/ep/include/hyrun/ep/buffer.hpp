@@ -123,6 +123,10 @@ class Buffer {
                        const DispatchOutput& out);
   void launch_combine(const uint16_t* expert_out, const DispatchOutput& handle, const int64_t* topk_idx,
                       const float* topk_weights, int num_tokens, uint16_t* out);
+  /// kHost: recv_x / recv_scales of format `f` as views of this rank's region, where the
+  /// peers store the rows (HostBackend::region_rows: no copy on receipt; valid until this
+  /// rank's next combine; fetch again after rearm). UsageError for the CUDA backends.
+  RegionRows region_rows(Format f);
   /// Waits for the launched calls (bounded) and throws what they found (see above).
   void synchronize();
 

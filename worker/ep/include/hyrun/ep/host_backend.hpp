@@ -60,6 +60,12 @@ struct DispatchOutput {
   int32_t* recv_count = nullptr;       ///< [E]
 };
 
+/// recv_x and recv_scales as views of a rank's receive region (HostBackend::region_rows).
+struct RegionRows {
+  void* recv_x = nullptr;        ///< [E, R*T, H] FP8 codes or bf16, as DispatchOutput::recv_x
+  float* recv_scales = nullptr;  ///< [E, R*T, H/128] (FP8; nullptr for BF16)
+};
+
 /// Owns the same-size std::vectors for a DispatchOutput (host convenience, tests).
 struct DispatchBuffers {
   DispatchBuffers(const Shape& s, Format f);
@@ -84,6 +90,15 @@ class HostBackend {
   /// ranks join (elastic phase change), every rank calls set_epoch with an agreed value
   /// above every epoch used so far, e.g. (uint64_t(phase) << 32).
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+
+  /// DeepEP's packed_recv_x: the arrays of this rank's region where the senders store the
+  /// payload rows and scales of format `f` (host_dispatch_area.hpp). A DispatchOutput
+  /// whose recv_x / recv_scales are these pointers (the other fields stay caller-owned)
+  /// receives without copying the rows; any other recv_x gets them copied. The rows of a
+  /// dispatch stay valid until this rank calls combine_send / combine (from then on the
+  /// peers may start the next dispatch into the region): read them before, or pass your
+  /// own recv_x. Same results either way.
+  RegionRows region_rows(Format f);
 
   /// Casts each token once (FP8) and writes its messages into the destination regions
   /// (stored directly where the transport maps the region, Transport::mapped; put
@@ -134,8 +149,10 @@ class HostBackend {
   uint64_t epoch_ = 0;
   Routing routing_;  // of the current epoch
   Format format_ = Format::kFP8;
-  std::vector<std::byte> staging_;    // messages for put() where the region is not mapped
-  std::vector<std::byte> token_body_;  // one token's FP8 payload + scales, cast once for its K messages
+  std::vector<std::byte> staging_;     // [T] each token's FP8 codes + scales, cast once for its K messages
+  std::vector<MessageHeader> header_staging_;  // [num_ranks][E][T] headers for peers reached by put()
+  std::vector<float> scale_staging_;           // [num_ranks][E][T][H/128] scales for peers reached by put()
+  std::vector<std::byte*> peer_base_;          // [num_ranks] the peer's mapped region, or nullptr (put)
   std::vector<int32_t> send_counts_;  // [num_ranks * E]
   std::vector<const uint16_t*> rows_;              // [K] one token's combine rows
   std::vector<const uint16_t*> local_rows_;        // [T * K] fused combine: rows in expert_out

@@ -115,4 +115,14 @@ namespace hyrun::ep {
 void cast_row_fp8_dispatched(const uint16_t* x, int hidden, uint8_t* q, float* scales);
 void combine_row_dispatched(const uint16_t* const* rows, const float* weights, int topk, int hidden, uint16_t* out);
 
+/// memcpy for a row stored into another rank's region: with non-temporal stores (x86-64)
+/// when `dst` is 16-aligned and `n` a multiple of 64, else a plain memcpy. The line goes
+/// to memory without first being read into this core's cache, where the peer that reads
+/// it last time still holds it (measured on the 2-core VM: min_t of 2 ranks over shm
+/// 13 % lower). Non-temporal stores are weakly ordered: call store_fence() before
+/// publishing them (a flag, a signal).
+void stream_row(void* dst, const void* src, std::size_t n);
+/// Orders every earlier stream_row store before later stores (sfence on x86-64).
+void store_fence();
+
 }  // namespace hyrun::ep

@@ -18,9 +18,12 @@
 //     dispatch_slot_bytes(H) = bf16_message_bytes(H) = 16 + 2H (room for either format),
 //     every part 64-byte aligned. Layout: RegionLayout / region_layout(shape).
 //     Must be zero-filled before its first use (signals start at epoch 0).
-//  2. Send staging (host backend; private): T * K * dispatch_slot_bytes(H)
-//     (send_staging_bytes). The CUDA backend writes messages directly into the peers'
-//     regions and needs no staging.
+//  2. Send staging (host backend; private): T * (H + H/128*4), each token cast to FP8
+//     once (send_staging_bytes); plus, only when a peer's region is not mapped here, the
+//     headers and scales of the messages to it (per destination and expert, one put each).
+//     The host backend splits the dispatch-data slots into payload, scale and header
+//     arrays (host_dispatch_area.hpp). The CUDA backend writes messages directly into the
+//     peers' regions and needs no staging.
 //  3. Dispatch outputs (private, DispatchOutput):
 //       recv_x       E * R * T * H bytes (FP8) or * 2 (BF16)      recv_x_bytes(shape, fmt)
 //       recv_scales  E * R * T * (H/128) floats (FP8 only)        recv_scales_count
@@ -66,7 +69,7 @@ RegionLayout region_layout(const Shape& s);
 inline std::size_t dispatch_slot_bytes(int hidden) { return bf16_message_bytes(hidden); }
 inline std::size_t region_bytes(const Shape& s) { return region_layout(s).total; }
 inline std::size_t send_staging_bytes(const Shape& s) {
-  return static_cast<std::size_t>(s.max_tokens) * s.topk * dispatch_slot_bytes(s.hidden);
+  return static_cast<std::size_t>(s.max_tokens) * (s.hidden + static_cast<std::size_t>(s.hidden / kScaleBlock) * 4);
 }
 /// Rows of recv_x / expert outputs per local expert: R * T.
 inline std::size_t rows_per_expert(const Shape& s) { return static_cast<std::size_t>(s.max_ranks) * s.max_tokens; }

@@ -117,7 +117,11 @@ class Transport {
 /// from one thread per rank). Not a model of a real network.
 class InProcessFabric {
  public:
-  InProcessFabric(int num_ranks, std::size_t region_bytes);
+  /// kMapped: every region is mapped (like shared memory). kPutOnly: like a network,
+  /// only a rank's own region is mapped, and puts read their source at flush(), so that
+  /// a source changed before the flush shows as wrong data.
+  enum class Writes { kMapped, kPutOnly };
+  InProcessFabric(int num_ranks, std::size_t region_bytes, Writes writes = Writes::kMapped);
   ~InProcessFabric();
   int num_ranks() const { return static_cast<int>(regions_.size()); }
   /// The transport of `rank` (owned by the fabric).
@@ -137,6 +141,7 @@ class InProcessFabric {
   std::size_t region_bytes_;
   std::vector<std::unique_ptr<RankTransport>> transports_;
   std::vector<uint8_t> dead_;
+  Writes writes_;
   friend class RankTransport;
 };
 
