@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 #include "hyrun/common/error.hpp"
 
 namespace hyrun {

@@ -42,13 +42,6 @@ void emit(const std::string& line) {
   std::fflush(stdout);
 }
 
-std::vector<int> ranks_where(const std::vector<char>& flags) {
-  std::vector<int> out;
-  for (std::size_t r = 0; r < flags.size(); ++r)
-    if (flags[r]) out.push_back(static_cast<int>(r));
-  return out;
-}
-
 std::string node_name() {
   if (const char* n = std::getenv("SLURMD_NODENAME")) return n;
   char host[256] = {};

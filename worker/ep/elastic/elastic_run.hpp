@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/bench/phase_sample.hpp"
 #include "hyrun/ep/bench/run_report.hpp"

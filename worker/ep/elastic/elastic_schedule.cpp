@@ -44,6 +44,13 @@ bool ElasticSchedule::used_after_start(int rank) const {
   return false;
 }
 
+std::vector<int> ranks_where(const std::vector<char>& flags) {
+  std::vector<int> out;
+  for (std::size_t r = 0; r < flags.size(); ++r)
+    if (flags[r]) out.push_back(static_cast<int>(r));
+  return out;
+}
+
 std::vector<int> launch_start_ranks(const ElasticPlan& first_plan, int launch_ranks) {
   std::vector<int> out;
   for (int r : first_plan.phase(0).active)

@@ -1,13 +1,13 @@
 #pragma once
 // The life of every rank's processes over a run of one or more plans, played one after
 // another: which process runs which phase, who leaves or dies and whether hyrun must restart
-// it afterwards. The plan model (hyrun/common/elastic_plan.hpp) says what each phase of one
+// it afterwards. The plan model (plan/elastic_plan.hpp) says what each phase of one
 // plan means; this adds what spans plans: a process that the plan does not use any more exits,
 // and a rank active again later gets a new process.
 #include <cstddef>
 #include <vector>
 
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 
 namespace hyrun::ep::elastic {
 
@@ -39,6 +39,9 @@ class ElasticSchedule {
   int world_size_;
   std::vector<char> started_at_launch_;
 };
+
+/// The ranks whose flag is set, ascending.
+std::vector<int> ranks_where(const std::vector<char>& flags);
 
 /// The ranks that start with a staged launch whose first launch runs ranks
 /// 0..launch_ranks-1: those of them active in the first phase (ascending, rank 0 first).

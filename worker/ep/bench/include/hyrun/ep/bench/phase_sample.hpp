@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 #include "hyrun/ep/bench/log_lines.hpp"
 
 namespace hyrun::ep::bench {

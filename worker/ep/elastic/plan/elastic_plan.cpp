@@ -1,4 +1,4 @@
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
