@@ -208,12 +208,12 @@ void Coordinator::run_phase(const GlobalPhase& g, std::size_t gi, Clock::time_po
   const ElasticPlan& plan = plans_[g.plan];
   for (int r = 0; r < world_.size(); ++r) {
     const PhaseRole role = plan.role(g.phase, r);
-    if (role == PhaseRole::idle) continue;
+    if (role == PhaseRole::kIdle) continue;
     bench::PhaseSample s;
     s.phase = phase;
     s.rank = r;
     s.state = role;
-    s.join_ms = role == PhaseRole::joined ? join_ms[r] : std::nullopt;
+    s.join_ms = role == PhaseRole::kJoined ? join_ms[r] : std::nullopt;
     s.node = ranks_[r].node;  // as last reported (left and killed ranks report nothing now)
     s.local_rank = ranks_[r].local_rank;
     if (r == 0) {
@@ -225,7 +225,7 @@ void Coordinator::run_phase(const GlobalPhase& g, std::size_t gi, Clock::time_po
       s.split = outcome.split;
       s.detected_ranks = outcome.detected;
       s.detect_ms = outcome.detect_ms;
-    } else if (role == PhaseRole::active || role == PhaseRole::joined) {
+    } else if (role == PhaseRole::kActive || role == PhaseRole::kJoined) {
       if (failed[r]) continue;
       const msg::Result result = expect<msg::Result>(world_, r);
       s.node = ranks_[r].node = result.node;
