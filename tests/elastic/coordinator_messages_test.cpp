@@ -46,8 +46,9 @@ TEST(CoordinatorMessages, EveryMessageArrivesAsSent) {
   EXPECT_EQ(resume.epoch, epoch);
   EXPECT_EQ(resume.iteration, 13);
 
-  msg::Result full{"node-a", 3, {6}, bench::BandwidthStats{10, 20, 15, 30}, bench::SplitBandwidth{1, 2, 3, 4}, 0.25,
-                   "row 3 differs"};
+  msg::Result full{
+      "node-a",       3, {6}, bench::BandwidthStats{10, 20, 15, 30}, bench::SplitBandwidth{1, 2, 3, 4}, 0.25,
+      "row 3 differs"};
   const auto result = decode<msg::Result>(encode(full));
   EXPECT_EQ(result.node, "node-a");
   EXPECT_EQ(result.local_rank, 3);
@@ -78,7 +79,8 @@ TEST(CoordinatorMessages, EveryMessageArrivesAsSent) {
 TEST(CoordinatorMessages, TextThatIsNoMessageIsRefused) {
   EXPECT_EQ(error_of<msg::Go>("{\"type\": \"go\""), "a coordinator message that is not JSON");
   EXPECT_EQ(error_of<msg::Go>("[1,2]"), "a coordinator message that is not a JSON object: [1,2]");
-  EXPECT_EQ(error_of<msg::Go>("{\"kind\": \"go\"}"), "a coordinator message without a string 'type': {\"kind\":\"go\"}");
+  EXPECT_EQ(error_of<msg::Go>("{\"kind\": \"go\"}"),
+            "a coordinator message without a string 'type': {\"kind\":\"go\"}");
   EXPECT_EQ(error_of<msg::Go>("{\"type\": 3}"), "a coordinator message without a string 'type': {\"type\":3}");
 }
 

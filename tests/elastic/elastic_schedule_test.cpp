@@ -39,8 +39,8 @@ TEST(ElasticSchedule, AcrossPlansAProcessEndsWhenTheNextPlanDropsItsRank) {
   ASSERT_EQ(s.phases().size(), 5u);
   EXPECT_EQ(s.phases()[2].plan, 1u);
   EXPECT_EQ(s.phases()[2].phase, 0u);
-  EXPECT_EQ(ranks_where(s.phases()[2].departs), V{});      // rank 1 was killed, not a survivor
-  EXPECT_EQ(ranks_where(s.phases()[2].new_process), V{});  // rank 2 goes on in its process
+  EXPECT_EQ(ranks_where(s.phases()[2].departs), V{});       // rank 1 was killed, not a survivor
+  EXPECT_EQ(ranks_where(s.phases()[2].new_process), V{});   // rank 2 goes on in its process
   EXPECT_EQ(ranks_where(s.phases()[3].new_process), V{1});  // killed in plan 1: a new process in plan 2
   EXPECT_EQ(ranks_where(s.phases()[4].new_process), V{});   // survivor of plan 2 goes on in plan 3
   EXPECT_EQ(ranks_where(s.phases()[4].departs), V{});

@@ -94,7 +94,8 @@ TEST(FailureAgreement, AReportNamingARankOutsideTheWorldOrTheCoordinatorIsRefuse
     a.add_report(2, msg::Failed{{0}, 1.0, 0});
     FAIL() << "a report naming the coordinator was taken";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 2 reports the coordinator (rank 0) failed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 2 reports the coordinator (rank 0) failed"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -40,7 +40,7 @@ Coordinator::~Coordinator() = default;
 
 int Coordinator::run() {
   ranks_[0] = {world_.incarnation(), to_hex(world_.own_address()), to_hex(loop_.buffer().local_descriptor()), true,
-               node_name(), world_.local_rank()};
+               node_name(),          world_.local_rank()};
   for (int r = 1; r < world_.size(); ++r) {
     if (!schedule_.used(r) || !schedule_.started_at_launch(r)) {
       ranks_[r].alive = false;
@@ -119,7 +119,8 @@ void Coordinator::admit_new_processes(const GlobalPhase& g, std::size_t gi) {
     request_rank_start(r);  // hyrun starts its process now: the join time includes the start
     requested_[r] = 1;
   }
-  const auto limit = options_.staged.staged() ? std::chrono::milliseconds(options_.parameters.timeout_ms) : world_.timeout();
+  const auto limit =
+      options_.staged.staged() ? std::chrono::milliseconds(options_.parameters.timeout_ms) : world_.timeout();
   const auto deadline = Clock::now() + limit;
   while (!waiting.empty()) {
     // A launch may start a rank before its phase: its join is kept until then.
@@ -147,10 +148,12 @@ void Coordinator::admit_new_processes(const GlobalPhase& g, std::size_t gi) {
         std::vector<int> ours, theirs;
         for (int r : waiting) (r < options_.staged.launch_ranks && requested_[r] ? ours : theirs).push_back(r);
         if (!ours.empty())
-          how += fmt::format("; rank 0's launch started [{}] (see its log for why they did not join)", fmt::join(ours, ", "));
+          how += fmt::format("; rank 0's launch started [{}] (see its log for why they did not join)",
+                             fmt::join(ours, ", "));
         if (!theirs.empty())
-          how += fmt::format("; [{}] must come from a later launch: ep-elastic --tcp-server {} --port {} --num-processes {}",
-                             fmt::join(theirs, ", "), node_name(), options_.staged.join_port, theirs.size());
+          how += fmt::format(
+              "; [{}] must come from a later launch: ep-elastic --tcp-server {} --port {} --num-processes {}",
+              fmt::join(theirs, ", "), node_name(), options_.staged.join_port, theirs.size());
       }
       throw TimeoutError(fmt::format("rank 0: rank(s) {} that phase {} of plan {} needs did not join within {} ms{}",
                                      fmt::join(waiting, ", "), phase.phase, phase.plan + 1, limit.count(), how));
@@ -205,6 +208,24 @@ void Coordinator::run_phase(const GlobalPhase& g, std::size_t gi, Clock::time_po
     ranks_[r].alive = false;
     release(r);
   }
+  gather_samples(g, outcome, join_ms, failed, samples);
+  if (options_.parameters.validate_phase_failures) {
+    const auto expected = ranks_where(g.killed);
+    const auto detected = ranks_where(failed);
+    if (expected != detected)
+      throw Error(
+          fmt::format("phase {} of plan {}: detected failed ranks [{}], the plan killed [{}] "
+                      "(--validate-phase-failures)",
+                      phase, g.plan, fmt::join(detected, ", "), fmt::join(expected, ", ")));
+  }
+}
+
+/// Every rank's sample of phase `g`: rank 0's own, each survivor's msg::Result, and the
+/// role alone for ranks that were killed, left or failed.
+void Coordinator::gather_samples(const GlobalPhase& g, const PhaseOutcome& outcome,
+                                 const std::vector<std::optional<double>>& join_ms, const std::vector<char>& failed,
+                                 std::vector<bench::PhaseSample>& samples) {
+  const int phase = static_cast<int>(g.phase);
   const ElasticPlan& plan = plans_[g.plan];
   for (int r = 0; r < world_.size(); ++r) {
     const PhaseRole role = plan.role(g.phase, r);
@@ -239,25 +260,18 @@ void Coordinator::run_phase(const GlobalPhase& g, std::size_t gi, Clock::time_po
     }
     samples.push_back(std::move(s));
   }
-  if (options_.parameters.validate_phase_failures) {
-    const auto expected = ranks_where(g.killed);
-    const auto detected = ranks_where(failed);
-    if (expected != detected)
-      throw Error(fmt::format("phase {} of plan {}: detected failed ranks [{}], the plan killed [{}] "
-                              "(--validate-phase-failures)",
-                              phase, g.plan, fmt::join(detected, ", "), fmt::join(expected, ", ")));
-  }
 }
 
 void Coordinator::finish_plan(std::size_t plan_index, const std::vector<bench::PhaseSample>& samples,
                               const std::vector<std::optional<double>>& durations) {
   const ElasticPlan& plan = plans_[plan_index];
-  std::fputs(bench::format_summary(samples, plan.num_phases(), bench::SummaryOptions::for_stream(stdout)).c_str(), stdout);
+  std::fputs(bench::format_summary(samples, plan.num_phases(), bench::SummaryOptions::for_stream(stdout)).c_str(),
+             stdout);
   std::fflush(stdout);
   if (options_.report_dir.empty()) return;
   bench::RunResults results{options_.parameters, plan, samples, durations};
-  const std::string dir = plans_.size() == 1 ? options_.report_dir
-                                             : fmt::format("{}/plan-{}", options_.report_dir, plan_index + 1);
+  const std::string dir =
+      plans_.size() == 1 ? options_.report_dir : fmt::format("{}/plan-{}", options_.report_dir, plan_index + 1);
   const auto files = bench::write_report(dir, results);
   if (!files.plot_warning.empty()) std::fprintf(stderr, "ep-bench: %s\n", files.plot_warning.c_str());
 }

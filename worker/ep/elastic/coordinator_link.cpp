@@ -5,7 +5,8 @@ namespace hyrun::ep::elastic {
 Envelope parse_envelope(std::string_view text) {
   nlohmann::json body = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (body.is_discarded()) throw Error("a coordinator message that is not JSON");
-  if (!body.is_object()) throw Error(fmt::format("a coordinator message that is not a JSON object: {}", body.dump().substr(0, 60)));
+  if (!body.is_object())
+    throw Error(fmt::format("a coordinator message that is not a JSON object: {}", body.dump().substr(0, 60)));
   const auto type = body.find("type");
   if (type == body.end() || !type->is_string())
     throw Error(fmt::format("a coordinator message without a string 'type': {}", body.dump().substr(0, 60)));

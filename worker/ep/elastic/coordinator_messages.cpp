@@ -58,7 +58,8 @@ class Fields {
     if (!v.is_array()) fail(name, v, "a list of ranks");
     std::vector<int> out;
     for (const auto& e : v) {
-      if (!e.is_number_integer() || (e.is_number_unsigned() ? e.get<uint64_t>() > INT_MAX : e.get<int64_t>() < 0 || e.get<int64_t>() > INT_MAX))
+      if (!e.is_number_integer() ||
+          (e.is_number_unsigned() ? e.get<uint64_t>() > INT_MAX : e.get<int64_t>() < 0 || e.get<int64_t>() > INT_MAX))
         fail(name, v, "a list of ranks (integers, 0 or more)");
       out.push_back(e.get<int>());
     }
@@ -97,8 +98,8 @@ class Fields {
     std::string text = j_.dump();
     if (text.size() > 60) text = text.substr(0, 57) + "...";
     if (prefix_.empty()) throw Error(fmt::format("'{}' message is {}; expected {}", type_, text, expected));
-    throw Error(fmt::format("'{}' message: field '{}' is {}; expected {}", type_,
-                            prefix_.substr(0, prefix_.size() - 1), text, expected));
+    throw Error(fmt::format("'{}' message: field '{}' is {}; expected {}", type_, prefix_.substr(0, prefix_.size() - 1),
+                            text, expected));
   }
 
   const json& j_;
@@ -119,7 +120,8 @@ void from_json(const json& j, Register& m) {
 void to_json(json& j, const Phase& m) {
   json peers = json::array();
   for (const auto& p : m.peers)
-    peers.push_back({{"rank", p.rank}, {"incarnation", p.incarnation}, {"address", p.address}, {"descriptor", p.descriptor}});
+    peers.push_back(
+        {{"rank", p.rank}, {"incarnation", p.incarnation}, {"address", p.address}, {"descriptor", p.descriptor}});
   j = {{"global_phase", m.global_phase}, {"peers", std::move(peers)}};
 }
 
@@ -154,11 +156,15 @@ void from_json(const json& j, Resume& m) {
 void to_json(json& j, const Result& m) {
   j = {{"node", m.node}, {"local_rank", m.local_rank}, {"detected", m.detected}};
   if (m.bandwidth)
-    j["bandwidth"] = {{"gbps", m.bandwidth->gbps}, {"avg_us", m.bandwidth->avg_us}, {"min_us", m.bandwidth->min_us},
+    j["bandwidth"] = {{"gbps", m.bandwidth->gbps},
+                      {"avg_us", m.bandwidth->avg_us},
+                      {"min_us", m.bandwidth->min_us},
                       {"max_us", m.bandwidth->max_us}};
   if (m.split)
-    j["split"] = {{"dispatch_gbps", m.split->dispatch_gbps}, {"dispatch_avg_us", m.split->dispatch_avg_us},
-                  {"combine_gbps", m.split->combine_gbps}, {"combine_avg_us", m.split->combine_avg_us}};
+    j["split"] = {{"dispatch_gbps", m.split->dispatch_gbps},
+                  {"dispatch_avg_us", m.split->dispatch_avg_us},
+                  {"combine_gbps", m.split->combine_gbps},
+                  {"combine_avg_us", m.split->combine_avg_us}};
   if (m.detect_ms) j["detect_ms"] = *m.detect_ms;
   if (m.validation_problem) j["validation_problem"] = *m.validation_problem;
 }

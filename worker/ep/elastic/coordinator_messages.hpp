@@ -124,12 +124,10 @@ void to_json(nlohmann::json& j, const Result& m);
 void from_json(const nlohmann::json& j, Result& m);
 // The messages without fields.
 template <class M>
-  requires std::is_empty_v<M>
-void to_json(nlohmann::json& j, const M&) {
-  j = nlohmann::json::object();
-}
+requires std::is_empty_v<M>
+void to_json(nlohmann::json& j, const M&) { j = nlohmann::json::object(); }
 template <class M>
-  requires std::is_empty_v<M>
+requires std::is_empty_v<M>
 void from_json(const nlohmann::json&, M&) {}
 
 }  // namespace hyrun::ep::elastic::msg

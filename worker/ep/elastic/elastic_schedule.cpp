@@ -22,7 +22,8 @@ std::vector<int> minus(const std::vector<int>& a, const std::vector<int>& b) {
 
 }  // namespace
 
-ElasticSchedule::ElasticSchedule(const std::vector<ElasticPlan>& plans, int world_size, std::vector<char> started_at_launch)
+ElasticSchedule::ElasticSchedule(const std::vector<ElasticPlan>& plans, int world_size,
+                                 std::vector<char> started_at_launch)
     : world_size_(world_size), started_at_launch_(std::move(started_at_launch)) {
   const auto n = static_cast<std::size_t>(world_size);
   if (started_at_launch_.empty()) started_at_launch_.assign(n, 1);
@@ -36,8 +37,8 @@ ElasticSchedule::ElasticSchedule(const std::vector<ElasticPlan>& plans, int worl
       const bool after_plan = ph == 0 && previous != nullptr;
       const auto joining = after_plan ? minus(phase.active, previous->survivors) : phase.joining;
       const auto leaving = after_plan ? minus(previous->survivors, phase.active) : phase.leaving;
-      GlobalPhase g{p, ph, mask_of(phase.active, n), mask_of(phase.killed, n), mask_of(leaving, n),
-                    std::vector<char>(n, 0)};
+      GlobalPhase g{
+          p, ph, mask_of(phase.active, n), mask_of(phase.killed, n), mask_of(leaving, n), std::vector<char>(n, 0)};
       for (int r : joining)
         if (ran[r] || !started_at_launch_[r]) g.new_process[r] = 1;
       for (int r : phase.active) ran[r] = 1;

@@ -14,11 +14,11 @@ namespace hyrun::ep::elastic {
 
 /// One phase of the run, its sets as flags by rank.
 struct GlobalPhase {
-  std::size_t plan = 0;   ///< index of the plan
-  std::size_t phase = 0;  ///< phase within that plan
+  std::size_t plan = 0;              ///< index of the plan
+  std::size_t phase = 0;             ///< phase within that plan
   std::vector<char> active, killed;  ///< the plan phase's sets
-  std::vector<char> departs;         ///< rank leaves cleanly at the start of this phase (the plan's leaving, across plans too)
-  std::vector<char> new_process;     ///< rank runs this phase in a process started for it
+  std::vector<char> departs;         ///< leaves cleanly now (the plan's leaving, across plans too)
+  std::vector<char> new_process;     ///< runs this phase in a process started for it
 };
 
 class ElasticSchedule {

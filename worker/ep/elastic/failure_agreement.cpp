@@ -50,9 +50,10 @@ void FailureAgreement::count_failed(int from, const std::vector<int>& ranks) {
       throw Error(fmt::format("rank 0: rank {} reports rank {} failed, outside the world of {} ranks", from, r,
                               active_.size()));
     if (r == 0)
-      throw Error(fmt::format("rank 0: rank {} reports the coordinator (rank 0) failed, but it is alive; the link "
-                              "between them is broken",
-                              from));
+      throw Error(
+          fmt::format("rank 0: rank {} reports the coordinator (rank 0) failed, but it is alive; the link "
+                      "between them is broken",
+                      from));
     round_failed_[static_cast<std::size_t>(r)] = 1;
   }
 }

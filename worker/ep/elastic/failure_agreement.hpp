@@ -40,8 +40,8 @@ class FailureAgreement {
   void add_report(int from, const msg::Failed& report);
 
   struct Decision {
-    msg::Resume resume;            ///< what every survivor is told
-    std::vector<int> survivors;    ///< the phase's ranks other than 0 that are not failed
+    msg::Resume resume;          ///< what every survivor is told
+    std::vector<int> survivors;  ///< the phase's ranks other than 0 that are not failed
   };
   /// Ends the round (every report in): the newly failed ranks, the round's epoch, the latest
   /// iteration reached.

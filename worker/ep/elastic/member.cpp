@@ -56,13 +56,15 @@ bool Member::run_phase(const msg::Phase& message) {
   loop_.enter(g, gi, message.peers);
   send(world_, 0, msg::Ready{});
   expect<msg::Go>(world_, 0);
-  const auto outcome = loop_.run(g, gi, g.killed[me_], [&](const std::vector<int>& seen, double detect_ms, int iteration) {
-    send(world_, 0, msg::Failed{seen, detect_ms, iteration});
-    return expect<msg::Resume>(world_, 0);
-  });
+  const auto outcome =
+      loop_.run(g, gi, g.killed[me_], [&](const std::vector<int>& seen, double detect_ms, int iteration) {
+        send(world_, 0, msg::Failed{seen, detect_ms, iteration});
+        return expect<msg::Resume>(world_, 0);
+      });
   loop_.report(g, outcome);
-  send(world_, 0, msg::Result{node_name(), world_.local_rank(), outcome.detected, outcome.bandwidth, outcome.split,
-                              outcome.detect_ms, outcome.validation_problem});
+  send(world_, 0,
+       msg::Result{node_name(), world_.local_rank(), outcome.detected, outcome.bandwidth, outcome.split,
+                   outcome.detect_ms, outcome.validation_problem});
   return false;
 }
 

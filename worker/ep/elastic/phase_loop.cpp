@@ -47,8 +47,8 @@ PhaseLoop::PhaseLoop(World& world, const BenchOptions& options, const std::vecto
   const auto& p = options_.parameters;
   format_ = p.dispatch_dtype == "bf16" ? Format::kBF16 : Format::kFP8;
   shape_ = Shape{world.size(), p.num_tokens, p.hidden_dim, p.num_topk, p.num_experts_per_rank};
-  buffer_ = std::make_unique<Buffer>(world_, BufferOptions{shape_, options_.backend,
-                                                           std::chrono::milliseconds(p.timeout_ms), PeerAttach::kDeferred});
+  buffer_ = std::make_unique<Buffer>(
+      world_, BufferOptions{shape_, options_.backend, std::chrono::milliseconds(p.timeout_ms), PeerAttach::kDeferred});
   calls_ = std::make_unique<EpCalls>(*buffer_, shape_, format_);
 }
 
@@ -177,7 +177,8 @@ int PhaseLoop::handle_failure(const std::vector<int>& seen, Clock::time_point ca
 
 /// --validate: one more dispatch + combine by every survivor, outputs poisoned first,
 /// identity experts, then the reference checks on every element.
-void PhaseLoop::validate(std::size_t plan_index, int num_ranks, const std::vector<char>& active, PhaseOutcome& outcome) {
+void PhaseLoop::validate(std::size_t plan_index, int num_ranks, const std::vector<char>& active,
+                         PhaseOutcome& outcome) {
   const auto& p = options_.parameters;
   std::vector<check::RankInputs> all;
   for (int r = 0; r < num_ranks; ++r)

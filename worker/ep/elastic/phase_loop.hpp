@@ -23,9 +23,9 @@ namespace hyrun::ep::elastic {
 /// What this rank measured in one phase.
 struct PhaseOutcome {
   std::optional<bench::BandwidthStats> bandwidth;
-  std::optional<bench::SplitBandwidth> split;  ///< --kineto
-  std::vector<int> detected;                   ///< failed ranks, ascending
-  std::optional<double> detect_ms;             ///< of the first failure
+  std::optional<bench::SplitBandwidth> split;     ///< --kineto
+  std::vector<int> detected;                      ///< failed ranks, ascending
+  std::optional<double> detect_ms;                ///< of the first failure
   std::optional<std::string> validation_problem;  ///< --validate: the first failed check
 };
 
