@@ -26,6 +26,15 @@ namespace hyrun::ep::elastic::msg {
 inline constexpr uint32_t kToRank = 0x45500001;
 inline constexpr uint32_t kToCoordinator = 0x45500002;
 
+// The direction of the messages without fields (the others name their kTag themselves, so
+// that they stay aggregates initialised by their fields alone).
+struct SignalToRank {
+  static constexpr uint32_t kTag = kToRank;
+};
+struct SignalToCoordinator {
+  static constexpr uint32_t kTag = kToCoordinator;
+};
+
 /// A process's first message: which process of its rank it is and its EP region.
 struct Register {
   static constexpr const char* kType = "register";
@@ -51,15 +60,13 @@ struct Phase {
 };
 
 /// Connected to the phase's peers (the join time ends here).
-struct Ready {
+struct Ready : SignalToCoordinator {
   static constexpr const char* kType = "ready";
-  static constexpr uint32_t kTag = kToCoordinator;
 };
 
 /// Every rank is ready: run the phase's calls.
-struct Go {
+struct Go : SignalToRank {
   static constexpr const char* kType = "go";
-  static constexpr uint32_t kTag = kToRank;
 };
 
 /// A survivor's view of a failure: the ranks it saw fail, when, at which iteration.
@@ -94,20 +101,18 @@ struct Result {
 };
 
 /// The run is over: close the mappings of peers' regions, answer Closed, wait for Free.
-struct Done {
+struct Done : SignalToRank {
   static constexpr const char* kType = "done";
-  static constexpr uint32_t kTag = kToRank;
 };
 
-struct Closed {
+/// This rank's mappings of its peers' regions are closed.
+struct Closed : SignalToCoordinator {
   static constexpr const char* kType = "closed";
-  static constexpr uint32_t kTag = kToCoordinator;
 };
 
 /// No live rank maps this rank's region any more: free it and exit.
-struct Free {
+struct Free : SignalToRank {
   static constexpr const char* kType = "free";
-  static constexpr uint32_t kTag = kToRank;
 };
 
 // JSON of each message without its "type" (the link adds and checks it). from_json throws
