@@ -35,13 +35,13 @@ NodeLaunch::NodeLaunch(const LaunchOptions& options, RankEnvironment contract, i
 
 bool NodeLaunch::report_and_check() {
   switch (options_.binding.report) {
-    case binding::ReportFormat::table:
+    case binding::ReportFormat::kTable:
       std::fputs(plan_.report_table(rank_offset_).c_str(), stdout);
       break;
-    case binding::ReportFormat::json:
+    case binding::ReportFormat::kJson:
       std::puts(plan_.report_json(rank_offset_).dump(2).c_str());
       break;
-    case binding::ReportFormat::none:
+    case binding::ReportFormat::kNone:
       break;
   }
   std::fflush(stdout);

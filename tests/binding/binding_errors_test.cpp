@@ -93,7 +93,7 @@ TEST(BindingErrors, BadCpuMap) {
   o.cpu_map = "0-3:500";
   EXPECT_MESSAGE(error_with(o, 2), "has CPU 500, which this task may not use");
   o.cpu_map = "0-3:4-7";
-  o.bind_to = BindTo::numa;
+  o.bind_to = BindTo::kNuma;
   EXPECT_MESSAGE(error_with(o, 2), "--cpu-map and --bind-to numa contradict");
 }
 

@@ -19,10 +19,10 @@ TEST(BindingOptions, Defaults) {
   BindingOptions o;
   add_binding_options(app, o);
   parse(app, {});
-  EXPECT_EQ(o.bind_to, BindTo::partition);
+  EXPECT_EQ(o.bind_to, BindTo::kPartition);
   EXPECT_TRUE(o.mem_bind);
   EXPECT_EQ(o.gpus_per_rank, 1);
-  EXPECT_EQ(o.report, ReportFormat::none);
+  EXPECT_EQ(o.report, ReportFormat::kNone);
   EXPECT_FALSE(o.oversubscribe);
   EXPECT_FALSE(o.bind_warn_only);
 }
@@ -39,12 +39,12 @@ TEST(BindingOptions, ParsesEveryOption) {
   EXPECT_EQ(o.gpus_per_rank, 2);
   EXPECT_TRUE(o.oversubscribe);
   EXPECT_EQ(o.nics, "mlx5_0");
-  EXPECT_EQ(o.bind_to, BindTo::numa);
+  EXPECT_EQ(o.bind_to, BindTo::kNuma);
   EXPECT_EQ(o.cpu_map, "0-3:4-7");
   EXPECT_FALSE(o.mem_bind);
   EXPECT_TRUE(o.bind_warn_only);
   EXPECT_EQ(o.cpus_allowed, "0-7");
-  EXPECT_EQ(o.report, ReportFormat::json);
+  EXPECT_EQ(o.report, ReportFormat::kJson);
 }
 
 TEST(BindingOptions, BareReportBindingsIsATableAndTakesNoWord) {
@@ -53,7 +53,7 @@ TEST(BindingOptions, BareReportBindingsIsATableAndTakesNoWord) {
   add_binding_options(app, o);
   app.allow_extras();
   parse(app, {"--report-bindings", "prog"});
-  EXPECT_EQ(o.report, ReportFormat::table);
+  EXPECT_EQ(o.report, ReportFormat::kTable);
   EXPECT_EQ(app.remaining_size(), 1u);
 }
 

@@ -123,15 +123,15 @@ TEST(BindingPlanDgx, RestrictionAwayFromTheGpuFallsBackWithANote) {
 
 TEST(BindingPlanDgx, BindToNumaCoreNone) {
   auto o = on("dgx-h100.xml");
-  o.bind_to = BindTo::numa;
+  o.bind_to = BindTo::kNuma;
   auto plan = BindingPlan::compute(o, 8, env_of());
   EXPECT_EQ(format_cpu_list(plan.ranks()[1].cpus), "0-55,112-167");
   EXPECT_EQ(format_cpu_list(plan.ranks()[5].cpus), "56-111,168-223");
-  o.bind_to = BindTo::core;
+  o.bind_to = BindTo::kCore;
   plan = BindingPlan::compute(o, 8, env_of());
   EXPECT_EQ(format_cpu_list(plan.ranks()[0].cpus), "0,112");
   EXPECT_EQ(format_cpu_list(plan.ranks()[1].cpus), "14,126");
-  o.bind_to = BindTo::none;
+  o.bind_to = BindTo::kNone;
   plan = BindingPlan::compute(o, 8, env_of());
   EXPECT_TRUE(plan.ranks()[0].cpus.empty());
   EXPECT_FALSE(plan.ranks()[0].mem_bind);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 #include "hyrun/common/error.hpp"
 
 namespace hyrun {
@@ -46,9 +46,9 @@ TEST(ElasticPlan, SingleExpansion) {
   expect_phase(plan, 0, {{0, 1, 2, 3}, {}, {0, 1, 2, 3}, {}, {0, 1, 2, 3}, {}});
   expect_phase(plan, 1, {{0, 1, 2, 3, 4, 5, 6, 7}, {}, {4, 5, 6, 7}, {}, {0, 1, 2, 3, 4, 5, 6, 7}, {}});
   EXPECT_EQ(plan.num_experts(2), 16);
-  EXPECT_EQ(plan.role(0, 5), PhaseRole::idle);
-  EXPECT_EQ(plan.role(1, 5), PhaseRole::joined);
-  EXPECT_EQ(plan.role(1, 1), PhaseRole::active);
+  EXPECT_EQ(plan.role(0, 5), PhaseRole::kIdle);
+  EXPECT_EQ(plan.role(1, 5), PhaseRole::kJoined);
+  EXPECT_EQ(plan.role(1, 1), PhaseRole::kActive);
   EXPECT_FALSE(plan.needs_new_process(1, 5));
 }
 
@@ -69,9 +69,9 @@ TEST(ElasticPlan, ExpansionContraction) {
   expect_phase(plan, 2, {{0, 1, 2, 3, 4, 6, 7}, {6}, {}, {5}, {0, 1, 2, 3, 4, 7}, {}});
   // 5 and 6 come back as new processes.
   expect_phase(plan, 3, {{0, 1, 2, 3, 4, 5, 6, 7}, {}, {5, 6}, {}, {0, 1, 2, 3, 4, 5, 6, 7}, {5, 6}});
-  EXPECT_EQ(plan.role(2, 6), PhaseRole::killed);
-  EXPECT_EQ(plan.role(2, 5), PhaseRole::left);
-  EXPECT_EQ(plan.role(3, 5), PhaseRole::joined);
+  EXPECT_EQ(plan.role(2, 6), PhaseRole::kKilled);
+  EXPECT_EQ(plan.role(2, 5), PhaseRole::kLeft);
+  EXPECT_EQ(plan.role(3, 5), PhaseRole::kJoined);
   EXPECT_TRUE(plan.needs_new_process(3, 6));
   EXPECT_FALSE(plan.needs_new_process(3, 4));
   EXPECT_EQ(plan.incarnation(2, 6), 0);
@@ -88,8 +88,8 @@ TEST(ElasticPlan, ExpansionFaultContraction) {
   expect_phase(plan, 2, {{0, 1, 2, 3}, {2}, {}, {}, {0, 1, 3}, {}});
   // 1 leaves cleanly; 2 was killed in phase 2, so it is not "leaving" here.
   expect_phase(plan, 3, {{0, 3}, {}, {}, {1}, {0, 3}, {}});
-  EXPECT_EQ(plan.role(3, 2), PhaseRole::idle);
-  EXPECT_EQ(plan.role(3, 1), PhaseRole::left);
+  EXPECT_EQ(plan.role(3, 2), PhaseRole::kIdle);
+  EXPECT_EQ(plan.role(3, 1), PhaseRole::kLeft);
   EXPECT_EQ(plan.num_experts(2), 8);
 }
 

@@ -56,14 +56,14 @@ class RunReport : public ::testing::Test {
       if (detect) s.detected_ranks = {2};
       r.samples.push_back(s);
     };
-    add(0, 1, PhaseRole::joined, 12, 6.5);
-    add(0, 0, PhaseRole::joined, 10, 5.0);
-    add(1, 0, PhaseRole::active, 20);
-    add(1, 2, PhaseRole::joined, 18, 40.0);
-    add(2, 0, PhaseRole::active, 8, {}, 30.5);
-    add(2, 2, PhaseRole::killed, {});
-    add(2, 3, PhaseRole::active, 7, {}, 35.0);
-    add(3, 0, PhaseRole::active, 30);
+    add(0, 1, PhaseRole::kJoined, 12, 6.5);
+    add(0, 0, PhaseRole::kJoined, 10, 5.0);
+    add(1, 0, PhaseRole::kActive, 20);
+    add(1, 2, PhaseRole::kJoined, 18, 40.0);
+    add(2, 0, PhaseRole::kActive, 8, {}, 30.5);
+    add(2, 2, PhaseRole::kKilled, {});
+    add(2, 3, PhaseRole::kActive, 7, {}, 35.0);
+    add(3, 0, PhaseRole::kActive, 30);
     return r;
   }
 
@@ -173,7 +173,7 @@ TEST_F(RunReport, PlotBreaksARanksLineWhereItDidNotRun) {
     PhaseSample s;
     s.phase = phase;
     s.rank = 1;
-    s.state = PhaseRole::joined;
+    s.state = PhaseRole::kJoined;
     s.bandwidth = BandwidthStats{10.0 + phase, 1, 1, 1};
     r.samples.push_back(s);
   }

@@ -8,10 +8,10 @@ namespace hyrun::binding {
 
 const char* to_string(BindTo bind_to) noexcept {
   switch (bind_to) {
-    case BindTo::partition: return "partition";
-    case BindTo::numa: return "numa";
-    case BindTo::core: return "core";
-    case BindTo::none: return "none";
+    case BindTo::kPartition: return "partition";
+    case BindTo::kNuma: return "numa";
+    case BindTo::kCore: return "core";
+    case BindTo::kNone: return "none";
   }
   return "?";
 }
@@ -33,7 +33,7 @@ void add_binding_options(CLI::App& app, BindingOptions& options) {
   app.add_option("--nics", options.nics, "OpenFabrics devices ranks may use, comma-separated (e.g. mlx5_0,mlx5_3); default: all")
       ->group(group);
   const std::map<std::string, BindTo> bind_to{
-      {"partition", BindTo::partition}, {"numa", BindTo::numa}, {"core", BindTo::core}, {"none", BindTo::none}};
+      {"partition", BindTo::kPartition}, {"numa", BindTo::kNuma}, {"core", BindTo::kCore}, {"none", BindTo::kNone}};
   app.add_option("--bind-to", options.bind_to,
                  "CPU binding: partition (GPU-local cores split among ranks, default), numa (whole GPU-local set), "
                  "core (one core per rank), none")
@@ -59,7 +59,7 @@ void add_binding_options(CLI::App& app, BindingOptions& options) {
       ->description("Print the binding plan before launch: --report-bindings (table) or --report-bindings=json")
       ->check(CLI::IsMember({"table", "json"}))
       ->each([&options](const std::string& value) {
-        options.report = value == "json" ? ReportFormat::json : ReportFormat::table;
+        options.report = value == "json" ? ReportFormat::kJson : ReportFormat::kTable;
       })
       ->group(group);
 }

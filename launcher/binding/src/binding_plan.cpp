@@ -206,7 +206,7 @@ void partition_cpus(const Topology& topo, BindTo policy, std::vector<RankWork>& 
       RankWork& r = ranks[g.members[j]];
       const CpuSlice& slice = slices[j];
       const std::string share = std::to_string(g.members.size()) + (g.members.size() == 1 ? " rank" : " ranks");
-      if (policy == BindTo::core) {
+      if (policy == BindTo::kCore) {
         const auto first = cores_in(topo, Bitmap::from_indexes(slice.pus).get());
         r.placement.cpus = first.empty() ? std::vector<int>{} : first.front();
         r.placement.reason = "core: one core of the " + std::to_string(cores.size()) + " cores " + r.locality_name +
@@ -224,7 +224,7 @@ void partition_cpus(const Topology& topo, BindTo policy, std::vector<RankWork>& 
 }
 
 void apply_cpu_map(const BindingOptions& options, const Bitmap& usable, std::vector<RankWork>& ranks) {
-  if (options.bind_to != BindTo::partition)
+  if (options.bind_to != BindTo::kPartition)
     throw UsageError("--cpu-map and --bind-to " + std::string(to_string(options.bind_to)) +
                      " contradict each other; give one of them");
   const auto entries = split(options.cpu_map, ':');
@@ -248,10 +248,10 @@ void assign_cpus(const Topology& topo, const BindingOptions& options, const Bitm
   if (!options.cpu_map.empty()) return apply_cpu_map(options, usable, ranks);
   for (auto& r : ranks) r.placement.cpu_policy = to_string(options.bind_to);
   switch (options.bind_to) {
-    case BindTo::none:
+    case BindTo::kNone:
       for (auto& r : ranks) r.placement.reason = "none: no CPU binding (--bind-to none)";
       return;
-    case BindTo::numa: {
+    case BindTo::kNuma: {
       // CPU-only ranks spread over the NUMA nodes that have usable CPUs.
       std::vector<hwloc_obj_t> numa;
       for (hwloc_obj_t o = hwloc_get_next_obj_by_type(topo.get(), HWLOC_OBJ_NUMANODE, nullptr); o;
@@ -272,8 +272,8 @@ void assign_cpus(const Topology& topo, const BindingOptions& options, const Bitm
       }
       return;
     }
-    case BindTo::partition:
-    case BindTo::core:
+    case BindTo::kPartition:
+    case BindTo::kCore:
       return partition_cpus(topo, options.bind_to, ranks);
   }
 }

@@ -20,24 +20,24 @@ hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
 
 PciProximity pci_proximity(hwloc_obj_t a, hwloc_obj_t b) {
   hwloc_obj_t c = common_ancestor(a, b);
-  if (!c) return PciProximity::same_machine;
+  if (!c) return PciProximity::kSameMachine;
   if (c->type == HWLOC_OBJ_BRIDGE)
-    return c->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST ? PciProximity::same_host_bridge
-                                                                  : PciProximity::same_pcie_switch;
-  if (c->type == HWLOC_OBJ_PCI_DEVICE || c->type == HWLOC_OBJ_OS_DEVICE) return PciProximity::same_pcie_switch;
-  if (c->nodeset && hwloc_bitmap_weight(c->nodeset) == 1) return PciProximity::same_numa_node;
+    return c->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST ? PciProximity::kSameHostBridge
+                                                                  : PciProximity::kSamePcieSwitch;
+  if (c->type == HWLOC_OBJ_PCI_DEVICE || c->type == HWLOC_OBJ_OS_DEVICE) return PciProximity::kSamePcieSwitch;
+  if (c->nodeset && hwloc_bitmap_weight(c->nodeset) == 1) return PciProximity::kSameNumaNode;
   for (hwloc_obj_t o = c; o; o = o->parent)
-    if (o->type == HWLOC_OBJ_PACKAGE) return PciProximity::same_package;
-  return PciProximity::same_machine;
+    if (o->type == HWLOC_OBJ_PACKAGE) return PciProximity::kSamePackage;
+  return PciProximity::kSameMachine;
 }
 
 std::string describe(PciProximity proximity) {
   switch (proximity) {
-    case PciProximity::same_pcie_switch: return "same PCIe switch";
-    case PciProximity::same_host_bridge: return "same host bridge";
-    case PciProximity::same_numa_node: return "same NUMA node";
-    case PciProximity::same_package: return "same package";
-    case PciProximity::same_machine: return "same machine only";
+    case PciProximity::kSamePcieSwitch: return "same PCIe switch";
+    case PciProximity::kSameHostBridge: return "same host bridge";
+    case PciProximity::kSameNumaNode: return "same NUMA node";
+    case PciProximity::kSamePackage: return "same package";
+    case PciProximity::kSameMachine: return "same machine only";
   }
   return "unknown";
 }

@@ -1,28 +1,29 @@
 #include "coordinator_link.hpp"
 
-#include <fmt/format.h>
-
 namespace hyrun::ep::elastic {
 
-void send_json(World& world, int peer, uint32_t tag, const nlohmann::json& message) {
-  const std::string text = message.dump();
-  world.send(peer, std::as_bytes(std::span(text)), tag);
+Envelope parse_envelope(std::string_view text) {
+  nlohmann::json body = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  if (body.is_discarded()) throw Error("a coordinator message that is not JSON");
+  if (!body.is_object())
+    throw Error(fmt::format("a coordinator message that is not a JSON object: {}", body.dump().substr(0, 60)));
+  const auto type = body.find("type");
+  if (type == body.end() || !type->is_string())
+    throw Error(fmt::format("a coordinator message without a string 'type': {}", body.dump().substr(0, 60)));
+  return {type->get<std::string>(), std::move(body)};
 }
 
-nlohmann::json recv_json(World& world, int peer, uint32_t tag) {
+Envelope receive(World& world, int peer, uint32_t tag) {
   const auto bytes = world.recv(peer, tag);
-  nlohmann::json message = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
-                                                 nullptr, false);
-  if (message.is_discarded() || !message.contains("type"))
-    throw Error(fmt::format("rank {}: a malformed coordinator message from rank {}", world.rank(), peer));
-  return message;
+  try {
+    return parse_envelope(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  } catch (const Error& e) {
+    rethrow_from(world, peer, e);
+  }
 }
 
-nlohmann::json expect(World& world, int peer, uint32_t tag, const std::string& type) {
-  auto message = recv_json(world, peer, tag);
-  if (message["type"] != type)
-    throw Error(fmt::format("rank {}: expected '{}' from rank {}, got {}", world.rank(), type, peer, message.dump()));
-  return message;
+void rethrow_from(const World& world, int peer, const Error& e) {
+  throw Error(fmt::format("rank {}: from rank {}: {}", world.rank(), peer, e.what()));
 }
 
 }  // namespace hyrun::ep::elastic

@@ -1,23 +1,13 @@
 #pragma once
-// The elastic benchmark's runtime: every process of the job runs one ElasticRun. Rank 0 is
-// also the coordinator: it drives the phases with messages (no sleeps), admits restarted
-// ranks, agrees with the survivors on who failed, and gathers every rank's measurements.
-//
-// A phase, as the coordinator runs it:
-//   1. restarted ranks of this phase rejoin the World and register their EP region;
-//   2. "phase" to every rank that runs it (and to ranks that leave now: they exit cleanly);
-//   3. each active rank connects to new peers and answers "ready" (join time = phase to ready);
-//   4. "go"; warm-up and timed dispatch + combine iterations; the rank the plan kills
-//      announces a planned exit to hyrun and SIGKILLs itself at the first timed iteration;
-//   5. survivors see the failure (UCX peer errors end the waits at once), report "failed",
-//      and resume with the coordinator's agreed mask and a new epoch;
-//   6. "result" from every survivor; rank 0 prints the summary after the plan's last phase.
+// The elastic benchmark's runtime: every process of the job runs the plans' phases
+// (phase_loop.hpp); rank 0 also coordinates them (coordinator.hpp), the other ranks follow
+// it (member.hpp). The flow: docs/architecture.md, "The EP and elastic flow".
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/bench/phase_sample.hpp"
 #include "hyrun/ep/bench/run_report.hpp"

@@ -1,22 +1,24 @@
 #pragma once
 // The life of every rank's processes over a run of one or more plans, played one after
 // another: which process runs which phase, who leaves or dies and whether hyrun must restart
-// it afterwards. The plan model (hyrun/common/elastic_plan.hpp) says what each phase of one
-// plan means; this adds what spans plans: a process that the plan does not use any more exits,
-// and a rank active again later gets a new process.
+// it afterwards. The plan model (plan/elastic_plan.hpp) derives what each phase of one plan
+// means (active, killed, joining, leaving); this takes those sets as they are and adds only
+// what spans plans and processes: the first phase of a later plan follows the previous plan's
+// last one, and a joining rank whose earlier process ended (or that has none yet) needs a new one.
 #include <cstddef>
 #include <vector>
 
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 
 namespace hyrun::ep::elastic {
 
+/// One phase of the run, its sets as flags by rank.
 struct GlobalPhase {
-  std::size_t plan = 0;   ///< index of the plan
-  std::size_t phase = 0;  ///< phase within that plan
-  std::vector<char> active, killed;  ///< by rank
-  std::vector<char> departs;         ///< rank leaves cleanly at the start of this phase
-  std::vector<char> new_process;     ///< rank runs this phase in a process started for it
+  std::size_t plan = 0;              ///< index of the plan
+  std::size_t phase = 0;             ///< phase within that plan
+  std::vector<char> active, killed;  ///< the plan phase's sets
+  std::vector<char> departs;         ///< leaves cleanly now (the plan's leaving, across plans too)
+  std::vector<char> new_process;     ///< runs this phase in a process started for it
 };
 
 class ElasticSchedule {
@@ -30,15 +32,17 @@ class ElasticSchedule {
   /// True when `rank` is active in some phase after global phase `g`.
   bool used_after(std::size_t g, int rank) const;
   /// True when `rank` is active in any phase at all.
-  bool used(int rank) const { return used_after_start(rank); }
+  bool used(int rank) const;
   bool started_at_launch(int rank) const { return started_at_launch_[rank]; }
 
  private:
-  bool used_after_start(int rank) const;
   std::vector<GlobalPhase> phases_;
   int world_size_;
   std::vector<char> started_at_launch_;
 };
+
+/// The ranks whose flag is set, ascending.
+std::vector<int> ranks_where(const std::vector<char>& flags);
 
 /// The ranks that start with a staged launch whose first launch runs ranks
 /// 0..launch_ranks-1: those of them active in the first phase (ascending, rank 0 first).

@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "hyrun/common/logging.hpp"

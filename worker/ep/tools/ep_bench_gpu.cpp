@@ -23,15 +23,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
-#include <numeric>
 
-#include "hyrun/common/logging.hpp"
+#include "hyrun/ep/bench/sample_stats.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/cuda_backend.hpp"
 #include "hyrun/ep/cuda_memory.hpp"
 #include "hyrun/ep/reference_checks.hpp"
 #include "hyrun/ep/reference_inputs.hpp"
 #include "hyrun/worker.hpp"
+#include "tool_main.hpp"
 
 namespace hyrun::ep::check {
 namespace {
@@ -48,19 +48,7 @@ struct Options {
   int timeout_ms = 30000;
 };
 
-struct Stats {
-  double median = 0, avg = 0, min = 0, max = 0;  // seconds
-};
-Stats stats_of(std::vector<double> v) {
-  if (v.size() > 1) v.erase(v.begin());
-  Stats s;
-  s.avg = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  std::sort(v.begin(), v.end());
-  s.median = v[v.size() / 2];
-  s.min = v.front();
-  s.max = v.back();
-  return s;
-}
+using Stats = bench::SampleStats;  // of seconds
 
 class Event {
  public:
@@ -95,7 +83,7 @@ Stats time_op(Stream stream, int warmup, int iters, DeviceArray<uint8_t>* l2, Op
     sync(stream);
     t.push_back(b.since(a));
   }
-  return stats_of(t);
+  return bench::stats_without_first(t);
 }
 
 /// The call under test: the EP front across the ranks (CUDA IPC), or, --kernel-only, the
@@ -313,7 +301,7 @@ int run(const Options& o) {
     sel_sum += count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr);
   const std::size_t sel = sel_sum / kVariants;
   const std::size_t db = dispatch_bytes(sel, o.hidden, Format::kFP8), cb = combine_bytes(sel, o.hidden);
-  const Stats t = stats_of(tt), d = stats_of(td), cm = stats_of(tc);
+  const Stats t = bench::stats_without_first(tt), d = bench::stats_without_first(td), cm = bench::stats_without_first(tc);
   const char* mode = o.kernel_only ? "kernel-only" : "ipc";
   std::printf("[rank %d] Dispatch + combine bandwidth: %.2f GB/s, avg_t=%.2f us, min_t=%.2f us, max_t=%.2f us\n", me,
               bandwidth_gbps(db, cb, t.avg), t.avg * 1e6, t.min * 1e6, t.max * 1e6);
@@ -329,7 +317,7 @@ int run(const Options& o) {
     // combine: wait, reduce).
     std::vector<double> tdr(td.size()), tcr(tc.size());
     for (std::size_t i = 0; i < td.size(); ++i) tdr[i] = td[i] - tds[i], tcr[i] = tc[i] - tcs[i];
-    const Stats ds = stats_of(tds), cs = stats_of(tcs), dr = stats_of(tdr), cr = stats_of(tcr);
+    const Stats ds = bench::stats_without_first(tds), cs = bench::stats_without_first(tcs), dr = bench::stats_without_first(tdr), cr = bench::stats_without_first(tcr);
     std::printf("[rank %d] gpu-bench halves: dispatch_send_median_us=%.2f dispatch_recv_median_us=%.2f "
                 "combine_send_median_us=%.2f combine_recv_median_us=%.2f\n",
                 me, ds.median * 1e6, dr.median * 1e6, cs.median * 1e6, cr.median * 1e6);
@@ -391,11 +379,5 @@ int main(int argc, char** argv) {
                "the timed calls, which then run back to back)");
   app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  try {
-    hyrun::init_logging("ep-bench-gpu", hyrun::log_level_from_environment("warn"));
-    return hyrun::ep::check::run(o);
-  } catch (const hyrun::Error& e) {
-    std::fprintf(stderr, "ep-bench-gpu: %s\n", e.what());
-    return e.exit_code();
-  }
+  return hyrun::ep::tools::run_tool("ep-bench-gpu", [&] { return hyrun::ep::check::run(o); });
 }

@@ -18,11 +18,11 @@
 #include <memory>
 #include <numeric>
 
-#include "hyrun/common/logging.hpp"
 #include "hyrun/ep/bench/sample_stats.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/host_backend.hpp"
 #include "hyrun/worker.hpp"
+#include "tool_main.hpp"
 #include "hyrun/ep/reference_inputs.hpp"
 
 namespace hyrun::ep::check {
@@ -134,11 +134,5 @@ int main(int argc, char** argv) {
   app.add_flag("--copy-recv", o.copy_recv, "receive into private recv_x/recv_scales (a copy) instead of the region's rows");
   app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  try {
-    hyrun::init_logging("ep-bench-host", hyrun::log_level_from_environment("warn"));
-    return hyrun::ep::check::run(o);
-  } catch (const hyrun::Error& e) {
-    std::fprintf(stderr, "ep-bench-host: %s\n", e.what());
-    return e.exit_code();
-  }
+  return hyrun::ep::tools::run_tool("ep-bench-host", [&] { return hyrun::ep::check::run(o); });
 }

@@ -22,9 +22,9 @@
 #include <cstring>
 
 #include "ep_engine.hpp"
-#include "hyrun/common/logging.hpp"
 #include "hyrun/ep/transport.hpp"
 #include "hyrun/worker.hpp"
+#include "tool_main.hpp"
 #include "hyrun/ep/reference_checks.hpp"
 #include "hyrun/ep/reference_inputs.hpp"
 
@@ -288,14 +288,5 @@ int main(int argc, char** argv) {
   app.add_flag("--disable-ll-nvlink", o.disable_ll_nvlink, "CUDA backend: no CUDA IPC; stage through pinned host memory and send with UCX");
   app.add_option("--inject-corruption", o.inject_corruption, "debug: flip a byte of one received row on this rank (the checks must fail)");
   CLI11_PARSE(app, argc, argv);
-  try {
-    hyrun::init_logging("ep-check", hyrun::log_level_from_environment("warn"));
-    return hyrun::ep::check::run(o);
-  } catch (const hyrun::Error& e) {
-    std::fprintf(stderr, "ep-check: %s\n", e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ep-check: internal error: %s\n", e.what());
-    return hyrun::exit_code::kLauncherError;
-  }
+  return hyrun::ep::tools::run_tool("ep-check", [&] { return hyrun::ep::check::run(o); });
 }

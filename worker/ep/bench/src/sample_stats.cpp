@@ -9,8 +9,9 @@ namespace hyrun::ep::bench {
 SampleStats stats_without_first(std::vector<double> samples) {
   if (samples.empty()) throw std::invalid_argument("stats_without_first: no samples");
   if (samples.size() > 1) samples.erase(samples.begin());
-  const auto [lo, hi] = std::minmax_element(samples.begin(), samples.end());
-  return {std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(samples.size()), *lo, *hi};
+  const double avg = std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(samples.size());
+  std::sort(samples.begin(), samples.end());
+  return {avg, samples.front(), samples.back(), samples[samples.size() / 2]};
 }
 
 }  // namespace hyrun::ep::bench

@@ -27,9 +27,9 @@ std::string mark(PhaseRole role, bool color) {
   const std::string text = fmt::format("{:<{}}", to_string(role), kMarkWidth);
   if (!color) return text;
   switch (role) {
-    case PhaseRole::active:
-    case PhaseRole::joined: return kGreen + text + kReset;
-    case PhaseRole::killed: return kRed + text + kReset;
+    case PhaseRole::kActive:
+    case PhaseRole::kJoined: return kGreen + text + kReset;
+    case PhaseRole::kKilled: return kRed + text + kReset;
     default: return text;
   }
 }
@@ -75,16 +75,16 @@ std::string format_summary(std::span<const PhaseSample> samples, std::size_t num
     std::optional<double> join_ms, detect_ms;
     for (std::size_t p = 0; p < num_phases; ++p) {
       const int phase = static_cast<int>(p);
-      PhaseRole role = PhaseRole::idle;
+      PhaseRole role = PhaseRole::kIdle;
       if (auto it = by_phase.find(phase); it != by_phase.end()) {
         const PhaseSample& s = *it->second;
         role = s.state;
         if (s.bandwidth) gbps.push_back(s.bandwidth->gbps);
         join_ms = max_of(join_ms, s.join_ms);
         detect_ms = max_of(detect_ms, s.detect_ms);
-      } else if (auto prev = by_phase.find(phase - 1); prev != by_phase.end() && prev->second->state != PhaseRole::killed &&
-                                                        prev->second->state != PhaseRole::left) {
-        role = PhaseRole::left;
+      } else if (auto prev = by_phase.find(phase - 1); prev != by_phase.end() && prev->second->state != PhaseRole::kKilled &&
+                                                        prev->second->state != PhaseRole::kLeft) {
+        role = PhaseRole::kLeft;
       }
       out += "  " + mark(role, options.color);
     }

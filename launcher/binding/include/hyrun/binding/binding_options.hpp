@@ -14,13 +14,13 @@ class App;
 namespace hyrun::binding {
 
 enum class BindTo {
-  partition,  ///< default: the GPU-local cores split disjointly among the ranks sharing them
-  numa,       ///< the whole GPU-local (NUMA/package) CPU set
-  core,       ///< one core per rank: the first core of its partition slice
-  none,       ///< no CPU binding (and so no memory binding)
+  kPartition,  ///< default: the GPU-local cores split disjointly among the ranks sharing them
+  kNuma,       ///< the whole GPU-local (NUMA/package) CPU set
+  kCore,       ///< one core per rank: the first core of its partition slice
+  kNone,       ///< no CPU binding (and so no memory binding)
 };
 
-enum class ReportFormat { none, table, json };
+enum class ReportFormat { kNone, kTable, kJson };
 
 /// Ranks that may share one GPU group without --oversubscribe when they share evenly
 /// (local ranks a multiple of the groups). 8: an 8-rank EP job fits one GPU, each rank's
@@ -34,12 +34,12 @@ struct BindingOptions {
   int gpus_per_rank = 1;         ///< --gpus-per-rank: 0 gives CPU-only ranks
   bool oversubscribe = false;    ///< --oversubscribe: uneven or denser GPU sharing than kMaxRanksPerGpu, round-robin
   std::string nics;              ///< --nics: "" = all OpenFabrics devices; else "mlx5_0,mlx5_3"
-  BindTo bind_to = BindTo::partition;  ///< --bind-to
+  BindTo bind_to = BindTo::kPartition;  ///< --bind-to
   std::string cpu_map;           ///< --cpu-map: "" or one CPU list per local rank, ':'-separated
   bool mem_bind = true;          ///< --mem-bind on|off
   bool bind_warn_only = false;   ///< --bind-warn-only: a read-back mismatch is a warning
   std::string cpus_allowed;      ///< --cpus-allowed: "" or a CPU list further restricting the usable CPUs
-  ReportFormat report = ReportFormat::none;  ///< --report-bindings[=table|json]
+  ReportFormat report = ReportFormat::kNone;  ///< --report-bindings[=table|json]
   // Not command-line options: set by the launch mode, or by tests.
   NodeTaskShare node_share;      ///< this task among the job's tasks on its node (hybrid mode: PMIx local rank/size)
   /// Where to read the node's GPU devices (/dev, /proc); nullopt = the real ones for this

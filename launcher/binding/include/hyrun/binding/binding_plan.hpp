@@ -5,8 +5,8 @@
 // Launcher sequence (docs/binding.md):
 //   BindingOptions opts; add_binding_options(app, opts);         // before app.parse()
 //   auto plan = BindingPlan::compute(opts, n);                   // after parsing; UsageError -> exit 2
-//   if (opts.report == ReportFormat::table) print(plan.report_table(rank_offset));
-//   if (opts.report == ReportFormat::json)  print(plan.report_json(rank_offset).dump(2));
+//   if (opts.report == ReportFormat::kTable) print(plan.report_table(rank_offset));
+//   if (opts.report == ReportFormat::kJson)  print(plan.report_json(rank_offset).dump(2));
 //   if (dry_run) exit 0;
 //   plan.require_applicable();                                    // refuses --topology plans
 //   per rank i: env += plan.ranks()[i].environment; auto cb = plan.child_binding(i);  // before fork

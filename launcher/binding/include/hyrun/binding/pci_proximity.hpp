@@ -8,11 +8,11 @@
 namespace hyrun::binding {
 
 enum class PciProximity {
-  same_pcie_switch = 0,  ///< common ancestor is a PCI-to-PCI bridge (a switch)
-  same_host_bridge = 1,  ///< common ancestor is a host bridge (root complex)
-  same_numa_node = 2,    ///< common ancestor is a CPU-side object with one NUMA node
-  same_package = 3,      ///< common ancestor is (inside) one package
-  same_machine = 4,      ///< only the machine is common
+  kSamePcieSwitch = 0,  ///< common ancestor is a PCI-to-PCI bridge (a switch)
+  kSameHostBridge = 1,  ///< common ancestor is a host bridge (root complex)
+  kSameNumaNode = 2,    ///< common ancestor is a CPU-side object with one NUMA node
+  kSamePackage = 3,      ///< common ancestor is (inside) one package
+  kSameMachine = 4,      ///< only the machine is common
 };
 
 PciProximity pci_proximity(hwloc_obj_t a, hwloc_obj_t b);

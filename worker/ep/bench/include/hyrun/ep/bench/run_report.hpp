@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 #include "hyrun/ep/bench/phase_sample.hpp"
 
 namespace hyrun::ep::bench {

@@ -1,4 +1,4 @@
-#include "hyrun/common/elastic_plan.hpp"
+#include "elastic_plan.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -75,11 +75,11 @@ bool contains(const std::vector<int>& sorted_values, int value) {
 
 std::string_view to_string(PhaseRole role) {
   switch (role) {
-    case PhaseRole::idle: return "idle";
-    case PhaseRole::active: return "active";
-    case PhaseRole::joined: return "joined";
-    case PhaseRole::killed: return "killed";
-    case PhaseRole::left: return "left";
+    case PhaseRole::kIdle: return "idle";
+    case PhaseRole::kActive: return "active";
+    case PhaseRole::kJoined: return "joined";
+    case PhaseRole::kKilled: return "killed";
+    case PhaseRole::kLeft: return "left";
   }
   return "unknown";
 }
@@ -226,11 +226,11 @@ std::vector<int> ElasticPlan::unused_ranks() const {
 
 PhaseRole ElasticPlan::role(std::size_t p, int rank) const {
   const PlanPhase& ph = phase(p);
-  if (contains(ph.killed, rank)) return PhaseRole::killed;
-  if (contains(ph.joining, rank)) return PhaseRole::joined;
-  if (contains(ph.active, rank)) return PhaseRole::active;
-  if (contains(ph.leaving, rank)) return PhaseRole::left;
-  return PhaseRole::idle;
+  if (contains(ph.killed, rank)) return PhaseRole::kKilled;
+  if (contains(ph.joining, rank)) return PhaseRole::kJoined;
+  if (contains(ph.active, rank)) return PhaseRole::kActive;
+  if (contains(ph.leaving, rank)) return PhaseRole::kLeft;
+  return PhaseRole::kIdle;
 }
 
 bool ElasticPlan::is_active(std::size_t p, int rank) const { return contains(phase(p).active, rank); }

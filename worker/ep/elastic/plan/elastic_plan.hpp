@@ -19,11 +19,11 @@ namespace hyrun {
 
 /// What one rank does in one phase, as the summary shows it.
 enum class PhaseRole {
-  idle,    ///< not part of this phase (never started yet, or gone earlier)
-  active,  ///< active and was already active in the previous phase
-  joined,  ///< active now, not a survivor of the previous phase (phase 0: every rank)
-  killed,  ///< active and killed during this phase's dispatch/combine
-  left,    ///< survivor of the previous phase that is absent now (clean exit)
+  kIdle,    ///< not part of this phase (never started yet, or gone earlier)
+  kActive,  ///< active and was already active in the previous phase
+  kJoined,  ///< active now, not a survivor of the previous phase (phase 0: every rank)
+  kKilled,  ///< active and killed during this phase's dispatch/combine
+  kLeft,    ///< survivor of the previous phase that is absent now (clean exit)
 };
 
 /// "idle", "active", "joined", "killed", "left".
