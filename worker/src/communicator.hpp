@@ -48,7 +48,6 @@ class Communicator {
   Clock::time_point deadline() const { return Clock::now() + timeout_; }
   ucp_context_h context() const { return context_.get(); }
   ucp_worker_h worker() const { return worker_.get(); }
-  auth::ProcessId own_id() const { return own_id_; }
   /// Every rank's node and worker address, as last known (empty until connected).
   const std::vector<bootstrap::Peer>& table() const { return table_; }
   /// The process id of table()[rank].address.
