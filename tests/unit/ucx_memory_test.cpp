@@ -34,9 +34,9 @@ struct Loopback {
     const uint64_t remote = reinterpret_cast<uintptr_t>(memory.address()) + offset;
     ucp_request_param_t param{};
     const auto deadline = Request::Clock::now() + 60s;
-    ASSERT_EQ(Request(ucp_put_nbx(self.get(), &value, sizeof value, remote, key.get(), &param))
-                  .wait(worker.get(), deadline),
-              UCS_OK);
+    ASSERT_EQ(
+        Request(ucp_put_nbx(self.get(), &value, sizeof value, remote, key.get(), &param)).wait(worker.get(), deadline),
+        UCS_OK);
     ASSERT_EQ(Request(ucp_ep_flush_nbx(self.get(), &param)).wait(worker.get(), deadline), UCS_OK);
     // Where the key maps the memory here (shared memory, possibly at another address), a
     // store through that mapping lands in the same bytes.

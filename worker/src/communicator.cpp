@@ -131,7 +131,8 @@ void Communicator::wait(ucx::Request request, const std::string& what, int peer)
   const ucs_status_t status =
       request.wait_or_cancel(worker_.get(), deadline(), [&] { return known_peer && is_failed(peer); });
   if (status == UCS_ERR_TIMED_OUT)
-    throw TimeoutError(fmt::format("rank {}: {} did not complete within {} ms", contract_.rank, what, timeout_.count()));
+    throw TimeoutError(
+        fmt::format("rank {}: {} did not complete within {} ms", contract_.rank, what, timeout_.count()));
   if (status != UCS_OK && known_peer && (is_failed(peer) || is_peer_error(status))) {
     failed_[peer] = 1;  // the request may complete with the error before the handler runs
     peer_died(peer, what);
@@ -157,8 +158,8 @@ ucx::Request Communicator::start_send(int peer, ucp_ep_h ep, ucp_tag_t t, const 
   return request;
 }
 
-std::vector<std::byte> Communicator::seal(ucp_tag_t t, auth::ProcessId destination,
-                                          std::span<const std::byte> payload, uint64_t sequence) const {
+std::vector<std::byte> Communicator::seal(ucp_tag_t t, auth::ProcessId destination, std::span<const std::byte> payload,
+                                          uint64_t sequence) const {
   return auth_.seal({t, own_id_, destination, sequence}, payload);
 }
 
@@ -195,10 +196,12 @@ std::optional<std::pair<std::vector<std::byte>, auth::Envelope>> Communicator::a
   ucp_request_param_t param{};
   // Not yet authenticated: a transfer that fails (its sender vanished, or stalls) is the
   // sender's problem, refused like any other bad message, never this rank's error.
-  const ucs_status_t status = ucx::Request(ucp_tag_msg_recv_nbx(worker_.get(), data.data(), data.size(), message, &param))
-                                  .wait_or_cancel(worker_.get(), deadline());
+  const ucs_status_t status =
+      ucx::Request(ucp_tag_msg_recv_nbx(worker_.get(), data.data(), data.size(), message, &param))
+          .wait_or_cancel(worker_.get(), deadline());
   if (status != UCS_OK) {
-    refuse(info.sender_tag, info.length, fmt::format("its payload could not be received: {}", ucs_status_string(status)));
+    refuse(info.sender_tag, info.length,
+           fmt::format("its payload could not be received: {}", ucs_status_string(status)));
     return std::nullopt;
   }
   const auto envelope = auth_.open(data);
@@ -314,7 +317,9 @@ std::vector<std::vector<std::byte>> Communicator::allgatherv(std::span<const std
   const uint64_t seq = ++collective_sequence_;
   const int n = contract_.world_size;
   const std::string what = fmt::format("collective #{}", seq);
-  const auto takes_part = [&only](int peer) { return only.empty() || std::binary_search(only.begin(), only.end(), peer); };
+  const auto takes_part = [&only](int peer) {
+    return only.empty() || std::binary_search(only.begin(), only.end(), peer);
+  };
   std::vector<std::vector<std::byte>> sealed(n);
   std::vector<std::pair<int, ucx::Request>> sends;
   for (int peer = 0; peer < n; ++peer)
@@ -329,12 +334,12 @@ std::vector<std::vector<std::byte>> Communicator::allgatherv(std::span<const std
   const auto until = deadline();
   for (int peer = 0; peer < n; ++peer)
     if (peer != contract_.rank && takes_part(peer))
-      all[peer] = recv_authentic(tag::make(tag::Kind::kCollective, peer, seq), tag::kFullMask, options_.max_message_bytes,
-                                 fmt::format("{} contribution from rank {}", what, peer), until, peer,
-                                 [&](const auth::Envelope& envelope, std::vector<std::byte>&) {
-                                   return check_source(peer, envelope);
-                                 })
-                      .first;
+      all[peer] =
+          recv_authentic(
+              tag::make(tag::Kind::kCollective, peer, seq), tag::kFullMask, options_.max_message_bytes,
+              fmt::format("{} contribution from rank {}", what, peer), until, peer,
+              [&](const auth::Envelope& envelope, std::vector<std::byte>&) { return check_source(peer, envelope); })
+              .first;
   for (auto& [peer, request] : sends) wait(std::move(request), what + fmt::format(" send to rank {}", peer), peer);
   return all;
 }
@@ -358,7 +363,8 @@ std::vector<std::byte> Communicator::recv(int peer, uint32_t user_tag) {
   if (peer == contract_.rank) {
     auto& queue = self_messages_[user_tag];
     if (queue.empty())
-      throw Error(fmt::format("recv: rank {} waits for a message from itself (tag {}) that it never sent", peer, user_tag));
+      throw Error(
+          fmt::format("recv: rank {} waits for a message from itself (tag {}) that it never sent", peer, user_tag));
     auto message = std::move(queue.front());
     queue.pop_front();
     return message;

@@ -60,21 +60,24 @@ std::vector<std::byte> World::allgather(std::span<const std::byte> mine) {
   out.reserve(mine.size() * all.size());
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (all[r].size() != mine.size())
-      throw Error(fmt::format("allgather: rank {} contributed {} bytes, rank {} contributed {}; use allgatherv for "
-                              "contributions of different sizes",
-                              r, all[r].size(), rank(), mine.size()));
+      throw Error(
+          fmt::format("allgather: rank {} contributed {} bytes, rank {} contributed {}; use allgatherv for "
+                      "contributions of different sizes",
+                      r, all[r].size(), rank(), mine.size()));
     out.insert(out.end(), all[r].begin(), all[r].end());
   }
   return out;
 }
 
 void World::send(int peer, std::span<const std::byte> data, uint32_t user_tag) {
-  if (peer < 0 || peer >= size()) throw Error(fmt::format("send: peer {} is outside the world of {} ranks", peer, size()));
+  if (peer < 0 || peer >= size())
+    throw Error(fmt::format("send: peer {} is outside the world of {} ranks", peer, size()));
   impl_->comm.send(peer, data, user_tag);
 }
 
 std::vector<std::byte> World::recv(int peer, uint32_t user_tag) {
-  if (peer < 0 || peer >= size()) throw Error(fmt::format("recv: peer {} is outside the world of {} ranks", peer, size()));
+  if (peer < 0 || peer >= size())
+    throw Error(fmt::format("recv: peer {} is outside the world of {} ranks", peer, size()));
   return impl_->comm.recv(peer, user_tag);
 }
 
@@ -86,7 +89,8 @@ std::vector<std::byte> World::own_address() const {
 }
 
 std::vector<World::Rejoin> World::accept_rejoins() {
-  if (rank() != 0) throw Error(fmt::format("accept_rejoins: only rank 0 admits restarted ranks, this is rank {}", rank()));
+  if (rank() != 0)
+    throw Error(fmt::format("accept_rejoins: only rank 0 admits restarted ranks, this is rank {}", rank()));
   return bootstrap::admit_rejoins(impl_->comm, impl_->admission);
 }
 
@@ -110,7 +114,8 @@ bool World::peer_failed(int peer) const {
 ucp_context_h World::ucp_context() const { return impl_->comm.context(); }
 ucp_worker_h World::ucp_worker() const { return impl_->comm.worker(); }
 ucp_ep_h World::endpoint(int peer) const {
-  if (peer < 0 || peer >= size()) throw Error(fmt::format("endpoint: {} is outside the world of {} ranks", peer, size()));
+  if (peer < 0 || peer >= size())
+    throw Error(fmt::format("endpoint: {} is outside the world of {} ranks", peer, size()));
   return impl_->comm.endpoint_to(peer);
 }
 

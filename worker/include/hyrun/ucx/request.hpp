@@ -31,7 +31,8 @@ class Request {
   /// status; or UCS_ERR_TIMED_OUT once `deadline` passed, or UCS_ERR_CONNECTION_RESET
   /// once `give_up` (asked now and then) is true: the request then stays in progress and
   /// owned (cancel() or release() it). Never throws.
-  ucs_status_t wait(ucp_worker_h worker, Clock::time_point deadline, const std::function<bool()>& give_up = {}) noexcept;
+  ucs_status_t wait(ucp_worker_h worker, Clock::time_point deadline,
+                    const std::function<bool()>& give_up = {}) noexcept;
   /// wait(), and when the request did not complete, cancel(). Returns wait()'s status.
   ucs_status_t wait_or_cancel(ucp_worker_h worker, Clock::time_point deadline,
                               const std::function<bool()>& give_up = {}) noexcept;
