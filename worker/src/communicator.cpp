@@ -261,11 +261,8 @@ void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::En
   failed_.assign(table_.size(), 0);
   endpoints_.clear();
   endpoints_.reserve(table_.size());
-  for (std::size_t r = 0; r < table_.size(); ++r) {
-    if (r == 0 && to_root.get()) {
-      endpoints_.push_back(std::move(to_root));
-      continue;
-    }
+  if (to_root.get() && !table_.empty()) endpoints_.push_back(std::move(to_root));  // rank 0's
+  for (std::size_t r = endpoints_.size(); r < table_.size(); ++r) {
     // A late rank connects when it needs a peer; a rank not started yet has no address.
     if ((contract_.joins_late() && r != 0) || table_[r].address.empty()) {
       endpoints_.emplace_back();
