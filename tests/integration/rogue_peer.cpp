@@ -17,8 +17,11 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
+#include "hyrun/ucx/context.hpp"
+#include "hyrun/ucx/endpoint.hpp"
+#include "hyrun/ucx/request.hpp"
+#include "hyrun/ucx/worker.hpp"
 #include "message_tag.hpp"
-#include "ucx_handles.hpp"
 
 namespace {
 
@@ -75,15 +78,15 @@ int main(int argc, char** argv) {
     ucx::Endpoint ep(worker.get(), address, true, [](void*, ucp_ep_h, ucs_status_t) {}, nullptr);
     std::mt19937_64 gen(std::random_device{}());
     const auto messages = attack_messages(attack, claimed_rank, gen);
-    std::vector<void*> requests;
+    std::vector<ucx::Request> requests;
     for (const auto& m : messages) {
       ucp_request_param_t param{};
-      requests.push_back(ucp_tag_send_nbx(ep.get(), m.bytes.data(), m.bytes.size(), m.tag, &param));
+      requests.emplace_back(ucp_tag_send_nbx(ep.get(), m.bytes.data(), m.bytes.size(), m.tag, &param));
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     int done = 0, failed = 0, pending = 0;
-    for (void* r : requests) {
-      const ucs_status_t status = ucx::wait_request(worker.get(), r, deadline);
+    for (auto& r : requests) {
+      const ucs_status_t status = r.wait_or_cancel(worker.get(), deadline);
       (status == UCS_OK ? done : status == UCS_ERR_TIMED_OUT ? pending : failed)++;
     }
     std::printf("rogue-peer %s: %zu messages sent as rank %d: %d completed, %d failed, %d never taken\n", attack.c_str(),

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "ucx_handles.hpp"
+#include "hyrun/ucx/context.hpp"
 
 namespace hyrun::ucx {
 namespace {

@@ -13,7 +13,7 @@
 namespace hyrun::bootstrap {
 
 /// Largest UCX worker address accepted (a worker with many devices has a few KiB).
-inline constexpr std::size_t kMaxAddressBytes = 16 * 1024;
+inline constexpr std::size_t kMaxAddressBytes = std::size_t{16} * 1024;
 /// Largest encoded join: rank, node, address.
 inline constexpr std::size_t kMaxJoinBytes = 3 * sizeof(uint32_t) + kMaxAddressBytes;
 /// Largest encoded table of `ranks` entries.

@@ -7,18 +7,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 namespace hyrun::ep {
 
 namespace {
-std::string ucs(ucs_status_t s) { return ucs_status_string(s); }
-
 constexpr std::size_t kDescriptorHeader = 16;  // u64 address, u64 length, then the packed rkey
-
-struct RkeyBufferRelease {
-  void operator()(void* b) const noexcept { ucp_rkey_buffer_release(b); }
-};
+constexpr const char* kWho = "UCX EP transport";
 
 void sort_unique(std::vector<int>& v) {
   std::sort(v.begin(), v.end());
@@ -63,22 +57,11 @@ void UcxTransport::allocate_region() {
   // Memory that UCX allocates can come from a shared-memory transport (posix, sysv):
   // peers on this node then map it (ucp_rkey_ptr) and their puts are plain stores, not a
   // system call per put (cma). Where UCX cannot, the transport allocates it itself.
-  ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-  mp.address = nullptr;
-  mp.length = bytes_;
-  mp.flags = UCP_MEM_MAP_ALLOCATE;
-  ucp_mem_h m = nullptr;
-  if (ucp_mem_map(context_, &mp, &m) == UCS_OK) {
-    MemHandle handle(m, MemUnmap{context_});
-    ucp_mem_attr_t attr{};
-    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
-    if (ucp_mem_query(m, &attr) == UCS_OK && attr.address != nullptr && attr.length >= bytes_) {
-      std::memset(attr.address, 0, bytes_);
-      region_mem_ = std::unique_ptr<void, FreeRegion>(attr.address, FreeRegion{false});  // freed by the unmap
-      memh_ = std::move(handle);
-      return;
-    }
+  if (auto mapped = ucx::MappedMemory::allocate(context_, bytes_)) {
+    std::memset(mapped->address(), 0, bytes_);
+    region_mem_ = std::unique_ptr<void, FreeRegion>(mapped->address(), FreeRegion{false});  // freed by the unmap
+    memh_ = std::move(*mapped);
+    return;
   }
   const std::size_t page = 4096, rounded = (bytes_ + page - 1) / page * page;
   region_mem_ = std::unique_ptr<void, FreeRegion>(std::aligned_alloc(page, rounded), FreeRegion{true});
@@ -86,28 +69,15 @@ void UcxTransport::allocate_region() {
   std::memset(region_mem_.get(), 0, rounded);
 }
 
-void UcxTransport::map_region() {
-  ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-  mp.address = region_mem_.get();
-  mp.length = bytes_;
-  ucp_mem_h m = nullptr;
-  ucs_status_t st = ucp_mem_map(context_, &mp, &m);
-  if (st != UCS_OK) throw Error(fmt::format("UCX EP transport: ucp_mem_map of {} bytes failed: {}", bytes_, ucs(st)));
-  memh_ = MemHandle(m, MemUnmap{context_});
-}
+void UcxTransport::map_region() { memh_ = ucx::MappedMemory::map(context_, region_mem_.get(), bytes_, kWho); }
 
 void UcxTransport::pack_descriptor() {
-  void* buf = nullptr;
-  std::size_t len = 0;
-  ucs_status_t st = ucp_rkey_pack(context_, memh_.get(), &buf, &len);
-  if (st != UCS_OK) throw Error(fmt::format("UCX EP transport: ucp_rkey_pack failed: {}", ucs(st)));
-  std::unique_ptr<void, RkeyBufferRelease> packed(buf);
-  descriptor_.resize(kDescriptorHeader + len);
+  const auto packed = memh_.pack_rkey(kWho);
+  descriptor_.resize(kDescriptorHeader + packed.size());
   const uint64_t addr = reinterpret_cast<uintptr_t>(region_mem_.get()), bytes = bytes_;
   std::memcpy(descriptor_.data(), &addr, 8);
   std::memcpy(descriptor_.data() + 8, &bytes, 8);
-  std::memcpy(descriptor_.data() + kDescriptorHeader, packed.get(), len);
+  std::memcpy(descriptor_.data() + kDescriptorHeader, packed.data(), packed.size());
 }
 
 UcxTransport::~UcxTransport() {
@@ -122,14 +92,14 @@ UcxTransport::~UcxTransport() {
     spdlog::warn("UCX EP transport: rank {}: writes timed out; the {}-byte region stays mapped until the process "
                  "exits, so that late writes land harmlessly",
                  rank_, bytes_);
-    (void)memh_.release();
+    memh_.keep_until_exit();
     (void)region_mem_.release();
   }
 }
 
 bool UcxTransport::attached(int peer) const {
   if (peer < 0 || peer >= size_) return false;
-  return peer == rank_ || peers_[static_cast<std::size_t>(peer)].rkey != nullptr;
+  return peer == rank_ || static_cast<bool>(peers_[static_cast<std::size_t>(peer)].rkey);
 }
 
 void UcxTransport::attach_peer(int peer, std::span<const std::byte> d) {
@@ -147,11 +117,7 @@ void UcxTransport::attach_peer(int peer, std::span<const std::byte> d) {
                                  peer, addr, len));
   ucp_ep_h ep = endpoint_(peer);
   if (ep == nullptr) throw Error(fmt::format("UCX EP transport: no endpoint to rank {}", peer));
-  ucp_rkey_h raw = nullptr;
-  const ucs_status_t st = ucp_ep_rkey_unpack(ep, d.data() + kDescriptorHeader, &raw);
-  if (st != UCS_OK)
-    throw Error(fmt::format("UCX EP transport: ucp_ep_rkey_unpack of rank {}'s key failed: {}", peer, ucs(st)));
-  Rkey key(raw);
+  ucx::RemoteKey key(ep, d.data() + kDescriptorHeader, kWho, fmt::format("rank {}'s", peer));
   // Requests in flight used the old key and endpoint: finish with them before replacing.
   drain(peer, Clock::now() + timeout_);
   Peer& p = peers_[static_cast<std::size_t>(peer)];
@@ -161,8 +127,7 @@ void UcxTransport::attach_peer(int peer, std::span<const std::byte> d) {
   p.length = len;
   p.dirty = false;
   // Mapped into this process when a shared-memory transport reaches the peer's region.
-  void* local = nullptr;
-  p.local = ucp_rkey_ptr(p.rkey.get(), addr, &local) == UCS_OK ? static_cast<std::byte*>(local) : nullptr;
+  p.local = p.rkey.local_pointer(addr);
 }
 
 void UcxTransport::detach_peer(int peer) {
@@ -175,15 +140,15 @@ void UcxTransport::detach_peer(int peer) {
 }
 
 void UcxTransport::drain(int peer, Clock::time_point deadline) noexcept {
-  auto mine = [peer](const std::pair<int, void*>& r) { return peer < 0 || r.first == peer; };
+  auto mine = [peer](const std::pair<int, ucx::Request>& r) { return peer < 0 || r.first == peer; };
   for (auto& r : pending_) {
     if (!mine(r)) continue;
     (void)wait_request(r.first, r.second, deadline);
-    if (ucp_request_check_status(r.second) == UCS_INPROGRESS) {
+    if (r.second.in_progress()) {
       retire_signal_values();
       if (!known_failed(r.first)) writes_may_be_in_flight_ = true;  // a dead peer writes nothing more
     }
-    ucp_request_free(r.second);  // releases it even if still in progress (RMA requests cannot be cancelled)
+    r.second.release();  // releases it even if still in progress (RMA requests cannot be cancelled)
   }
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(), mine), pending_.end());
   if (peer >= 0) {
@@ -236,7 +201,7 @@ void UcxTransport::track(int peer, ucs_status_ptr_t sp) {
     failed_.push_back(peer);
     return;
   }
-  pending_.emplace_back(peer, sp);
+  pending_.emplace_back(peer, ucx::Request(sp));
 }
 
 void UcxTransport::put(int peer, std::size_t off, const void* src, std::size_t len) {
@@ -280,51 +245,34 @@ void UcxTransport::signal(int peer, std::size_t off, uint64_t value) {
   track(peer, ucp_put_nbx(p.ep, &signal_values_.back(), 8, p.address + off, p.rkey.get(), &prm));
 }
 
-void UcxTransport::progress_or_yield() {
-  // With more ranks than cores (CI machines, ranks sharing a GPU node) a waiter that spins
-  // takes the core from the peer it waits for; give it up whenever UCX had nothing to do.
-  if (ucp_worker_progress(worker_) != 0) {
-    idle_polls_ = 0;
-    return;
-  }
-  if (++idle_polls_ >= kIdlePollsBeforeYield) {
-    idle_polls_ = 0;
-    std::this_thread::yield();
-  }
-}
-
-ucs_status_t UcxTransport::wait_request(int peer, void* req, Clock::time_point deadline) {
-  ucs_status_t st;
-  while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-    // UCX fails a dead peer's requests before it reports the peer (error callback), so
-    // nothing more will complete here: stop waiting.
-    if (known_failed(peer)) return UCS_ERR_CONNECTION_RESET;
-    if (Clock::now() >= deadline) return UCS_ERR_TIMED_OUT;
-    progress_or_yield();
-  }
-  return st;
+ucs_status_t UcxTransport::wait_request(int peer, ucx::Request& req, Clock::time_point deadline) {
+  // UCX fails a dead peer's requests before it reports the peer (error callback), so
+  // nothing more will complete once it is known failed: stop waiting.
+  if (known_failed(peer) && req.in_progress()) return UCS_ERR_CONNECTION_RESET;
+  return req.wait(worker_, deadline, [this, peer] { return known_failed(peer); });
 }
 
 void UcxTransport::flush() {
   const auto deadline = Clock::now() + timeout_;
+  progress_.restart();  // a new batch: the next signal wait starts polling afresh
   std::vector<int> timed_out;
   // 1. Local completion of every request (their source buffers may be reused after this).
   bool abandoned = false;  // a request freed while UCX may still hold it
   for (auto& [peer, req] : pending_) {
     ucs_status_t st = wait_request(peer, req, deadline);
-    abandoned |= ucp_request_check_status(req) == UCS_INPROGRESS;
+    abandoned |= req.in_progress();
     if (st == UCS_ERR_TIMED_OUT) {
       timed_out.push_back(peer);  // ucp_request_free below lets UCX finish or drop it internally
       writes_may_be_in_flight_ = true;
     } else if (st != UCS_OK) {
       failed_.push_back(peer);
     }
-    ucp_request_free(req);
+    req.release();
   }
   pending_.clear();
   // 2. Remote completion: flush every endpoint written since the last flush (not those of
   // failed peers: their endpoint is dead, the data lost anyway).
-  std::vector<std::pair<int, void*>> flushes;
+  std::vector<std::pair<int, ucx::Request>> flushes;
   for (int p = 0; p < size_; ++p) {
     Peer& peer = peers_[static_cast<std::size_t>(p)];
     const bool dirty = peer.dirty;
@@ -335,13 +283,14 @@ void UcxTransport::flush() {
       continue;
     }
     ucp_request_param_t prm{};
-    ucs_status_ptr_t sp = ucp_ep_flush_nbx(peer.ep, &prm);
-    if (sp == nullptr) continue;
-    if (UCS_PTR_IS_ERR(sp)) {
+    ucx::Request request(ucp_ep_flush_nbx(peer.ep, &prm));
+    const ucs_status_t status = request.status();
+    if (status == UCS_OK) continue;
+    if (status != UCS_INPROGRESS) {
       failed_.push_back(p);
       continue;
     }
-    flushes.emplace_back(p, sp);
+    flushes.emplace_back(p, std::move(request));
   }
   for (auto& [p, req] : flushes) {
     ucs_status_t st = wait_request(p, req, deadline);
@@ -351,7 +300,7 @@ void UcxTransport::flush() {
     } else if (st != UCS_OK) {
       failed_.push_back(p);
     }
-    ucp_request_free(req);
+    req.release();
   }
   if (abandoned) retire_signal_values();
   signal_values_.clear();

@@ -139,13 +139,13 @@ class World {
   std::vector<int> failed_peers() const;
   bool peer_failed(int peer) const;
 
-  /// Low-level access for one-sided transports built on this world (valid while it lives).
+  /// Low-level access for one-sided transports built on this world (valid while it lives;
+  /// release what you make from them, e.g. remote keys and requests, before it ends).
   ucp_context_h ucp_context() const;
   ucp_worker_h ucp_worker() const;
+  /// The endpoint to `peer`, connected on first use; nullptr when it is unreachable. Wait
+  /// for requests on these handles with the owners of hyrun/ucx/ (request.hpp).
   ucp_ep_h endpoint(int peer) const;
-  /// Drives ucp_worker_progress until `request` (from a *_nbx call) completes or the
-  /// timeout passes; throws Error naming `what` on failure or TimeoutError.
-  void wait(void* request, const std::string& what);
 
  private:
   struct Impl;

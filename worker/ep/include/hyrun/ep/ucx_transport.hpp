@@ -45,10 +45,13 @@
 #include <list>
 #include <memory>
 #include <span>
-#include <type_traits>
 #include <vector>
 
 #include "hyrun/ep/transport.hpp"
+#include "hyrun/ucx/memory.hpp"
+#include "hyrun/ucx/progress.hpp"
+#include "hyrun/ucx/remote_key.hpp"
+#include "hyrun/ucx/request.hpp"
 #include "hyrun/worker.hpp"
 
 namespace hyrun::ep {
@@ -123,16 +126,6 @@ class UcxTransport final : public Transport {
   bool peer_known_failed(int peer) override { return peer_failed_ && peer_failed_(peer); }
 
  private:
-  struct RkeyDestroy {
-    void operator()(ucp_rkey_h k) const noexcept { ucp_rkey_destroy(k); }
-  };
-  using Rkey = std::unique_ptr<std::remove_pointer_t<ucp_rkey_h>, RkeyDestroy>;
-  // (no member initializers: GCC cannot default-construct a nested class with them here)
-  struct MemUnmap {
-    ucp_context_h context;
-    void operator()(ucp_mem_h m) const noexcept { ucp_mem_unmap(context, m); }
-  };
-  using MemHandle = std::unique_ptr<std::remove_pointer_t<ucp_mem_h>, MemUnmap>;
   struct FreeRegion {
     bool owned;
     void operator()(void* p) const noexcept {
@@ -153,20 +146,19 @@ class UcxTransport final : public Transport {
   void drain(int peer, Clock::time_point deadline) noexcept;
   /// Waits for `req` to `peer` until `deadline`; returns its status (UCS_ERR_TIMED_OUT on
   /// deadline, UCS_ERR_CONNECTION_RESET when the peer is known failed meanwhile).
-  ucs_status_t wait_request(int peer, void* req, Clock::time_point deadline);
-  /// One ucp_worker_progress; yields the CPU after kIdlePollsBeforeYield calls in a row
-  /// that made no progress.
-  void progress_or_yield();
-  void progress_while_waiting() override { progress_or_yield(); }
-  static constexpr int kIdlePollsBeforeYield = 64;
-  int idle_polls_ = 0;
+  ucs_status_t wait_request(int peer, ucx::Request& req, Clock::time_point deadline);
+  /// The worker library's progress policy (hyrun/ucx/progress.hpp); its idle count starts
+  /// again at every flush(), so that each signal wait (which follows the sender's flush)
+  /// polls before it yields or sleeps, even where the signals arrive as plain stores.
+  void progress_while_waiting() override { progress_(worker_); }
+  ucx::Progress progress_;
   // A write to a live peer timed out: writes in either direction may still arrive, so the
   // destructor leaves the region mapped (released at process exit) instead of unmapping it.
   bool writes_may_be_in_flight_ = false;
 
   struct Peer {
     ucp_ep_h ep = nullptr;
-    Rkey rkey;
+    ucx::RemoteKey rkey;
     uint64_t address = 0;
     std::size_t length = 0;
     std::byte* local = nullptr;  // the region mapped into this process (ucp_rkey_ptr), if it is
@@ -182,10 +174,10 @@ class UcxTransport final : public Transport {
   std::chrono::milliseconds timeout_;
   // Declaration order is teardown order in reverse: rkeys, then the mapping, then memory.
   std::unique_ptr<void, FreeRegion> region_mem_;
-  MemHandle memh_;
+  ucx::MappedMemory memh_;
   std::vector<std::byte> descriptor_;
   std::vector<Peer> peers_;
-  std::vector<std::pair<int, void*>> pending_;  // (peer, request) of puts/signals not yet completed
+  std::vector<std::pair<int, ucx::Request>> pending_;  // (peer, request) of puts/signals not yet completed
   std::deque<uint64_t> signal_values_;          // sources of signal puts, stable until flush
   std::list<std::deque<uint64_t>> retired_signal_values_;  // of abandoned requests (see flush)
   std::vector<int> failed_;                     // peers whose operations failed since the last flush

@@ -1,0 +1,43 @@
+#pragma once
+// The one progress policy of every UCX wait in hyrun (World's messages, endpoint closes,
+// the EP transport's flushes and signal waits).
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstdint>
+
+namespace hyrun::ucx {
+
+/// Progresses a worker while waiting, and gives the CPU away while nothing happens: ranks
+/// often outnumber cores (many ranks per GPU node, CI machines), and a waiter that only
+/// spins takes the core from the very peer it waits for.
+///  - every kYieldEvery-th poll in a row that made no progress yields the CPU (the polls
+///    between keep short gaps, data in flight, fast);
+///  - once nothing has happened for kSleepAfterIdle, every idle poll sleeps 200 us
+///    (sched_yield gives other processes almost nothing while several waiters spin: a Slurm
+///    step starting on the same cores waited seconds behind three idle ranks).
+/// A poll that made progress, or restart(), starts over.
+class Progress {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  void operator()(ucp_worker_h worker);
+  /// Starts over: the caller begins a new wait, or saw progress that UCX cannot see
+  /// (stores into memory mapped from a peer).
+  void restart() noexcept {
+    idle_ = 0;
+    sleeping_ = false;
+  }
+
+ private:
+  /// The EP benchmark measured 64 (docs/performance.md): yielding at every idle poll was
+  /// no faster over shm, and 8 ranks over tcp then stalled more often.
+  static constexpr uint64_t kYieldEvery = 64;
+  /// Waits for data in flight end long before; past this, the peer is busy elsewhere.
+  static constexpr std::chrono::milliseconds kSleepAfterIdle{20};
+  uint64_t idle_ = 0;
+  Clock::time_point idle_since_{};
+  bool sleeping_ = false;
+};
+
+}  // namespace hyrun::ucx

@@ -1,0 +1,142 @@
+#include "bootstrap.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "hyrun/common/env_contract.hpp"
+#include "hyrun/common/hex.hpp"
+#include "hyrun/ucx/worker.hpp"
+#include "message_tag.hpp"
+#include "worker_log.hpp"
+
+namespace hyrun::bootstrap {
+
+namespace {
+
+void publish(int fd, const std::string& line) {
+  std::size_t written = 0;
+  while (written < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw SystemError(fmt::format("rank 0: publishing the root address on fd {} ({})", fd, env::kPublishFd), errno);
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
+
+/// The ranks of the collective start (HYRUN_START_RANKS), ascending.
+std::vector<int> start_ranks(const RankEnvironment& contract) {
+  if (!contract.start_ranks.empty()) return contract.start_ranks;
+  std::vector<int> all(static_cast<std::size_t>(contract.world_size));
+  for (int r = 0; r < contract.world_size; ++r) all[r] = r;
+  return all;
+}
+
+std::vector<std::byte> own_address(const Communicator& comm) {
+  const ucx::WorkerAddress own(comm.worker());
+  return {own.bytes().begin(), own.bytes().end()};
+}
+
+}  // namespace
+
+void start_root(Communicator& comm, JoinAdmission& admission) {
+  const auto& contract = comm.contract();
+  if (!contract.publish_fd)
+    throw Error(fmt::format("rank 0 has no {}: hyrun gives it to rank 0 of jobs started with --bootstrap=ucx",
+                            env::kPublishFd));
+  const auto own = own_address(comm);
+  publish(*contract.publish_fd, format_publish_line(to_hex(own)));
+
+  std::vector<Peer> peers(contract.world_size);
+  peers[0] = {contract.node_rank, own};
+  const auto until = comm.deadline();
+  const auto starting = start_ranks(contract);
+  int joined = 1;
+  while (joined < static_cast<int>(starting.size())) {
+    auto join = admission.next(fmt::format("a join from {} more rank(s)", starting.size() - joined), until);
+    if (!std::binary_search(starting.begin(), starting.end(), join.rank)) {
+      // A late rank is admitted by accept_rejoins() once the World runs, never here.
+      worker_log().warn("rank 0: refused a join of rank {} during the start: it is not one of {} ({})", join.rank,
+                        env::kStartRanks, fmt::join(starting, ","));
+      admission.withdraw(join.address);
+      continue;
+    }
+    if (!peers[join.rank].address.empty()) {
+      // Two processes with the job's token claim one rank: hyrun never starts two.
+      throw Error(fmt::format("rank 0: two processes with this job's token joined as rank {}", join.rank));
+    }
+    peers[join.rank] = {join.node, std::move(join.address)};
+    ++joined;
+  }
+  comm.connect_endpoints(std::move(peers));
+  const auto encoded = encode_table(comm.table());
+  const auto t = tag::make(tag::Kind::kTable, 0, 0);
+  std::vector<std::vector<std::byte>> sealed;
+  std::vector<std::pair<int, ucx::Request>> sends;
+  sealed.reserve(starting.size());
+  for (int r : starting) {
+    if (r == 0) continue;
+    sealed.push_back(comm.seal(t, comm.id_of(r), encoded));
+    sends.emplace_back(r, comm.start_send(r, comm.endpoint_to(r), t, sealed.back(), "sending the address table"));
+  }
+  for (auto& [r, request] : sends) comm.wait(std::move(request), "sending the address table", r);
+}
+
+void start_member(Communicator& comm) {
+  const auto& contract = comm.contract();
+  if (!contract.root_address_hex)
+    throw Error(fmt::format("rank {} has no {}: hyrun sets it for ranks of jobs started with --bootstrap=ucx",
+                            contract.rank, env::kRootAddress));
+  const auto root_address = from_hex(*contract.root_address_hex, env::kRootAddress);
+  const auto root_id = auth::process_id(root_address);
+  const auto own = own_address(comm);
+  // This endpoint stays the rank's endpoint to rank 0. UCX pairs rank 0's endpoint to
+  // this rank with it (one connection per pair of workers), so closing it and opening
+  // another would cancel rank 0's rendezvous sends to this rank ("Request canceled").
+  ucx::Endpoint root = comm.connect({0, root_address});
+  const auto join_tag = tag::make(tag::Kind::kJoin, contract.rank, 0);
+  const auto join = comm.seal(join_tag, root_id, encode({contract.rank, contract.node_rank, own}));
+  comm.wait(comm.start_send(-1, root.get(), join_tag, join, "joining rank 0"), "joining rank 0");
+  std::vector<Peer> peers;
+  comm.recv_authentic(tag::make(tag::Kind::kTable, 0, 0), tag::kFullMask, max_table_bytes(contract.world_size),
+                      "the address table from rank 0", comm.deadline(), -1,
+                      [&](const auth::Envelope& envelope, std::vector<std::byte>& bytes) -> std::string {
+                        if (envelope.source != root_id) return "not sent by rank 0";
+                        try {
+                          peers = decode_table(bytes);
+                        } catch (const Error& e) {
+                          return e.what();
+                        }
+                        return "";
+                      });
+  if (static_cast<int>(peers.size()) != contract.world_size)
+    throw Error(fmt::format("rank {}: the address table from rank 0 has {} entries, expected {} ({})", contract.rank,
+                            peers.size(), contract.world_size, env::kWorldSize));
+  if (peers[contract.rank].address != own)
+    throw Error(fmt::format("rank {}: the address table from rank 0 does not hold this process as rank {}",
+                            contract.rank, contract.rank));
+  comm.connect_endpoints(std::move(peers), std::move(root));
+}
+
+std::vector<World::Rejoin> admit_rejoins(Communicator& comm, JoinAdmission& admission) {
+  std::vector<World::Rejoin> admitted;
+  ucp_worker_progress(comm.worker());
+  while (auto join = admission.poll()) {
+    const int joined = join->rank;
+    comm.replace_peer(joined, join->address, join->node);
+    const auto t = tag::make(tag::Kind::kTable, 0, 0);
+    const auto sealed = comm.seal(t, comm.id_of(joined), encode_table(comm.table()));
+    const auto what = fmt::format("the address table for restarted rank {}", joined);
+    comm.wait(comm.start_send(joined, comm.endpoint_to(joined), t, sealed, what), what, joined);
+    admitted.push_back({joined, comm.table()[joined].address});
+  }
+  return admitted;
+}
+
+}  // namespace hyrun::bootstrap

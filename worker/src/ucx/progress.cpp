@@ -1,0 +1,28 @@
+#include "hyrun/ucx/progress.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+namespace hyrun::ucx {
+
+void Progress::operator()(ucp_worker_h worker) {
+  if (ucp_worker_progress(worker) != 0) {
+    restart();
+    return;
+  }
+  if (sleeping_) {
+    timespec pause{0, 200'000};
+    nanosleep(&pause, nullptr);
+    return;
+  }
+  if (++idle_ % kYieldEvery != 0) return;
+  // The clock is read only here, once per kYieldEvery idle polls: polls are cheap.
+  const auto now = Clock::now();
+  if (idle_ == kYieldEvery)
+    idle_since_ = now;
+  else if (now - idle_since_ >= kSleepAfterIdle)
+    sleeping_ = true;
+  sched_yield();
+}
+
+}  // namespace hyrun::ucx
