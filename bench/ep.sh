@@ -34,7 +34,7 @@ TLS=${TLS:-"shm tcp"}
 TOKENS=${TOKENS:-128}; HIDDEN=${HIDDEN:-7168}; TOPK=${TOPK:-8}; EXPERTS=${EXPERTS:-2}
 ITERS=${ITERS:-30}; WARMUP=${WARMUP:-5}; PERF_ITERS=${PERF_ITERS:-5000}; REPEATS=${REPEATS:-3}
 RANKS=("$@"); [ ${#RANKS[@]} -gt 0 ] || RANKS=(2 4 8)
-hyrun=$build/launcher/hyrun; bench=$build/worker/ep/ep-bench-host; memcpy_bench=$build/bench/memcpy-baseline
+hyrun=$build/launcher/hyrun; bench=$build/worker/ep/programs/ep-bench-host; memcpy_bench=$build/bench/memcpy-baseline
 for b in "$hyrun" "$bench" "$memcpy_bench"; do [ -x "$b" ] || { echo "bench/ep.sh: missing $b: build first (cmake --build $build)" >&2; exit 1; }; done
 command -v ucx_perftest >/dev/null || { echo "bench/ep.sh: ucx_perftest not found (Debian: ucx-utils)" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/ep-bench.XXXXXX"); trap 'rm -rf "$work"' EXIT

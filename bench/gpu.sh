@@ -69,8 +69,8 @@ if [ "$skip_build" -eq 0 ]; then
     { tail -30 "$build/gpu-configure.log" >&2; echo "bench/gpu.sh: configure failed (log: $build/gpu-configure.log)" >&2; exit 1; }
   cmake --build "$build" -j "$jobs" --target hyrun ep-check ep-bench-gpu ep-cuda-selftest
 fi
-hyrun=$build/launcher/hyrun; check=$build/worker/ep/ep-check; bench=$build/worker/ep/ep-bench-gpu
-selftest=$build/worker/ep/ep-cuda-selftest
+hyrun=$build/launcher/hyrun; check=$build/worker/ep/programs/ep-check; bench=$build/worker/ep/programs/ep-bench-gpu
+selftest=$build/worker/ep/programs/ep-cuda-selftest
 if [ -n "$bundle" ]; then
   hyrun=$bundle/bin/hyrun; check=$bundle/bin/ep-check; bench=$bundle/bin/ep-bench-gpu; selftest=$bundle/bin/ep-cuda-selftest
 fi

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hyrun/common/error.hpp"
-#include "launcher/pmix/client.hpp"
+#include "hyrun/pmix/client.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "launcher/cli_options.hpp"
+#include "hyrun/launcher/cli_options.hpp"
 
 #include <fmt/format.h>
 
@@ -10,8 +10,8 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/version.hpp"
-#include "launcher/exported_variables.hpp"
-#include "launcher/help_formatter.hpp"
+#include "hyrun/launcher/exported_variables.hpp"
+#include "hyrun/launcher/help_formatter.hpp"
 
 namespace hyrun {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/control_channel.hpp"
+#include "hyrun/launcher/control_channel.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

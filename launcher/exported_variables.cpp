@@ -1,4 +1,4 @@
-#include "launcher/exported_variables.hpp"
+#include "hyrun/launcher/exported_variables.hpp"
 
 #include <fmt/format.h>
 

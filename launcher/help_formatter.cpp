@@ -1,4 +1,4 @@
-#include "launcher/help_formatter.hpp"
+#include "hyrun/launcher/help_formatter.hpp"
 
 namespace hyrun {
 

@@ -1,4 +1,4 @@
-#include "launcher/hybrid_mode.hpp"
+#include "hyrun/launcher/hybrid_mode.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "hyrun/common/error.hpp"
-#include "launcher/job_events.hpp"
-#include "launcher/launch_sequence.hpp"
-#include "launcher/master_endpoint.hpp"
-#include "launcher/node_launch.hpp"
-#include "launcher/root_exchange.hpp"
+#include "hyrun/launcher/job_events.hpp"
+#include "hyrun/launcher/launch_sequence.hpp"
+#include "hyrun/launcher/master_endpoint.hpp"
+#include "hyrun/launcher/node_launch.hpp"
+#include "hyrun/launcher/root_exchange.hpp"
 
 namespace hyrun {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/input_forwarder.hpp"
+#include "hyrun/launcher/input_forwarder.hpp"
 
 #include <fcntl.h>
 #include <termios.h>

@@ -1,4 +1,4 @@
-#include "launcher/launch_options.hpp"
+#include "hyrun/launcher/launch_options.hpp"
 
 namespace hyrun {
 

@@ -1,4 +1,4 @@
-#include "launcher/launch_sequence.hpp"
+#include "hyrun/launcher/launch_sequence.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,13 +12,13 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
-#include "launcher/job_events.hpp"
-#include "launcher/master_endpoint.hpp"
-#include "launcher/node_launch.hpp"
-#include "launcher/node_link.hpp"
-#include "launcher/process_ancestry.hpp"
-#include "launcher/rank_supervisor.hpp"
-#include "launcher/wait_status.hpp"
+#include "hyrun/launcher/job_events.hpp"
+#include "hyrun/launcher/master_endpoint.hpp"
+#include "hyrun/launcher/node_launch.hpp"
+#include "hyrun/launcher/node_link.hpp"
+#include "hyrun/launcher/process_ancestry.hpp"
+#include "hyrun/launcher/rank_supervisor.hpp"
+#include "hyrun/launcher/wait_status.hpp"
 
 namespace hyrun {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/line_splitter.hpp"
+#include "hyrun/launcher/line_splitter.hpp"
 
 namespace hyrun {
 

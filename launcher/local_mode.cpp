@@ -1,4 +1,4 @@
-#include "launcher/local_mode.hpp"
+#include "hyrun/launcher/local_mode.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -6,10 +6,10 @@
 #include <climits>
 
 #include "hyrun/common/error.hpp"
-#include "launcher/launch_sequence.hpp"
-#include "launcher/master_endpoint.hpp"
-#include "launcher/node_launch.hpp"
-#include "launcher/root_exchange.hpp"
+#include "hyrun/launcher/launch_sequence.hpp"
+#include "hyrun/launcher/master_endpoint.hpp"
+#include "hyrun/launcher/node_launch.hpp"
+#include "hyrun/launcher/root_exchange.hpp"
 
 namespace hyrun {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/master_endpoint.hpp"
+#include "hyrun/launcher/master_endpoint.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "hyrun/common/error.hpp"
-#include "launcher/unique_fd.hpp"
+#include "hyrun/launcher/unique_fd.hpp"
 
 namespace hyrun {
 namespace {

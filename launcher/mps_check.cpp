@@ -1,4 +1,4 @@
-#include "launcher/mps_check.hpp"
+#include "hyrun/launcher/mps_check.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

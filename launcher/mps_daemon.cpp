@@ -1,4 +1,4 @@
-#include "launcher/mps_daemon.hpp"
+#include "hyrun/launcher/mps_daemon.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "hyrun/common/error.hpp"
-#include "launcher/child_process.hpp"
-#include "launcher/unique_fd.hpp"
-#include "launcher/wait_status.hpp"
+#include "hyrun/launcher/child_process.hpp"
+#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/launcher/wait_status.hpp"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "launcher/node_launch.hpp"
+#include "hyrun/launcher/node_launch.hpp"
 
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include "launcher/exported_variables.hpp"
-#include "launcher/mps_check.hpp"
-#include "launcher/rank_environment.hpp"
+#include "hyrun/launcher/exported_variables.hpp"
+#include "hyrun/launcher/mps_check.hpp"
+#include "hyrun/launcher/rank_environment.hpp"
 
 namespace hyrun {
 namespace {

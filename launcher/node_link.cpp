@@ -1,4 +1,4 @@
-#include "launcher/node_link.hpp"
+#include "hyrun/launcher/node_link.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -16,7 +16,7 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
-#include "launcher/node_link_lines.hpp"
+#include "hyrun/launcher/node_link_lines.hpp"
 
 namespace hyrun {
 namespace {

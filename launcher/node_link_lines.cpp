@@ -1,4 +1,4 @@
-#include "launcher/node_link_lines.hpp"
+#include "hyrun/launcher/node_link_lines.hpp"
 
 #include <charconv>
 

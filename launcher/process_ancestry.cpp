@@ -1,4 +1,4 @@
-#include "launcher/process_ancestry.hpp"
+#include "hyrun/launcher/process_ancestry.hpp"
 
 #include <unistd.h>
 

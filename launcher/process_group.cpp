@@ -1,4 +1,4 @@
-#include "launcher/process_group.hpp"
+#include "hyrun/launcher/process_group.hpp"
 
 #include <signal.h>
 #include <sys/syscall.h>

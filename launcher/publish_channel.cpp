@@ -1,4 +1,4 @@
-#include "launcher/publish_channel.hpp"
+#include "hyrun/launcher/publish_channel.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -1,4 +1,4 @@
-#include "launcher/rank_supervisor.hpp"
+#include "hyrun/launcher/rank_supervisor.hpp"
 
 #include "hyrun/common/start_rank_request.hpp"
 
@@ -21,8 +21,8 @@
 
 #include "hyrun/common/death_notice.hpp"
 #include "hyrun/common/env_contract.hpp"
-#include "launcher/job_events.hpp"
-#include "launcher/open_file_limit.hpp"
+#include "hyrun/launcher/job_events.hpp"
+#include "hyrun/launcher/open_file_limit.hpp"
 
 namespace hyrun {
 

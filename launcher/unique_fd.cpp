@@ -1,4 +1,4 @@
-#include "launcher/unique_fd.hpp"
+#include "hyrun/launcher/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

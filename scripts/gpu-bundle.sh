@@ -27,8 +27,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=""; build=$root/build-bundle; from_build=""; allow_missing_cuda=0; jobs=$(nproc)
 limit_mib=64
-programs_cpu=(launcher/hyrun worker/ep/elastic/ep-bench worker/ep/elastic/ep-elastic worker/ep/ep-check worker/ep/ep-bench-host examples/hello)
-programs_cuda=(worker/ep/ep-bench-gpu worker/ep/ep-cuda-selftest worker/ep/cuda-device-report)
+programs_cpu=(launcher/hyrun worker/ep/elastic/ep-bench worker/ep/elastic/ep-elastic worker/ep/programs/ep-check worker/ep/programs/ep-bench-host examples/hello)
+programs_cuda=(worker/ep/programs/ep-bench-gpu worker/ep/programs/ep-cuda-selftest worker/ep/programs/cuda-device-report)
 targets=(hyrun ep-bench ep-elastic ep-check ep-bench-host hello ep-bench-gpu ep-cuda-selftest cuda-device-report)
 
 die() { echo "gpu-bundle.sh: $*" >&2; exit 1; }
@@ -80,7 +80,7 @@ fi
 # The kernels must be built for the H100 (sm_90).
 cuda_arch=""
 if [ ${#missing_cuda[@]} -eq 0 ]; then
-  cuda_arch=$(grep -o 'arch=compute_[0-9]*,code=[^ ]*' "$build/worker/ep/CMakeFiles/hyrun_ep_cuda.dir/flags.make" 2>/dev/null | head -1)
+  cuda_arch=$(grep -o 'arch=compute_[0-9]*,code=[^ ]*' "$build/worker/ep/cuda/CMakeFiles/hyrun_ep_cuda.dir/flags.make" 2>/dev/null | head -1)
   [[ $cuda_arch == *sm_90* ]] || die "the CUDA kernels in $build are not built for sm_90 ('${cuda_arch:-unknown}'); configure with -DCMAKE_CUDA_ARCHITECTURES=90"
 fi
 

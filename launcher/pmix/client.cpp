@@ -1,4 +1,4 @@
-#include "launcher/pmix/client.hpp"
+#include "hyrun/pmix/client.hpp"
 
 #include <pmix.h>
 #include <spdlog/spdlog.h>
@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "hyrun/common/error.hpp"
-#include "launcher/pmix/completion.hpp"
-#include "launcher/pmix/status.hpp"
-#include "launcher/pmix/value.hpp"
+#include "hyrun/pmix/completion.hpp"
+#include "hyrun/pmix/status.hpp"
+#include "hyrun/pmix/value.hpp"
 
 namespace hyrun::pmix {
 

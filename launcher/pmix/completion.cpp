@@ -1,6 +1,6 @@
-#include "launcher/pmix/completion.hpp"
+#include "hyrun/pmix/completion.hpp"
 
-#include "launcher/pmix/value.hpp"
+#include "hyrun/pmix/value.hpp"
 
 #include <algorithm>
 

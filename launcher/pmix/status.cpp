@@ -1,4 +1,4 @@
-#include "launcher/pmix/status.hpp"
+#include "hyrun/pmix/status.hpp"
 
 #include "hyrun/common/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "launcher/pmix/value.hpp"
+#include "hyrun/pmix/value.hpp"
 
 #include <cstring>
 

@@ -47,7 +47,7 @@ TEST(CoordinatorMessages, EveryMessageArrivesAsSent) {
   EXPECT_EQ(resume.iteration, 13);
 
   msg::Result full{
-      "node-a",       3, {6}, bench::BandwidthStats{10, 20, 15, 30}, bench::SplitBandwidth{1, 2, 3, 4}, 0.25,
+      "node-a",       3, {6}, report::BandwidthStats{10, 20, 15, 30}, report::SplitBandwidth{1, 2, 3, 4}, 0.25,
       "row 3 differs"};
   const auto result = decode<msg::Result>(encode(full));
   EXPECT_EQ(result.node, "node-a");

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "hyrun/common/error.hpp"
-#include "hyrun/ep/bench/log_lines.hpp"
+#include "hyrun/ep/report/log_lines.hpp"
 
-namespace hyrun::ep::bench {
+namespace hyrun::ep::report {
 namespace {
 
 const std::string F = R"([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)";
@@ -150,4 +150,4 @@ TEST(LogLines, NonFiniteNumbersAreRefused) {
 }
 
 }  // namespace
-}  // namespace hyrun::ep::bench
+}  // namespace hyrun::ep::report

@@ -8,9 +8,9 @@
 
 #include <unistd.h>
 
-#include "hyrun/ep/bench/progress_line.hpp"
+#include "hyrun/ep/report/progress_line.hpp"
 
-namespace hyrun::ep::bench {
+namespace hyrun::ep::report {
 namespace {
 
 std::string contents(std::FILE* f) {
@@ -72,4 +72,4 @@ TEST(ProgressLine, DetectsHyrunsTerminalOnlyForStdout) {
 }
 
 }  // namespace
-}  // namespace hyrun::ep::bench
+}  // namespace hyrun::ep::report

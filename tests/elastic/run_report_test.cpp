@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 
 #include "hyrun/common/error.hpp"
-#include "hyrun/ep/bench/run_report.hpp"
+#include "hyrun/ep/report/run_report.hpp"
 
-namespace hyrun::ep::bench {
+namespace hyrun::ep::report {
 namespace {
 
 namespace fs = std::filesystem;
@@ -253,4 +253,4 @@ TEST(CheckReportDir, AFileOrAnUncreatablePathIsAUsageErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace hyrun::ep::bench
+}  // namespace hyrun::ep::report

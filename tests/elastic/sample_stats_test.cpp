@@ -1,10 +1,10 @@
-#include "hyrun/ep/bench/sample_stats.hpp"
+#include "hyrun/ep/report/sample_stats.hpp"
 
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
-namespace hyrun::ep::bench {
+namespace hyrun::ep::report {
 namespace {
 
 TEST(SampleStats, DropsTheFirstSample) {
@@ -34,4 +34,4 @@ TEST(SampleStats, KeepsASingleSample) {
 TEST(SampleStats, RefusesNoSamples) { EXPECT_THROW(stats_without_first({}), std::invalid_argument); }
 
 }  // namespace
-}  // namespace hyrun::ep::bench
+}  // namespace hyrun::ep::report

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "hyrun/ep/bench/summary_table.hpp"
+#include "hyrun/ep/report/summary_table.hpp"
 
-namespace hyrun::ep::bench {
+namespace hyrun::ep::report {
 namespace {
 
 PhaseSample sample(int phase, int rank, PhaseRole state, std::optional<double> gbps, std::optional<double> join_ms = {},
@@ -74,4 +74,4 @@ TEST(SummaryTable, OverallMeanIsTheMeanOfEveryBandwidthLine) {
 }
 
 }  // namespace
-}  // namespace hyrun::ep::bench
+}  // namespace hyrun::ep::report

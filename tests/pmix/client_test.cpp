@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "hyrun/common/error.hpp"
-#include "launcher/pmix/client.hpp"
-#include "launcher/pmix/completion.hpp"
-#include "launcher/pmix/status.hpp"
-#include "launcher/pmix/value.hpp"
+#include "hyrun/pmix/client.hpp"
+#include "hyrun/pmix/completion.hpp"
+#include "hyrun/pmix/status.hpp"
+#include "hyrun/pmix/value.hpp"
 
 namespace hyrun::pmix {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/logging.hpp"
-#include "launcher/pmix/client.hpp"
+#include "hyrun/pmix/client.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
-#include "launcher/cli_options.hpp"
-#include "launcher/exported_variables.hpp"
+#include "hyrun/launcher/cli_options.hpp"
+#include "hyrun/launcher/exported_variables.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 // place of PMIx: what a node does when the fence times out, when the root failed, when a
 // node failed before the exchange, and when a signal comes during the fence. The ranks are
 // real processes (sh, sleep); the Slurm tests (tests/cluster) run the same paths with PMIx.
-#include "launcher/launch_sequence.hpp"
+#include "hyrun/launcher/launch_sequence.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "launcher/master_endpoint.hpp"
+#include "hyrun/launcher/master_endpoint.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The warning before ranks share a GPU without an MPS daemon (launcher/mps_check.hpp).
-#include "launcher/mps_check.hpp"
+#include "hyrun/launcher/mps_check.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

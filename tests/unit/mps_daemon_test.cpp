@@ -3,7 +3,7 @@
 // program's contract (-d daemonizes and creates $CUDA_MPS_PIPE_DIRECTORY/control; a
 // client reads "quit" on stdin and ends the daemon). The real daemon is started by hyrun
 // on the H100 (bench/h100-session.sh, docs/performance.md).
-#include "launcher/mps_daemon.hpp"
+#include "hyrun/launcher/mps_daemon.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

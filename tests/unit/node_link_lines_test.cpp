@@ -1,6 +1,6 @@
 // The node link's lines with fields: a line that is not exactly the protocol is refused,
 // never read as another task's (an overflowing number, a number with letters after it).
-#include "launcher/node_link_lines.hpp"
+#include "hyrun/launcher/node_link_lines.hpp"
 
 #include <gtest/gtest.h>
 

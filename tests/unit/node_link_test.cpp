@@ -1,6 +1,6 @@
 // The node link between two hyrun processes, played by two NodeLink objects over loopback:
 // what hybrid mode relies on to tell a lost node from one that finished.
-#include "launcher/node_link.hpp"
+#include "hyrun/launcher/node_link.hpp"
 
 #include <gtest/gtest.h>
 #include <poll.h>

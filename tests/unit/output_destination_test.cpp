@@ -1,5 +1,5 @@
 // OutputDestination: hyrun's stdout/stderr written without ever blocking the poll loop.
-#include "launcher/output_destination.hpp"
+#include "hyrun/launcher/output_destination.hpp"
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "launcher/unique_fd.hpp"
+#include "hyrun/launcher/unique_fd.hpp"
 
 namespace hyrun {
 namespace {

@@ -11,8 +11,8 @@
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/start_rank_request.hpp"
-#include "launcher/control_channel.hpp"
-#include "launcher/publish_channel.hpp"
+#include "hyrun/launcher/control_channel.hpp"
+#include "hyrun/launcher/publish_channel.hpp"
 
 namespace hyrun {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/rank_environment.hpp"
+#include "hyrun/launcher/rank_environment.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

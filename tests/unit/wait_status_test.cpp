@@ -1,4 +1,4 @@
-#include "launcher/wait_status.hpp"
+#include "hyrun/launcher/wait_status.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -11,9 +11,9 @@
 #include "coordinator_link.hpp"
 #include "failure_agreement.hpp"
 #include "hyrun/common/hex.hpp"
-#include "hyrun/ep/bench/progress_line.hpp"
-#include "hyrun/ep/bench/run_report.hpp"
-#include "hyrun/ep/bench/summary_table.hpp"
+#include "hyrun/ep/report/progress_line.hpp"
+#include "hyrun/ep/report/run_report.hpp"
+#include "hyrun/ep/report/summary_table.hpp"
 
 namespace hyrun::ep::elastic {
 namespace {
@@ -49,8 +49,8 @@ int Coordinator::run() {
     ranks_[r].descriptor = expect<msg::Register>(world_, r).descriptor;
   }
   open_join_server();
-  bench::ProgressLine progress;
-  std::vector<bench::PhaseSample> samples;
+  report::ProgressLine progress;
+  std::vector<report::PhaseSample> samples;
   std::vector<std::optional<double>> durations;
   const auto& phases = schedule_.phases();
   for (std::size_t gi = 0; gi < phases.size(); ++gi) {
@@ -163,7 +163,7 @@ void Coordinator::admit_new_processes(const GlobalPhase& g, std::size_t gi) {
 }
 
 void Coordinator::run_phase(const GlobalPhase& g, std::size_t gi, Clock::time_point phase_start,
-                            std::vector<bench::PhaseSample>& samples) {
+                            std::vector<report::PhaseSample>& samples) {
   const int phase = static_cast<int>(g.phase);
   msg::Phase announcement{gi, {}};
   for (int r : ranks_where(g.active))
@@ -224,13 +224,13 @@ void Coordinator::run_phase(const GlobalPhase& g, std::size_t gi, Clock::time_po
 /// role alone for ranks that were killed, left or failed.
 void Coordinator::gather_samples(const GlobalPhase& g, const PhaseOutcome& outcome,
                                  const std::vector<std::optional<double>>& join_ms, const std::vector<char>& failed,
-                                 std::vector<bench::PhaseSample>& samples) {
+                                 std::vector<report::PhaseSample>& samples) {
   const int phase = static_cast<int>(g.phase);
   const ElasticPlan& plan = plans_[g.plan];
   for (int r = 0; r < world_.size(); ++r) {
     const PhaseRole role = plan.role(g.phase, r);
     if (role == PhaseRole::kIdle) continue;
-    bench::PhaseSample s;
+    report::PhaseSample s;
     s.phase = phase;
     s.rank = r;
     s.state = role;
@@ -262,17 +262,17 @@ void Coordinator::gather_samples(const GlobalPhase& g, const PhaseOutcome& outco
   }
 }
 
-void Coordinator::finish_plan(std::size_t plan_index, const std::vector<bench::PhaseSample>& samples,
+void Coordinator::finish_plan(std::size_t plan_index, const std::vector<report::PhaseSample>& samples,
                               const std::vector<std::optional<double>>& durations) {
   const ElasticPlan& plan = plans_[plan_index];
-  std::fputs(bench::format_summary(samples, plan.num_phases(), bench::SummaryOptions::for_stream(stdout)).c_str(),
+  std::fputs(report::format_summary(samples, plan.num_phases(), report::SummaryOptions::for_stream(stdout)).c_str(),
              stdout);
   std::fflush(stdout);
   if (options_.report_dir.empty()) return;
-  bench::RunResults results{options_.parameters, plan, samples, durations};
+  report::RunResults results{options_.parameters, plan, samples, durations};
   const std::string dir =
       plans_.size() == 1 ? options_.report_dir : fmt::format("{}/plan-{}", options_.report_dir, plan_index + 1);
-  const auto files = bench::write_report(dir, results);
+  const auto files = report::write_report(dir, results);
   if (!files.plot_warning.empty()) std::fprintf(stderr, "ep-bench: %s\n", files.plot_warning.c_str());
 }
 

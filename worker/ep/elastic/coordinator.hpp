@@ -54,11 +54,11 @@ class Coordinator {
   void release(int rank);
   void admit_new_processes(const GlobalPhase& g, std::size_t gi);
   void run_phase(const GlobalPhase& g, std::size_t gi, std::chrono::steady_clock::time_point phase_start,
-                 std::vector<bench::PhaseSample>& samples);
+                 std::vector<report::PhaseSample>& samples);
   void gather_samples(const GlobalPhase& g, const PhaseOutcome& outcome,
                       const std::vector<std::optional<double>>& join_ms, const std::vector<char>& failed,
-                      std::vector<bench::PhaseSample>& samples);
-  void finish_plan(std::size_t plan_index, const std::vector<bench::PhaseSample>& samples,
+                      std::vector<report::PhaseSample>& samples);
+  void finish_plan(std::size_t plan_index, const std::vector<report::PhaseSample>& samples,
                    const std::vector<std::optional<double>>& durations);
 
   World& world_;

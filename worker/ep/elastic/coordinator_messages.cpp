@@ -177,12 +177,12 @@ void from_json(const json& j, Result& m) {
   m.bandwidth.reset();
   if (f.has("bandwidth")) {
     const Fields b = f.object("bandwidth");
-    m.bandwidth = bench::BandwidthStats{b.number("gbps"), b.number("avg_us"), b.number("min_us"), b.number("max_us")};
+    m.bandwidth = report::BandwidthStats{b.number("gbps"), b.number("avg_us"), b.number("min_us"), b.number("max_us")};
   }
   m.split.reset();
   if (f.has("split")) {
     const Fields s = f.object("split");
-    m.split = bench::SplitBandwidth{s.number("dispatch_gbps"), s.number("dispatch_avg_us"), s.number("combine_gbps"),
+    m.split = report::SplitBandwidth{s.number("dispatch_gbps"), s.number("dispatch_avg_us"), s.number("combine_gbps"),
                                     s.number("combine_avg_us")};
   }
   m.detect_ms = f.has("detect_ms") ? std::optional(f.number("detect_ms")) : std::nullopt;

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hyrun/ep/bench/log_lines.hpp"
+#include "hyrun/ep/report/log_lines.hpp"
 
 namespace hyrun::ep::elastic::msg {
 
@@ -94,8 +94,8 @@ struct Result {
   std::string node;  ///< host the process runs on
   int local_rank = 0;
   std::vector<int> detected;  ///< failed ranks it detected, ascending
-  std::optional<bench::BandwidthStats> bandwidth;
-  std::optional<bench::SplitBandwidth> split;  ///< --kineto
+  std::optional<report::BandwidthStats> bandwidth;
+  std::optional<report::SplitBandwidth> split;  ///< --kineto
   std::optional<double> detect_ms;
   std::optional<std::string> validation_problem;  ///< --validate: the first failed check
 };

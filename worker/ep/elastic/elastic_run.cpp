@@ -37,7 +37,7 @@ int run_elastic_bench(World& world, const BenchOptions& options) {
   }
   const ElasticSchedule schedule(plans, world.size(), started_at_launch(options, plans, world.size()));
   if (!schedule.used(world.rank())) {
-    emit(bench::unused_rank_line(world.rank(), world.local_rank()));
+    emit(report::unused_rank_line(world.rank(), world.local_rank()));
     return 0;
   }
   PhaseLoop loop(world, options, plans, schedule);

@@ -9,8 +9,8 @@
 
 #include "elastic_plan.hpp"
 #include "hyrun/ep/buffer.hpp"
-#include "hyrun/ep/bench/phase_sample.hpp"
-#include "hyrun/ep/bench/run_report.hpp"
+#include "hyrun/ep/report/phase_sample.hpp"
+#include "hyrun/ep/report/run_report.hpp"
 #include "hyrun/worker.hpp"
 
 namespace hyrun::ep::elastic {
@@ -29,7 +29,7 @@ struct StagedLaunch {
 
 struct BenchOptions {
   std::vector<std::string> plans;  ///< --plan values, in order
-  bench::RunParameters parameters;
+  report::RunParameters parameters;
   std::string report_dir;
   Backend backend = Backend::kHost;  ///< resolved --backend (choose_backend)
   StagedLaunch staged;

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "elastic_run.hpp"
-#include "hyrun/ep/bench/run_report.hpp"
+#include "hyrun/ep/report/run_report.hpp"
 #include "hyrun/common/logging.hpp"
 
 int main(int argc, char** argv) {
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     // starts (or every node ends, under Slurm).
     const char* rank = std::getenv("HYRUN_RANK");
     if (!options.report_dir.empty() && rank && std::string_view(rank) == "0")
-      hyrun::ep::bench::check_report_dir(options.report_dir);
+      hyrun::ep::report::check_report_dir(options.report_dir);
     hyrun::WorldOptions world_options;
     world_options.peer_error_handling = true;  // survivors must outlive killed ranks and see them die
     hyrun::World world(world_options);

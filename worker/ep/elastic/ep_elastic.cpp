@@ -22,9 +22,9 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "hyrun/common/logging.hpp"
-#include "launcher/help_formatter.hpp"
-#include "launcher/job_events.hpp"
-#include "launcher/open_file_limit.hpp"
+#include "hyrun/launcher/help_formatter.hpp"
+#include "hyrun/launcher/job_events.hpp"
+#include "hyrun/launcher/open_file_limit.hpp"
 #include "staged_launch.hpp"
 #include "token_file.hpp"
 

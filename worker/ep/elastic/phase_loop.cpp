@@ -10,7 +10,7 @@
 
 #include "failure_agreement.hpp"
 #include "hyrun/common/hex.hpp"
-#include "hyrun/ep/bench/sample_stats.hpp"
+#include "hyrun/ep/report/sample_stats.hpp"
 #include "hyrun/ep/layout.hpp"
 #include "hyrun/ep/reference_checks.hpp"
 #include "hyrun/ep/reference_inputs.hpp"
@@ -71,7 +71,7 @@ void PhaseLoop::enter(const GlobalPhase& g, std::size_t gi, const std::vector<ms
     attached_[p.rank] = p.incarnation;
   }
   for (int r : ranks_where(g.departs)) buffer_->detach_peer(r);
-  emit(bench::phase_start_line(me_, world_.local_rank(), static_cast<int>(g.phase)));
+  emit(report::phase_start_line(me_, world_.local_rank(), static_cast<int>(g.phase)));
   print_connection_changes(g, gi);
 }
 
@@ -86,8 +86,8 @@ void PhaseLoop::print_connection_changes(const GlobalPhase& g, std::size_t gi) {
     if (g.active[r] && (i_join || !before || g.new_process[r])) added.push_back(r);
     if (!g.active[r] && before) removed.push_back(r);
   }
-  if (!added.empty()) emit(bench::connections_added_line(me_, world_.local_rank(), added));
-  if (!removed.empty()) emit(bench::connections_removed_line(me_, world_.local_rank(), removed));
+  if (!added.empty()) emit(report::connections_added_line(me_, world_.local_rank(), added));
+  if (!removed.empty()) emit(report::connections_removed_line(me_, world_.local_rank(), removed));
 }
 
 PhaseOutcome PhaseLoop::run(const GlobalPhase& g, std::size_t gi, bool doomed, const AgreeOnFailure& agree) {
@@ -130,11 +130,11 @@ PhaseOutcome PhaseLoop::run(const GlobalPhase& g, std::size_t gi, bool doomed, c
   }
   if (p.validate) validate(g.plan, num_ranks, active, outcome);
   if (!samples_us.empty()) {
-    const auto timing = bench::stats_without_first(std::move(samples_us));
+    const auto timing = report::stats_without_first(std::move(samples_us));
     std::vector<uint8_t> mask(active.begin(), active.begin() + num_ranks);
     const auto selections = count_valid_selections(inputs.topk_idx.data(), p.num_tokens, p.num_topk,
                                                    p.num_experts_per_rank, num_ranks, mask.data());
-    bench::BandwidthStats stats;
+    report::BandwidthStats stats;
     const double d_bytes = dispatch_bytes(selections, p.hidden_dim, format_);
     const double c_bytes = combine_bytes(selections, p.hidden_dim);
     stats.avg_us = timing.avg;
@@ -144,9 +144,9 @@ PhaseOutcome PhaseLoop::run(const GlobalPhase& g, std::size_t gi, bool doomed, c
     outcome.bandwidth = stats;
     if (options_.kineto) {
       // The reference's --kineto split: each half's bytes over its own mean time.
-      bench::SplitBandwidth split;
-      split.dispatch_avg_us = bench::stats_without_first(std::move(dispatch_us)).avg;
-      split.combine_avg_us = bench::stats_without_first(std::move(combine_us)).avg;
+      report::SplitBandwidth split;
+      split.dispatch_avg_us = report::stats_without_first(std::move(dispatch_us)).avg;
+      split.combine_avg_us = report::stats_without_first(std::move(combine_us)).avg;
       split.dispatch_gbps = split.dispatch_avg_us > 0 ? d_bytes / 1e9 / (split.dispatch_avg_us / 1e6) : 0;
       split.combine_gbps = split.combine_avg_us > 0 ? c_bytes / 1e9 / (split.combine_avg_us / 1e6) : 0;
       outcome.split = split;
@@ -194,10 +194,10 @@ void PhaseLoop::validate(std::size_t plan_index, int num_ranks, const std::vecto
 
 void PhaseLoop::report(const GlobalPhase& g, const PhaseOutcome& outcome) {
   if (!outcome.detected.empty())
-    emit(bench::failed_ranks_detected_line(me_, world_.local_rank(), outcome.detected, *outcome.detect_ms));
-  if (outcome.bandwidth) emit(bench::bandwidth_line(me_, *outcome.bandwidth));
-  if (outcome.split) emit(bench::split_bandwidth_line(me_, *outcome.split));
-  emit(bench::phase_end_line(me_, world_.local_rank(), static_cast<int>(g.phase)));
+    emit(report::failed_ranks_detected_line(me_, world_.local_rank(), outcome.detected, *outcome.detect_ms));
+  if (outcome.bandwidth) emit(report::bandwidth_line(me_, *outcome.bandwidth));
+  if (outcome.split) emit(report::split_bandwidth_line(me_, *outcome.split));
+  emit(report::phase_end_line(me_, world_.local_rank(), static_cast<int>(g.phase)));
 }
 
 }  // namespace hyrun::ep::elastic

@@ -16,14 +16,14 @@
 #include "elastic_run.hpp"
 #include "elastic_schedule.hpp"
 #include "ep_calls.hpp"
-#include "hyrun/ep/bench/log_lines.hpp"
+#include "hyrun/ep/report/log_lines.hpp"
 
 namespace hyrun::ep::elastic {
 
 /// What this rank measured in one phase.
 struct PhaseOutcome {
-  std::optional<bench::BandwidthStats> bandwidth;
-  std::optional<bench::SplitBandwidth> split;     ///< --kineto
+  std::optional<report::BandwidthStats> bandwidth;
+  std::optional<report::SplitBandwidth> split;     ///< --kineto
   std::vector<int> detected;                      ///< failed ranks, ascending
   std::optional<double> detect_ms;                ///< of the first failure
   std::optional<std::string> validation_problem;  ///< --validate: the first failed check

@@ -12,8 +12,8 @@
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
 #include "join_protocol.hpp"
-#include "launcher/node_launch.hpp"
-#include "launcher/rank_supervisor.hpp"
+#include "hyrun/launcher/node_launch.hpp"
+#include "hyrun/launcher/rank_supervisor.hpp"
 #include "token_file.hpp"
 
 namespace hyrun::ep::elastic {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/cli_options.hpp"
-#include "launcher/signal_events.hpp"
+#include "hyrun/launcher/cli_options.hpp"
+#include "hyrun/launcher/signal_events.hpp"
 
 namespace hyrun::ep::elastic {
 

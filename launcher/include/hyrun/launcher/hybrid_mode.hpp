@@ -1,0 +1,22 @@
+#pragma once
+// Hybrid mode: one hyrun per node (per PMIx task) under any PMIx server (Slurm's srun
+// --mpi=pmix, Open MPI's mpirun). Each hyrun starts its ranks; the root address and job
+// token travel through PMIx put / commit / fence / get.
+#include <optional>
+
+#include "hyrun/launcher/launch_options.hpp"
+#include "hyrun/pmix/client.hpp"
+#include "hyrun/launcher/signal_events.hpp"
+
+namespace hyrun {
+
+/// The PMIx connection for --mode: nullopt means local mode. Throws UsageError for
+/// --mode=pmix without a server, and for a multi-task srun step without a PMIx server
+/// (which would otherwise run one independent local job per task).
+std::optional<pmix::Client> connect_pmix_for(const LaunchOptions& options);
+
+/// Runs this node's part of the job; returns the job's exit code. On a rank failure it
+/// stops the local ranks and aborts the whole PMIx job so that other nodes stop too.
+int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client& pmix);
+
+}  // namespace hyrun

@@ -1,0 +1,39 @@
+#pragma once
+// What hyrun was asked to do, as plain data: filled by the command line (cli_options.hpp),
+// read by the launch. docs/cli.md is the reference for each option.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "hyrun/binding/binding_options.hpp"
+#include "hyrun/launcher/supervisor_options.hpp"
+
+namespace hyrun {
+
+enum class BootstrapMode { kUcx, kNone };
+enum class LaunchMode { kAuto, kLocal, kPmix };
+/// --mps: a private MPS daemon for ranks that share a GPU (launcher/mps_daemon.hpp).
+enum class MpsMode { kAuto, kOn, kOff };
+
+struct LaunchOptions {
+  int ranks = 0;  ///< -n: ranks this hyrun starts (per node in hybrid mode)
+  LaunchMode mode = LaunchMode::kAuto;
+  BootstrapMode bootstrap = BootstrapMode::kUcx;
+  std::chrono::milliseconds bootstrap_timeout{60000};
+  std::chrono::milliseconds grace_period{10000};
+  bool label = false;
+  bool timestamp_output = false;  ///< prefix every output line with the UTC time it was forwarded
+  std::string output_filename;    ///< --output-filename DIR: also DIR/rank.N/stdout and stderr
+  std::vector<std::string> exported;  ///< -x VAR or VAR=value, as given (--export lists split at commas)
+  int max_restarts = 32;              ///< restarts each rank may ask for (planned exits with restart)
+  std::string log_level = "warn";
+  std::vector<std::string> command;   ///< the program and its arguments
+  binding::BindingOptions binding;    ///< GPU/CPU/memory/NIC placement (docs/binding.md)
+  bool dry_run = false;               ///< compute and report the plan, start nothing
+  MpsMode mps = MpsMode::kAuto;       ///< --mps auto|on|off
+};
+
+/// The options the rank supervisor acts on.
+SupervisorOptions supervisor_options(const LaunchOptions& options);
+
+}  // namespace hyrun

@@ -1,0 +1,51 @@
+#pragma once
+// One of hyrun's own output streams (stdout or stderr) written without ever blocking, so
+// that a reader that stalls (`hyrun ... | sleep 30`) cannot stop the poll loop from
+// honouring signals, and a reader that goes away (`| head -1`) is noticed.
+//
+// The fd is shared with hyrun's parent (a shell, a terminal), so O_NONBLOCK is never set
+// on it: a pipe, FIFO or terminal is reopened through /proc/self/fd as a new open file
+// description that is non-blocking; a socket is written with MSG_DONTWAIT; a regular file
+// is written directly (it does not stall). If reopening fails, writes wait for POLLOUT
+// and are at most PIPE_BUF bytes, which a pipe then takes without blocking.
+// Expects SIGPIPE to be ignored (hyrun's main does), so that a gone reader shows as EPIPE.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "hyrun/launcher/unique_fd.hpp"
+
+namespace hyrun {
+
+class OutputDestination {
+ public:
+  explicit OutputDestination(int fd);
+
+  /// Queues `text` and writes what the reader takes now.
+  void write(std::string_view text);
+  /// Writes more of the queue; call when poll reports POLLOUT (or POLLERR/POLLHUP) on fd().
+  void on_writable();
+
+  int fd() const { return fd_; }
+  /// Whether poll should wait for POLLOUT: there is queued output.
+  bool wants_writable() const { return !broken_ && pending_.size() > offset_; }
+  std::size_t pending_bytes() const { return broken_ ? 0 : pending_.size() - offset_; }
+  /// The reader is gone (EPIPE) or the fd failed: everything written since is dropped.
+  /// (An fd that was closed when hyrun started is not broken: its output is dropped quietly.)
+  bool broken() const { return broken_; }
+
+ private:
+  enum class Mode { kNonBlocking, kSocket, kDirect, kGated };
+  void flush(bool writable);
+
+  int original_;
+  int fd_;
+  UniqueFd reopened_;
+  Mode mode_ = Mode::kDirect;
+  std::string pending_;
+  std::size_t offset_ = 0;
+  bool broken_ = false;
+  bool discard_ = false;  // the fd was closed when hyrun started
+};
+
+}  // namespace hyrun

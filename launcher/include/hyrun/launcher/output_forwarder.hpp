@@ -1,0 +1,79 @@
+#pragma once
+// Forwards every rank's stdout and stderr to the launcher's own, a whole line at a time,
+// optionally stamped with the time it was forwarded (UTC, milliseconds) and labelled with
+// the rank: "2026-01-02T03:04:05.678Z 3: text"; with --output-filename, the lines also
+// go, unprefixed, to one file per rank and stream.
+//
+// Never blocks: output goes through OutputDestination queues. While a destination holds
+// more than kBackpressure bytes its ranks' pipes are not read, so a slow reader slows the
+// ranks down as it would a plain pipeline. When a destination's reader goes away (EPIPE),
+// the read ends of that stream of every rank are closed: a rank writing there next gets
+// SIGPIPE (or EPIPE), exactly as the first command of `prog | head -1` does.
+#include <poll.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hyrun/launcher/line_splitter.hpp"
+#include "hyrun/launcher/output_destination.hpp"
+#include "hyrun/launcher/rank_output_files.hpp"
+#include "hyrun/launcher/unique_fd.hpp"
+
+namespace hyrun {
+
+class OutputForwarder {
+ public:
+  static constexpr std::size_t kBackpressure = 1 << 20;
+
+  /// Writes to hyrun's fds 1 and 2. `output_dir`: --output-filename (see RankOutputFiles);
+  /// empty for none.
+  explicit OutputForwarder(bool label, bool timestamp = false, std::string output_dir = {});
+
+  /// Creates the pipe for one stream of `rank` (`destination` 1 or 2); returns the write
+  /// end for the child. Its read end is closed at once when that destination is broken.
+  /// Throws UsageError when the rank's --output-filename files cannot be created.
+  UniqueFd add(int rank, int destination);
+
+  /// Appends what poll must watch: sources that may be read, destinations with output queued.
+  void add_poll_fds(std::vector<pollfd>& fds) const;
+  /// Handles one polled entry; false when `p.fd` is not one of ours.
+  bool on_poll(const pollfd& p);
+  /// Reads everything left on every stream into the queues, writes partial last lines, closes all.
+  void drain_all();
+  /// The writers are gone: read their pipes whatever is queued (bounded by what is left).
+  void set_draining() { draining_ = true; }
+  bool all_closed() const { return open_sources_ == 0; }
+  /// Output queued for a reader that is still there.
+  bool has_pending() const;
+  /// Output queued for hyrun's stdout (1) or stderr (2).
+  bool has_pending(int destination) const { return destinations_[destination - 1]->wants_writable(); }
+  /// Queues one line of hyrun's own for its stderr, in order with the ranks' lines.
+  void write_own_line(const std::string& line);
+  /// Whether the reader of hyrun's stdout (1) or stderr (2) went away.
+  bool broken(int destination) const { return destinations_[destination - 1]->broken(); }
+
+ private:
+  struct Stream {
+    int rank;
+    int destination;  // 1 or 2
+    UniqueFd source;  // read end, non-blocking
+    LineSplitter splitter;
+  };
+  void read_source(Stream& stream, bool draining);
+  void write_out(const Stream& stream, const std::string& text);
+  void close_stream(Stream& stream);
+  void after_write(int destination);
+
+  bool label_;
+  bool timestamp_;
+  RankOutputFiles files_;
+  std::unique_ptr<OutputDestination> destinations_[2];
+  std::vector<Stream> streams_;
+  std::unordered_map<int, std::size_t> by_fd_;  // source fd -> index in streams_
+  std::size_t open_sources_ = 0;
+  bool draining_ = false;
+};
+
+}  // namespace hyrun
