@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     gbps.push_back(static_cast<double>(bytes) / 1e9 / std::chrono::duration<double>(t1 - t0).count());
   }
   std::sort(gbps.begin(), gbps.end());
-  std::printf("memcpy MiB=%ld median_gbps=%.2f best_gbps=%.2f (checksum %d)\n", mib, gbps[gbps.size() / 2],
-              gbps.back(), static_cast<int>(dst[bytes / 2]));
+  std::printf("memcpy MiB=%ld median_gbps=%.2f best_gbps=%.2f (checksum %d)\n", mib, gbps[gbps.size() / 2], gbps.back(),
+              static_cast<int>(dst[bytes / 2]));
   return 0;
 }

@@ -53,7 +53,7 @@ int main() {
     ucp_worker_h raw_worker;
     check(ucp_worker_create(context.get(), &wparams, &raw_worker), "ucp_worker_create");
     std::unique_ptr<std::remove_pointer_t<ucp_worker_h>, decltype(&ucp_worker_destroy)> worker(raw_worker,
-                                                                                                ucp_worker_destroy);
+                                                                                               ucp_worker_destroy);
     ucp_address_t* address;
     size_t address_length;
     check(ucp_worker_get_address(worker.get(), &address, &address_length), "ucp_worker_get_address");

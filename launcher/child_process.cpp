@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <signal.h>
 #include <linux/close_range.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -40,8 +40,7 @@ struct ChildFailure {
 // Moves an fd out of the range [low, high] used as targets, so dup2 cannot clobber it.
 int move_above(int fd, int floor) { return fcntl(fd, F_DUPFD_CLOEXEC, floor); }
 
-[[noreturn]] void run_child(const SpawnSpec& spec, char* const* argv, char* const* envp, int status_fd,
-                            pid_t parent) {
+[[noreturn]] void run_child(const SpawnSpec& spec, char* const* argv, char* const* envp, int status_fd, pid_t parent) {
   setpgid(0, 0);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(status_fd, 1, errno, "prctl(PR_SET_PDEATHSIG)");
   if (getppid() != parent) _exit(128 + SIGKILL);  // the parent died before the line above took effect
@@ -135,8 +134,9 @@ pid_t spawn(const SpawnSpec& spec) {
   if (n != static_cast<ssize_t>(sizeof failure))
     throw SpawnError(fmt::format("starting '{}' failed", program), exit_code::kLauncherError);
   if (failure.stage == 1 && (failure.errnum == EMFILE || failure.errnum == ENFILE))
-    throw SpawnError(fmt::format("preparing '{}' failed: {}: {}", program, failure.message, std::strerror(failure.errnum)),
-                     exit_code::kLauncherError, failure.errnum);
+    throw SpawnError(
+        fmt::format("preparing '{}' failed: {}: {}", program, failure.message, std::strerror(failure.errnum)),
+        exit_code::kLauncherError, failure.errnum);
   switch (failure.stage) {
     case 3:
       throw SpawnError(fmt::format("cannot execute '{}': {}", program, std::strerror(failure.errnum)),
@@ -144,8 +144,9 @@ pid_t spawn(const SpawnSpec& spec) {
     case 2:
       throw SpawnError(fmt::format("preparing '{}' failed: {}", program, failure.message), exit_code::kNotExecutable);
     default:
-      throw SpawnError(fmt::format("preparing '{}' failed: {}: {}", program, failure.message, std::strerror(failure.errnum)),
-                       exit_code::kNotExecutable);
+      throw SpawnError(
+          fmt::format("preparing '{}' failed: {}: {}", program, failure.message, std::strerror(failure.errnum)),
+          exit_code::kNotExecutable);
   }
 }
 

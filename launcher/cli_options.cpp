@@ -87,19 +87,20 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
   app_.add_flag("-l,--label,--tag-output", options_.label, "prefix every output line with the rank (\"3: ...\")");
   app_.add_flag("--timestamp-output", options_.timestamp_output,
                 "prefix every output line with the UTC time hyrun forwarded it (\"2026-01-02T03:04:05.678Z ...\")");
-  app_.add_option("--output-filename", options_.output_filename,
-                  "also write every rank's output, unprefixed, to DIR/rank.N/stdout and DIR/rank.N/stderr (created; truncated)")
+  app_.add_option(
+          "--output-filename", options_.output_filename,
+          "also write every rank's output, unprefixed, to DIR/rank.N/stdout and DIR/rank.N/stderr (created; truncated)")
       ->option_text("DIR");
   // -x and --export append in command-line order to the same list.
   app_.add_option_function<std::string>(
-         "-x", [this](const std::string& item) { options_.exported.push_back(item); },
-         "pass VAR=value (taken whole, commas included), or VAR with hyrun's own value, to every rank (repeatable)")
+          "-x", [this](const std::string& item) { options_.exported.push_back(item); },
+          "pass VAR=value (taken whole, commas included), or VAR with hyrun's own value, to every rank (repeatable)")
       ->option_text("VAR[=value]")
       ->trigger_on_parse();
   app_.add_option_function<std::string>(
-         "--export", [this](const std::string& list) { add_export_list(list); },
-         "srun's form: a comma-separated list of VAR=value or VAR (ALL is accepted and changes nothing: every rank "
-         "gets hyrun's environment; NONE is refused)")
+          "--export", [this](const std::string& list) { add_export_list(list); },
+          "srun's form: a comma-separated list of VAR=value or VAR (ALL is accepted and changes nothing: every rank "
+          "gets hyrun's environment; NONE is refused)")
       ->option_text("VAR[=value][,...]")
       ->trigger_on_parse();
   app_.add_option("--max-restarts", options_.max_restarts,
@@ -199,7 +200,9 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
     std::fprintf(stderr, "hyrun: no program given; usage: %s\n", kUsage);
     return exit_code::kUsage;
   }
-  options_.mode = mode_name_ == "local" ? LaunchMode::kLocal : mode_name_ == "pmix" ? LaunchMode::kPmix : LaunchMode::kAuto;
+  options_.mode = mode_name_ == "local"  ? LaunchMode::kLocal
+                  : mode_name_ == "pmix" ? LaunchMode::kPmix
+                                         : LaunchMode::kAuto;
   options_.bootstrap = bootstrap_name_ == "none" ? BootstrapMode::kNone : BootstrapMode::kUcx;
   options_.mps = mps_name_ == "on" ? MpsMode::kOn : mps_name_ == "off" ? MpsMode::kOff : MpsMode::kAuto;
   options_.bootstrap_timeout = std::chrono::milliseconds(std::lround(bootstrap_timeout_s_ * 1000));

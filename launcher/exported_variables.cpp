@@ -22,16 +22,16 @@ std::vector<std::string> resolve_exports(const std::vector<std::string>& exporte
     const auto eq = item.find('=');
     const std::string name = item.substr(0, eq);
     if (!valid_variable_name(name))
-      throw UsageError(fmt::format("-x '{}': '{}' is not a variable name (letters, digits and _, not starting with a digit)",
-                                   item, name));
+      throw UsageError(fmt::format(
+          "-x '{}': '{}' is not a variable name (letters, digits and _, not starting with a digit)", item, name));
     if (eq != std::string::npos) {
       out.push_back(item);
       continue;
     }
     const char* value = std::getenv(name.c_str());
     if (!value)
-      throw UsageError(fmt::format("-x {}: {} is not set in hyrun's environment; give a value with -x {}=value", name,
-                                   name, name));
+      throw UsageError(
+          fmt::format("-x {}: {} is not set in hyrun's environment; give a value with -x {}=value", name, name, name));
     out.push_back(name + "=" + value);
   }
   return out;

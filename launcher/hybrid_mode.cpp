@@ -5,8 +5,8 @@
 
 #include <charconv>
 #include <cstdlib>
-#include <string_view>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/launcher/job_events.hpp"
@@ -156,7 +156,8 @@ class PmixExchange final : public RootExchange {
         for (const auto& a : j["master_addresses"])
           if (a.is_string()) record.master_addresses->push_back(a.get<std::string>());
       }
-      if (j.contains("master_port") && j["master_port"].is_number_integer()) record.master_port = j["master_port"].get<int>();
+      if (j.contains("master_port") && j["master_port"].is_number_integer())
+        record.master_port = j["master_port"].get<int>();
       if (j.contains("link_port") && j["link_port"].is_number_integer()) record.link_port = j["link_port"].get<int>();
       if (j.contains("root_address")) record.root_address = j.at("root_address").get<std::string>();
       return record;

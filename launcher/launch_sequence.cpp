@@ -103,7 +103,8 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
   }
 
   RankSupervisor supervisor(supervisor_options(options), signals);
-  supervisor.set_relauncher([&node](int local_rank, int incarnation) { return node->rank(local_rank, false, incarnation); });
+  supervisor.set_relauncher(
+      [&node](int local_rank, int incarnation) { return node->rank(local_rank, false, incarnation); });
   std::optional<Error> root_failure;
   std::optional<std::string> loss;  // the line that named a lost node
   std::string token;
@@ -177,7 +178,8 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
       const RootRecord record = exchange.root_record(options.bootstrap_timeout);
       if (record.error) {
         every_node_knows = true;
-        throw Error(fmt::format("the root node failed before the launch: {}", *record.error), exit_code::kLauncherError);
+        throw Error(fmt::format("the root node failed before the launch: {}", *record.error),
+                    exit_code::kLauncherError);
       }
       token = record.job_token;
       node->set_job_token(token);
@@ -188,17 +190,17 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
     if (link) {
       if (task == 0) link->expect(hosts, task, token);
       link->on_loss([&supervisor, &loss, &options, task, tasks](const NodeLink::Loss& lost) {
-        const std::string what =
-            fmt::format("lost the hyrun of node {} ({}{})", lost.host, lost.relayed ? "the root's hyrun lost it: " : "",
-                        lost.why);
+        const std::string what = fmt::format("lost the hyrun of node {} ({}{})", lost.host,
+                                             lost.relayed ? "the root's hyrun lost it: " : "", lost.why);
         // A program that handles deaths goes on without the node, as without a killed rank:
         // its ranks are told of the node's ranks' deaths. Not without the root: rank 0
         // lives there, and the other nodes' link with it.
         if (lost.task > 0 && lost.task < tasks && lost.task != task && supervisor.every_rank_handles_deaths()) {
           const int first = lost.task * options.ranks;
-          job_event_line(fmt::format("{}; its ranks {}-{} are reported dead to this node's ranks, which handle deaths: "
-                                     "the job goes on",
-                                     what, first, first + options.ranks - 1));
+          job_event_line(
+              fmt::format("{}; its ranks {}-{} are reported dead to this node's ranks, which handle deaths: "
+                          "the job goes on",
+                          what, first, first + options.ranks - 1));
           supervisor.report_remote_deaths(first, options.ranks);
           return true;
         }

@@ -1,9 +1,9 @@
 // hyrun: start the ranks of a job, locally or as one PMIx process per node.
 #include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>

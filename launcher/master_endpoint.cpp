@@ -82,7 +82,8 @@ int pick_free_tcp_port() {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);
   a.sin_port = 0;
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw SystemError("bind (picking MASTER_PORT)", errno);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    throw SystemError("bind (picking MASTER_PORT)", errno);
   socklen_t length = sizeof a;
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &length) != 0)
     throw SystemError("getsockname (picking MASTER_PORT)", errno);
@@ -91,8 +92,9 @@ int pick_free_tcp_port() {
 
 MasterChoice choose_master(const std::vector<InterfaceAddress>& root, const std::vector<InterfaceAddress>& local) {
   if (root.empty())
-    throw Error("the root node has no IPv4 address other than loopback, so MASTER_ADDR cannot be set; set MASTER_ADDR "
-                "(and MASTER_PORT) yourself");
+    throw Error(
+        "the root node has no IPv4 address other than loopback, so MASTER_ADDR cannot be set; set MASTER_ADDR "
+        "(and MASTER_PORT) yourself");
   for (const auto& r : root) {
     const std::uint32_t ra = to_host_order(r.address);
     for (const auto& l : local) {

@@ -89,17 +89,18 @@ std::unique_ptr<MpsDaemon> MpsDaemon::start(const std::string& control, std::chr
   const pid_t pid = spawn(spec);  // SpawnError (127/126) names the program
   const int status = wait_bounded(pid, timeout);
   if (status != 0)
-    throw Error(fmt::format("MPS daemon: '{} -d' {}", control,
-                            status < 0 ? fmt::format("did not return within {} ms", timeout.count())
-                                       : ProcessEnd{status}.describe()));
+    throw Error(fmt::format(
+        "MPS daemon: '{} -d' {}", control,
+        status < 0 ? fmt::format("did not return within {} ms", timeout.count()) : ProcessEnd{status}.describe()));
   const auto pipe = std::filesystem::path(d->pipe_dir_) / "control";
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::error_code ec;
   while (!std::filesystem::exists(pipe, ec)) {
     if (std::chrono::steady_clock::now() > deadline)
-      throw Error(fmt::format("MPS daemon: '{} -d' returned, but its control pipe {} did not appear within {} ms "
-                              "(its log: {})",
-                              control, pipe.string(), timeout.count(), d->log_dir_));
+      throw Error(
+          fmt::format("MPS daemon: '{} -d' returned, but its control pipe {} did not appear within {} ms "
+                      "(its log: {})",
+                      control, pipe.string(), timeout.count(), d->log_dir_));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return d;

@@ -35,14 +35,9 @@ NodeLaunch::NodeLaunch(const LaunchOptions& options, RankEnvironment contract, i
 
 bool NodeLaunch::report_and_check() {
   switch (options_.binding.report) {
-    case binding::ReportFormat::kTable:
-      std::fputs(plan_.report_table(rank_offset_).c_str(), stdout);
-      break;
-    case binding::ReportFormat::kJson:
-      std::puts(plan_.report_json(rank_offset_).dump(2).c_str());
-      break;
-    case binding::ReportFormat::kNone:
-      break;
+    case binding::ReportFormat::kTable: std::fputs(plan_.report_table(rank_offset_).c_str(), stdout); break;
+    case binding::ReportFormat::kJson: std::puts(plan_.report_json(rank_offset_).dump(2).c_str()); break;
+    case binding::ReportFormat::kNone: break;
   }
   std::fflush(stdout);
   if (options_.dry_run) return true;
@@ -64,12 +59,13 @@ void NodeLaunch::arrange_mps() {
   if (options_.mps == MpsMode::kOff) return cannot("--mps off");
   const char* user_dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   if (user_dir != nullptr && *user_dir != '\0')
-    return cannot(fmt::format("CUDA_MPS_PIPE_DIRECTORY is set to {}, where no daemon answers; hyrun starts a "
-                              "private daemon only when it is unset",
-                              user_dir));
+    return cannot(
+        fmt::format("CUDA_MPS_PIPE_DIRECTORY is set to {}, where no daemon answers; hyrun starts a "
+                    "private daemon only when it is unset",
+                    user_dir));
   if (!on && node_tasks_ > 1)
-    return cannot(fmt::format("{} hyrun tasks of the job share this node: start one daemon for all of them",
-                              node_tasks_));
+    return cannot(
+        fmt::format("{} hyrun tasks of the job share this node: start one daemon for all of them", node_tasks_));
   const std::string control = find_mps_control();
   if (control.empty()) return cannot("nvidia-cuda-mps-control is not in PATH");
   try {
@@ -79,9 +75,9 @@ void NodeLaunch::arrange_mps() {
   }
   mps_env_ = mps_->client_environment();
   spdlog::warn("{}: hyrun started a private MPS daemon for this job (pipe {}; --mps off to not)",
-               sharing ? fmt::format("ranks {} share the GPU at {}", fmt::join(sharing->ranks, ","),
-                                     sharing->pci_bus_id)
-                       : std::string("--mps on"),
+               sharing
+                   ? fmt::format("ranks {} share the GPU at {}", fmt::join(sharing->ranks, ","), sharing->pci_bus_id)
+                   : std::string("--mps on"),
                mps_->pipe_directory());
 }
 

@@ -193,7 +193,8 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
   if (peer.task < 0) {  // root: the first line of an accepted connection is the hello
     const auto hello = parse_link_hello(line);
     const int task = hello ? hello->task : -1;
-    if (!hello || task >= static_cast<int>(peers_.size()) || task == self_ || !same(hello->proof, proof_of(token_, task))) {
+    if (!hello || task >= static_cast<int>(peers_.size()) || task == self_ ||
+        !same(hello->proof, proof_of(token_, task))) {
       spdlog::warn("node link: a connection that is not a hyrun of this job was refused");
       return close_quietly(peer);
     }
@@ -269,7 +270,8 @@ void NodeLink::on_tick() {
       lose(p, fmt::format("it did not connect within {} s of the fence",
                           std::chrono::duration_cast<std::chrono::seconds>(kConnectLimit).count()));
     else if (p.fd && now - p.heard >= kSilenceLimit)
-      lose(p, p.connecting ? "cannot connect: no answer within 1 s" : "silent for 1 s: its node is off the network or stuck");
+      lose(p, p.connecting ? "cannot connect: no answer within 1 s"
+                           : "silent for 1 s: its node is off the network or stuck");
   }
   for (auto& p : unidentified_)
     if (now - p.heard >= kSilenceLimit) close_quietly(p);

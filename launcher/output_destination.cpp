@@ -21,7 +21,8 @@ OutputDestination::OutputDestination(int fd) : original_(fd), fd_(fd) {
   if (S_ISSOCK(st.st_mode)) {
     mode_ = Mode::kSocket;
   } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
-    const int reopened = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    const int reopened =
+        ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (reopened >= 0) {
       reopened_.reset(reopened);
       fd_ = reopened;
@@ -55,7 +56,8 @@ void OutputDestination::flush(bool writable) {
       writable = false;  // one bounded write per POLLOUT
     }
     const char* data = pending_.data() + offset_;
-    const ssize_t n = mode_ == Mode::kSocket ? ::send(fd_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL) : ::write(fd_, data, size);
+    const ssize_t n =
+        mode_ == Mode::kSocket ? ::send(fd_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL) : ::write(fd_, data, size);
     if (n > 0) {
       offset_ += static_cast<std::size_t>(n);
       continue;

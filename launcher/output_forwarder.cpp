@@ -131,8 +131,7 @@ void OutputForwarder::close_stream(Stream& stream) {
 
 void OutputForwarder::drain_all() {
   // The writers are gone or killed: read until EOF or until nothing more is there.
-  for (auto& stream : streams_)
-    read_source(stream, true);
+  for (auto& stream : streams_) read_source(stream, true);
 }
 
 void OutputForwarder::write_own_line(const std::string& line) {

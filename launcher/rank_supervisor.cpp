@@ -29,8 +29,8 @@ namespace hyrun {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-constexpr auto kExitGrace = std::chrono::seconds(1);    // rank 0 closed its fd: wait this long for its status
-constexpr auto kDrainLimit = std::chrono::seconds(2);  // output of killed process groups
+constexpr auto kExitGrace = std::chrono::seconds(1);            // rank 0 closed its fd: wait this long for its status
+constexpr auto kDrainLimit = std::chrono::seconds(2);           // output of killed process groups
 constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankState::kEndPending
 // A rank 0 that has not loaded the worker library this long after its start most likely
 // never will (the library says hello before main): hyrun says so instead of waiting silently.
@@ -163,7 +163,8 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
       on_signals();
     else if (publish_.fd() >= 0 && p.fd == publish_.fd())
       on_publish_readable();
-    else if (auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.control.fd() == p.fd; });
+    else if (auto it =
+                 std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.control.fd() == p.fd; });
              it != ranks_.end())
       on_control_readable(*it);
   }
@@ -183,13 +184,9 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
 void RankSupervisor::on_signals() {
   for (int sig : signals_.drain()) {
     switch (sig) {
-      case SIGCHLD:
-        reap_children();
-        break;
+      case SIGCHLD: reap_children(); break;
       case SIGUSR1:
-      case SIGUSR2:
-        signal_running(sig);
-        break;
+      case SIGUSR2: signal_running(sig); break;
       case SIGINT:
         if (++interrupts_ >= 2 && !killed_) {
           job_event("second SIGINT: killing {} rank(s) now", running_count());
@@ -284,8 +281,8 @@ void RankSupervisor::on_handles_deaths(Rank& rank) {
   // Deaths before it asked: local ranks whose latest process has ended, and lost nodes' ranks.
   std::vector<int> dead = remote_dead_;
   for (const auto& other : ranks_) {
-    const auto latest = std::find_if(ranks_.rbegin(), ranks_.rend(),
-                                     [&](const Rank& r) { return r.global_rank == other.global_rank; });
+    const auto latest =
+        std::find_if(ranks_.rbegin(), ranks_.rend(), [&](const Rank& r) { return r.global_rank == other.global_rank; });
     if (&*latest == &other && !other.alive()) dead.push_back(other.global_rank);
   }
   for (int d : dead) rank.control.tell_death(rank.global_rank, d);
@@ -300,8 +297,9 @@ void RankSupervisor::report_remote_deaths(int first, int count) {
 
 void RankSupervisor::respawn(int local_rank, int global_rank, int incarnation) {
   if (!relauncher_ || global_rank == 0) {
-    spdlog::warn("rank {} asked to be restarted, which {}; not restarted", global_rank,
-                 global_rank == 0 ? "rank 0 cannot be (it publishes the job's address)" : "this launch does not support");
+    spdlog::warn(
+        "rank {} asked to be restarted, which {}; not restarted", global_rank,
+        global_rank == 0 ? "rank 0 cannot be (it publishes the job's address)" : "this launch does not support");
     return;
   }
   RankLaunch launch = relauncher_(local_rank, incarnation + 1);
@@ -314,8 +312,10 @@ void RankSupervisor::start_requested_ranks() {
   auto asked = std::exchange(requested_starts_, {});
   for (int global_rank : asked) {
     if (stopping_) return;
-    const auto processes = std::count_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.global_rank == global_rank; });
-    if (std::any_of(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.global_rank == global_rank && r.alive(); })) {
+    const auto processes =
+        std::count_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.global_rank == global_rank; });
+    if (std::any_of(ranks_.begin(), ranks_.end(),
+                    [&](const Rank& r) { return r.global_rank == global_rank && r.alive(); })) {
       spdlog::warn("rank 0 asked to start rank {}, which is running; ignored", global_rank);
       continue;
     }
@@ -382,12 +382,13 @@ void RankSupervisor::on_rank_stopped(Rank& rank, int signal) {
                                      signal_name(signal)));
     return;
   }
-  job_event("rank {} (pid {}) was stopped by signal {} ({}); the job waits until it continues (SIGCONT)", rank.global_rank,
-            rank.pid, signal, signal_name(signal));
+  job_event("rank {} (pid {}) was stopped by signal {} ({}); the job waits until it continues (SIGCONT)",
+            rank.global_rank, rank.pid, signal, signal_name(signal));
 }
 
 RankSupervisor::Rank* RankSupervisor::pending_verdict() {
-  const auto it = std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.state == RankState::kEndPending; });
+  const auto it =
+      std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.state == RankState::kEndPending; });
   return it == ranks_.end() ? nullptr : &*it;
 }
 
@@ -487,8 +488,7 @@ std::optional<std::string> RankSupervisor::await_root_address() {
   auto root = std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });
   if (root == ranks_.end()) throw Error("await_root_address: rank 0 was not started on this node");
   const pid_t root_pid = root->pid;
-  constexpr auto kHint =
-      "a program that does not use the hyrun worker library must be started with --bootstrap=none";
+  constexpr auto kHint = "a program that does not use the hyrun worker library must be started with --bootstrap=none";
 
   awaiting_address_ = true;
   struct Reset {
@@ -503,17 +503,18 @@ std::optional<std::string> RankSupervisor::await_root_address() {
       hinted = true;
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(kHelloWait).count();
       const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count();
-      job_event("rank 0 (pid {}) has run {} s without loading the hyrun worker library, so it will probably never "
-                "publish a UCX address: {} (torch.distributed programs too: hyrun gives them MASTER_ADDR and "
-                "MASTER_PORT); waiting up to {} s more (--bootstrap-timeout)",
-                root_pid, waited, kHint, left);
+      job_event(
+          "rank 0 (pid {}) has run {} s without loading the hyrun worker library, so it will probably never "
+          "publish a UCX address: {} (torch.distributed programs too: hyrun gives them MASTER_ADDR and "
+          "MASTER_PORT); waiting up to {} s more (--bootstrap-timeout)",
+          root_pid, waited, kHint, left);
     }
     auto& rank0 = *std::find_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.global_rank == 0; });
     if (publish_.closed_early() && !closed_at) closed_at = Clock::now();
     if (!rank0.alive() || (closed_at && Clock::now() - *closed_at >= kExitGrace)) {
       // Rank 0 ended (or closed the fd and did not end within a second) without publishing.
-      const std::string how = rank0.alive() ? fmt::format("closed {} and is still running", env::kPublishFd)
-                                             : rank0.end.describe();
+      const std::string how =
+          rank0.alive() ? fmt::format("closed {} and is still running", env::kPublishFd) : rank0.end.describe();
       const int code = !rank0.alive() && rank0.end.failed() ? rank0.end.exit_code() : exit_code::kLauncherError;
       job_exit_code_ = code;  // the cause is reported by this error, not as a rank failure
       // The hint is true only of a program that ended as if it knew nothing of hyrun; one
@@ -525,9 +526,10 @@ std::optional<std::string> RankSupervisor::await_root_address() {
     }
     if (Clock::now() >= deadline) {
       stop(SIGTERM, exit_code::kTimeout);
-      throw TimeoutError(fmt::format("rank 0 (pid {}) did not publish its UCX address within {} s "
-                                     "(--bootstrap-timeout); {}",
-                                     root_pid, std::chrono::duration<double>(options_.bootstrap_timeout).count(), kHint));
+      throw TimeoutError(
+          fmt::format("rank 0 (pid {}) did not publish its UCX address within {} s "
+                      "(--bootstrap-timeout); {}",
+                      root_pid, std::chrono::duration<double>(options_.bootstrap_timeout).count(), kHint));
     }
     auto wake = closed_at ? std::min(deadline, *closed_at + kExitGrace) : deadline;
     if (!hinted && !publish_.said_hello()) wake = std::min(wake, hint_at);

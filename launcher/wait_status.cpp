@@ -22,10 +22,12 @@ int ProcessEnd::exit_code() const {
 
 std::string ProcessEnd::describe() const {
   if (WIFEXITED(wait_status))
-    return WEXITSTATUS(wait_status) == 0 ? "exited normally" : fmt::format("exited with code {}", WEXITSTATUS(wait_status));
+    return WEXITSTATUS(wait_status) == 0 ? "exited normally"
+                                         : fmt::format("exited with code {}", WEXITSTATUS(wait_status));
   if (WIFSIGNALED(wait_status)) {
     const int sig = WTERMSIG(wait_status);
-    return fmt::format("was killed by signal {} ({}){}", sig, signal_name(sig), WCOREDUMP(wait_status) ? ", core dumped" : "");
+    return fmt::format("was killed by signal {} ({}){}", sig, signal_name(sig),
+                       WCOREDUMP(wait_status) ? ", core dumped" : "");
   }
   return fmt::format("ended with wait status {:#x}", wait_status);
 }

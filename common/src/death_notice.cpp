@@ -16,7 +16,8 @@ std::optional<int> parse_rank_died(std::string_view message, int world_size) {
   message.remove_prefix(kRankDied.size());
   int rank = -1;
   const auto [end, ec] = std::from_chars(message.data(), message.data() + message.size(), rank);
-  if (ec != std::errc() || end != message.data() + message.size() || rank < 0 || rank >= world_size) return std::nullopt;
+  if (ec != std::errc() || end != message.data() + message.size() || rank < 0 || rank >= world_size)
+    return std::nullopt;
   return rank;
 }
 

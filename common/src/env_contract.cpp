@@ -109,13 +109,15 @@ RankEnvironment RankEnvironment::from_environment() {
       rest.remove_prefix(comma + 1);
     }
     if (e.start_ranks.front() != 0)
-      throw UsageError(fmt::format("{}='{}' is not valid: rank 0 starts the World and must be listed", env::kStartRanks, list));
+      throw UsageError(
+          fmt::format("{}='{}' is not valid: rank 0 starts the World and must be listed", env::kStartRanks, list));
   }
   if (e.rank >= e.world_size)
-    throw UsageError(fmt::format("{}={} is outside the world: {}={}", env::kRank, e.rank, env::kWorldSize, e.world_size));
+    throw UsageError(
+        fmt::format("{}={} is outside the world: {}={}", env::kRank, e.rank, env::kWorldSize, e.world_size));
   if (e.local_rank >= e.local_world_size)
-    throw UsageError(fmt::format("{}={} is outside {}={}", env::kLocalRank, e.local_rank, env::kLocalWorldSize,
-                                 e.local_world_size));
+    throw UsageError(
+        fmt::format("{}={} is outside {}={}", env::kLocalRank, e.local_rank, env::kLocalWorldSize, e.local_world_size));
   if (e.node_rank >= e.num_nodes)
     throw UsageError(fmt::format("{}={} is outside {}={}", env::kNodeRank, e.node_rank, env::kNumNodes, e.num_nodes));
   return e;
@@ -138,7 +140,6 @@ std::optional<std::string> parse_publish_line(const std::string& line) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
   return hex;
 }
-
 
 std::string format_hello_line() { return std::string(kHelloLine) + "\n"; }
 

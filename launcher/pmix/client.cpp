@@ -216,7 +216,8 @@ bool Client::fence(std::chrono::milliseconds timeout, const std::function<bool()
 }
 
 std::vector<std::byte> Client::get(int rank, const std::string& key, std::chrono::milliseconds timeout) {
-  const std::string what = "PMIx_Get of key '" + key + "' from rank " + std::to_string(rank) + " of namespace " + nspace_;
+  const std::string what =
+      "PMIx_Get of key '" + key + "' from rank " + std::to_string(rank) + " of namespace " + nspace_;
   if (rank < 0 || rank >= job_size_)
     throw Error(what + ": rank out of range, the job has " + std::to_string(job_size_) + " processes");
   const pmix_proc_t proc = make_proc(nspace_, static_cast<pmix_rank_t>(rank));
@@ -224,8 +225,8 @@ std::vector<std::byte> Client::get(int rank, const std::string& key, std::chrono
   completion->info.push_back(timeout_info(timeout));
 
   const auto start = Clock::now();
-  const pmix_status_t rc = PMIx_Get_nb(&proc, key.c_str(), completion->info.data(), completion->info.size(),
-                                       &Completion::on_value, cbdata);
+  const pmix_status_t rc =
+      PMIx_Get_nb(&proc, key.c_str(), completion->info.data(), completion->info.size(), &Completion::on_value, cbdata);
   if (rc != PMIX_SUCCESS) {
     Completion::release(cbdata);
     throw_if_failed(rc, what + " by " + describe());

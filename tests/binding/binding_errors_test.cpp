@@ -48,14 +48,16 @@ TEST(BindingErrors, UnknownUuidAndUuidWithoutTopologySupport) {
 }
 
 TEST(BindingErrors, MigIsNotSupported) {
-  const auto m = error_with(on("dgx-h100.xml"), 1, {{"CUDA_VISIBLE_DEVICES", "MIG-7a1b2c3d-0000-1111-2222-333344445555"}});
+  const auto m =
+      error_with(on("dgx-h100.xml"), 1, {{"CUDA_VISIBLE_DEVICES", "MIG-7a1b2c3d-0000-1111-2222-333344445555"}});
   EXPECT_MESSAGE(m, "MIG is not supported");
 }
 
 TEST(BindingErrors, GpusOutsideCudaVisibleDevices) {
   auto o = on("dgx-h100.xml");
   o.gpus = "5";
-  EXPECT_MESSAGE(error_with(o, 1, {{"CUDA_VISIBLE_DEVICES", "2,3"}}), "is not in this task's CUDA_VISIBLE_DEVICES '2,3'");
+  EXPECT_MESSAGE(error_with(o, 1, {{"CUDA_VISIBLE_DEVICES", "2,3"}}),
+                 "is not in this task's CUDA_VISIBLE_DEVICES '2,3'");
 }
 
 TEST(BindingErrors, DuplicateGpu) {
@@ -119,8 +121,8 @@ TEST(BindingErrors, EmptyCpuIntersectionOnThisMachine) {
   o.cpus_allowed = std::to_string(other);
   const auto m = error_with(o, 1);
   sched_setaffinity(0, sizeof saved, &saved);
-  EXPECT_MESSAGE(m, "--cpus-allowed '" + std::to_string(other) + "' has no CPU in common with the CPUs this task may use (" +
-                        std::to_string(first) + ",");
+  EXPECT_MESSAGE(m, "--cpus-allowed '" + std::to_string(other) +
+                        "' has no CPU in common with the CPUs this task may use (" + std::to_string(first) + ",");
 }
 
 TEST(BindingErrors, UnreadableOrInvalidTopology) {

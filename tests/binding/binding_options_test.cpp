@@ -1,7 +1,7 @@
 #include "hyrun/binding/binding_options.hpp"
 
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 
@@ -58,8 +58,10 @@ TEST(BindingOptions, BareReportBindingsIsATableAndTakesNoWord) {
 }
 
 TEST(BindingOptions, RejectsBadValues) {
-  for (std::vector<std::string> bad : {std::vector<std::string>{"--bind-to", "socket"}, {"--mem-bind", "maybe"},
-                                       {"--report-bindings=xml"}, {"--gpus-per-rank", "-1"}}) {
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--bind-to", "socket"},
+                                       {"--mem-bind", "maybe"},
+                                       {"--report-bindings=xml"},
+                                       {"--gpus-per-rank", "-1"}}) {
     CLI::App app;
     BindingOptions o;
     add_binding_options(app, o);

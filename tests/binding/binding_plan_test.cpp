@@ -16,7 +16,8 @@ namespace {
 
 const std::vector<std::string> kDgxBuses{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
                                          "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"};
-const std::vector<std::string> kDgxNics{"mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"};
+const std::vector<std::string> kDgxNics{"mlx5_0", "mlx5_3", "mlx5_4",  "mlx5_5",
+                                        "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"};
 
 std::string env_value(const RankPlacement& p, const std::string& name) {
   for (const auto& [k, v] : p.environment)
@@ -278,8 +279,8 @@ TEST(BindingReport, JsonHasTheDocumentedKeys) {
   const auto j = plan.report_json(16);
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 8u);
-  for (const char* key : {"rank", "local_rank", "gpus", "cpus", "numa_nodes", "nics", "reason", "cpu_list", "cpu_policy",
-                          "mem_bind", "nic_source", "notes", "environment", "topology", "this_system"})
+  for (const char* key : {"rank", "local_rank", "gpus", "cpus", "numa_nodes", "nics", "reason", "cpu_list",
+                          "cpu_policy", "mem_bind", "nic_source", "notes", "environment", "topology", "this_system"})
     EXPECT_TRUE(j[3].contains(key)) << key;
   EXPECT_EQ(j[3]["rank"], 19);
   EXPECT_EQ(j[3]["local_rank"], 3);

@@ -41,8 +41,8 @@ BindingOptions dgx_with(const DeviceFixture& devices) {
 TEST(GpuVisibility, ConstrainedTaskBindsToItsPhysicalGpusWithRenumberedIds) {
   // Slurm gave the task GPUs 2 and 3 and renumbered them 0,1 (ConstrainDevices=yes).
   const DeviceFixture devices(minors_in_pci_order(), {2, 3});
-  const auto plan = BindingPlan::compute(
-      dgx_with(devices), 2, env_of({{"CUDA_VISIBLE_DEVICES", "0,1"}, {"SLURM_STEP_GPUS", "2,3"}}));
+  const auto plan =
+      BindingPlan::compute(dgx_with(devices), 2, env_of({{"CUDA_VISIBLE_DEVICES", "0,1"}, {"SLURM_STEP_GPUS", "2,3"}}));
   ASSERT_EQ(plan.ranks().size(), 2u);
   for (int i = 0; i < 2; ++i) {
     const auto& p = plan.ranks()[static_cast<std::size_t>(i)];

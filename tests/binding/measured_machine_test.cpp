@@ -32,8 +32,10 @@ std::string env_value(const RankPlacement& p, const std::string& name) {
 // Measured on 2026-11-22: for N ranks, rank i saw GPU 0000:00:06.0, CPUs [i*16/N, (i+1)*16/N)
 // and memory node 0, exactly as planned.
 TEST(BindingPlanMeasuredH100Vm, RanksShareTheGpuAndSplitItsSixteenCores) {
-  const std::vector<std::vector<std::string>> measured{
-      {"0-15"}, {"0-7", "8-15"}, {"0-3", "4-7", "8-11", "12-15"}, {"0-1", "2-3", "4-5", "6-7", "8-9", "10-11", "12-13", "14-15"}};
+  const std::vector<std::vector<std::string>> measured{{"0-15"},
+                                                       {"0-7", "8-15"},
+                                                       {"0-3", "4-7", "8-11", "12-15"},
+                                                       {"0-1", "2-3", "4-5", "6-7", "8-9", "10-11", "12-13", "14-15"}};
   for (const auto& cpus : measured) {
     const int n = static_cast<int>(cpus.size());
     SCOPED_TRACE(n);

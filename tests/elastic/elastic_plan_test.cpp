@@ -117,7 +117,8 @@ std::string error_of(const std::string& text, int world = 8) {
 
 void expect_error(const std::string& text, const std::string& part, int world = 8) {
   const std::string msg = error_of(text, world);
-  EXPECT_NE(msg.find(part), std::string::npos) << "plan " << text << "\n  message: " << msg << "\n  expected to contain: " << part;
+  EXPECT_NE(msg.find(part), std::string::npos)
+      << "plan " << text << "\n  message: " << msg << "\n  expected to contain: " << part;
   EXPECT_EQ(msg.rfind("test plan: ", 0), 0u) << msg;
 }
 
@@ -135,7 +136,8 @@ TEST(ElasticPlanErrors, PhaseNotAList) {
 }
 
 TEST(ElasticPlanErrors, RankNotAnInteger) {
-  expect_error("[[0,1],[0,1,2,\"x\"]]", "plan phase 1 (0-based), position 3: \"x\" is not an integer rank; each plan rank must be an integer");
+  expect_error("[[0,1],[0,1,2,\"x\"]]",
+               "plan phase 1 (0-based), position 3: \"x\" is not an integer rank; each plan rank must be an integer");
   expect_error("[[0,1.5]]", "plan phase 0 (0-based), position 1: 1.5 is not an integer rank");
   expect_error("[[0,true]]", "position 1: true is not an integer rank");
   expect_error("[[0,99999999999]]", "position 1: 99999999999 is too large for a rank");
@@ -148,24 +150,31 @@ TEST(ElasticPlanErrors, RankOutsideWorld) {
 }
 
 TEST(ElasticPlanErrors, RankZeroMissing) {
-  expect_error("[[0,1],[1,2]]", "plan phase 1 (0-based) is [1,2] and does not list rank 0; rank 0 hosts the coordinator");
+  expect_error("[[0,1],[1,2]]",
+               "plan phase 1 (0-based) is [1,2] and does not list rank 0; rank 0 hosts the coordinator");
 }
 
 TEST(ElasticPlanErrors, RankZeroCannotBeKilled) {
-  expect_error("[[0,1],[-0,1]]", "plan phase 1 (0-based), position 0: -0 asks to kill rank 0, but rank 0 hosts the coordinator and cannot be killed");
+  expect_error(
+      "[[0,1],[-0,1]]",
+      "plan phase 1 (0-based), position 0: -0 asks to kill rank 0, but rank 0 hosts the coordinator and cannot be killed");
   // "-0" inside a string or as a prefix of another number is not a kill of rank 0.
   EXPECT_EQ(error_of("[[0,-0.5]]").find("-0 asks"), std::string::npos);
 }
 
 TEST(ElasticPlanErrors, DuplicateRank) {
   expect_error("[[0,1,2,1]]", "plan phase 0 (0-based) lists rank 1 twice (as 1 at position 1 and 1 at position 3)");
-  expect_error("[[0,1,2],[0,2,-2]]", "plan phase 1 (0-based) lists rank 2 twice (as 2 at position 1 and -2 at position 2)");
+  expect_error("[[0,1,2],[0,2,-2]]",
+               "plan phase 1 (0-based) lists rank 2 twice (as 2 at position 1 and -2 at position 2)");
 }
 
 TEST(ElasticPlanErrors, KillOfRankNotRunning) {
-  expect_error("[[0,-1]]", "plan phase 0, position 1: -1 kills rank 1 in the first phase, but no rank is running before it");
-  expect_error("[[0,1],[0,1,-3]]", "plan phase 1 (0-based), position 2: -3 kills rank 3, but rank 3 is not running in phase 0");
-  expect_error("[[0,1],[0,-1],[0,-1]]", "plan phase 2 (0-based), position 1: -1 kills rank 1, but rank 1 is not running in phase 1");
+  expect_error("[[0,-1]]",
+               "plan phase 0, position 1: -1 kills rank 1 in the first phase, but no rank is running before it");
+  expect_error("[[0,1],[0,1,-3]]",
+               "plan phase 1 (0-based), position 2: -3 kills rank 3, but rank 3 is not running in phase 0");
+  expect_error("[[0,1],[0,-1],[0,-1]]",
+               "plan phase 2 (0-based), position 1: -1 kills rank 1, but rank 1 is not running in phase 1");
 }
 
 TEST(ElasticPlanErrors, PhaseIndexOutOfRange) {
@@ -187,13 +196,16 @@ TEST(ElasticPlanOption, ReadsAFileOrJsonText) {
     ElasticPlan::from_option(file.string(), 4);
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("--plan file '" + file.string() + "': plan must be valid JSON"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--plan file '" + file.string() + "': plan must be valid JSON"),
+              std::string::npos)
+        << e.what();
   }
   try {
     ElasticPlan::from_option("no-such-plan.json", 4);
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("--plan 'no-such-plan.json' is neither an existing file nor JSON text"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--plan 'no-such-plan.json' is neither an existing file nor JSON text"),
+              std::string::npos)
         << e.what();
   }
   std::filesystem::remove_all(dir);
@@ -201,8 +213,11 @@ TEST(ElasticPlanOption, ReadsAFileOrJsonText) {
 
 TEST(ElasticPlanExamples, ShippedPlansParse) {
   const std::filesystem::path dir = HYRUN_EXAMPLE_PLANS_DIR;
-  const std::vector<std::pair<std::string, std::size_t>> plans = {
-      {"no_expansion", 1}, {"single_expansion", 2}, {"double_expansion", 3}, {"expansion_contraction", 4}, {"expansion_fault_contraction", 4}};
+  const std::vector<std::pair<std::string, std::size_t>> plans = {{"no_expansion", 1},
+                                                                  {"single_expansion", 2},
+                                                                  {"double_expansion", 3},
+                                                                  {"expansion_contraction", 4},
+                                                                  {"expansion_fault_contraction", 4}};
   for (const auto& [name, phases] : plans) {
     SCOPED_TRACE(name);
     EXPECT_EQ(ElasticPlan::from_option((dir / (name + ".json")).string(), 8).num_phases(), phases);

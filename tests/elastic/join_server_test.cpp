@@ -31,7 +31,8 @@ TEST(JoinProtocol, AProofHoldsForItsTokenNonceCountAndHostOnly) {
 TEST(JoinProtocol, RequestsAreParsedStrictly) {
   const std::string good = join::format_request({4, "n1", std::string(64, 'a')});
   ASSERT_TRUE(join::parse_request(good.substr(0, good.size() - 1)));
-  for (const std::string bad : std::vector<std::string>{"join 0 n1 " + std::string(64, 'a'), "join 5000 n1 " + std::string(64, 'a'),
+  for (const std::string& bad :
+       std::vector<std::string>{"join 0 n1 " + std::string(64, 'a'), "join 5000 n1 " + std::string(64, 'a'),
                                 "join 2 n1 " + std::string(63, 'a'), "join 2 n1 " + std::string(64, 'G'),
                                 "join 2 n/1 " + std::string(64, 'a'), "join 2", "hello"})
     EXPECT_FALSE(join::parse_request(bad)) << bad;
@@ -104,7 +105,8 @@ TEST_F(JoinServerTest, RefusesAWrongTokenAndGivesNothingAway) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("its proof does not match this job's token"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 2, "node-b", 5s).ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 2, "node-b", 5s).ranks,
+            (std::vector<int>{2, 3}));
 }
 
 TEST_F(JoinServerTest, AProbeOrGarbageAssignsNothingAndTheServerGoesOn) {

@@ -21,12 +21,13 @@ const std::regex kBandwidth(R"(\[rank (\d+)\] Dispatch \+ combine bandwidth: ()"
 // CloudAI: -> end phase (\d+)
 const std::regex kEndPhase(R"(-> end phase (\d+))");
 // The split line and the start line have no CloudAI regex; these follow the reference text.
-const std::regex kSplit(R"(\[rank (\d+)\] Dispatch bandwidth: ()" + F + R"() GB/s, avg_t=()" + F + R"() us \| Combine bandwidth: ()" + F +
-                        R"() GB/s, avg_t=()" + F + R"() us)");
+const std::regex kSplit(R"(\[rank (\d+)\] Dispatch bandwidth: ()" + F + R"() GB/s, avg_t=()" + F +
+                        R"() us \| Combine bandwidth: ()" + F + R"() GB/s, avg_t=()" + F + R"() us)");
 const std::regex kStartPhase(R"(^global_rank=(\d+), local_rank=(\d+) -> start phase (\d+)$)");
 
-const std::vector<std::string> kFailurePatterns = {"Traceback (most recent call last):", "no plan phases were found for rank", "srun: error:",
-                                                   "Exited with exit code"};
+const std::vector<std::string> kFailurePatterns = {
+    "Traceback (most recent call last):", "no plan phases were found for rank",
+    "srun: error:", "Exited with exit code"};
 
 // A printed value with 2 decimals is within half a unit of the last place of the true value.
 void expect_round_trip(const std::string& printed, double value) {
@@ -73,8 +74,9 @@ TEST(LogLines, BandwidthLineMatchesCloudAiRegex) {
 TEST(LogLines, BandwidthLineIsTheReferenceText) {
   EXPECT_EQ(bandwidth_line(3, {45.678, 123.456, 100.0, 150.004}),
             "[rank 3] Dispatch + combine bandwidth: 45.68 GB/s, avg_t=123.46 us, min_t=100.00 us, max_t=150.00 us");
-  EXPECT_EQ(split_bandwidth_line(7, {98.1, 77.0, 127.25, 114.5}),
-            "[rank 7] Dispatch bandwidth: 98.10 GB/s, avg_t=77.00 us | Combine bandwidth: 127.25 GB/s, avg_t=114.50 us");
+  EXPECT_EQ(
+      split_bandwidth_line(7, {98.1, 77.0, 127.25, 114.5}),
+      "[rank 7] Dispatch bandwidth: 98.10 GB/s, avg_t=77.00 us | Combine bandwidth: 127.25 GB/s, avg_t=114.50 us");
 }
 
 TEST(LogLines, SplitLineRoundTrips) {
@@ -110,7 +112,8 @@ TEST(LogLines, PhaseLinesMatch) {
     ASSERT_TRUE(std::regex_search(end, m, kEndPhase)) << end;
     EXPECT_EQ(std::stoi(m[1]), p);
     EXPECT_FALSE(std::regex_search(start, kEndPhase)) << start;
-    EXPECT_EQ(end, "global_rank=" + std::to_string(g) + ", local_rank=" + std::to_string(l) + " -> end phase " + std::to_string(p));
+    EXPECT_EQ(end, "global_rank=" + std::to_string(g) + ", local_rank=" + std::to_string(l) + " -> end phase " +
+                       std::to_string(p));
     expect_no_failure_pattern(start);
     expect_no_failure_pattern(end);
   }
@@ -119,12 +122,16 @@ TEST(LogLines, PhaseLinesMatch) {
 TEST(LogLines, ConnectionLines) {
   const std::vector<int> ranks = {4, 5, 6, 7};
   const std::vector<int> six = {6};
-  EXPECT_EQ(connections_added_line(0, 0, ranks), "global_rank=0, local_rank=0 -> adding connections to ranks [4, 5, 6, 7]");
+  EXPECT_EQ(connections_added_line(0, 0, ranks),
+            "global_rank=0, local_rank=0 -> adding connections to ranks [4, 5, 6, 7]");
   EXPECT_EQ(connections_removed_line(5, 1, six), "global_rank=5, local_rank=1 -> removing connections to ranks [6]");
-  EXPECT_EQ(failed_ranks_detected_line(2, 2, six, 12.34), "global_rank=2, local_rank=2 -> detected failed ranks [6] in 12.3 ms");
-  EXPECT_EQ(unused_rank_line(9, 1), "global_rank=9, local_rank=1 -> no phase of the plan uses this rank; exiting with status 0");
+  EXPECT_EQ(failed_ranks_detected_line(2, 2, six, 12.34),
+            "global_rank=2, local_rank=2 -> detected failed ranks [6] in 12.3 ms");
+  EXPECT_EQ(unused_rank_line(9, 1),
+            "global_rank=9, local_rank=1 -> no phase of the plan uses this rank; exiting with status 0");
   expect_no_failure_pattern(unused_rank_line(9, 1));
-  EXPECT_EQ(connections_added_line(0, 0, std::vector<int>{}), "global_rank=0, local_rank=0 -> adding connections to ranks []");
+  EXPECT_EQ(connections_added_line(0, 0, std::vector<int>{}),
+            "global_rank=0, local_rank=0 -> adding connections to ranks []");
   RandomValues rnd;
   for (int i = 0; i < 500; ++i) {
     std::vector<int> some(static_cast<std::size_t>(rnd.rank() % 9));

@@ -64,9 +64,13 @@ TEST(ProgressLine, DetectsHyrunsTerminalOnlyForStdout) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(ProgressLine(f).mode(), ProgressLine::Mode::kOff);  // a file of the rank's own
-  if (::isatty(STDOUT_FILENO) != 1) EXPECT_EQ(ProgressLine(stdout).mode(), ProgressLine::Mode::kLines);
+  if (::isatty(STDOUT_FILENO) != 1) {
+    EXPECT_EQ(ProgressLine(stdout).mode(), ProgressLine::Mode::kLines);
+  }
   ::setenv("HYRUN_OUTPUT_TERMINAL", "0", 1);
-  if (::isatty(STDOUT_FILENO) != 1) EXPECT_EQ(ProgressLine(stdout).mode(), ProgressLine::Mode::kOff);
+  if (::isatty(STDOUT_FILENO) != 1) {
+    EXPECT_EQ(ProgressLine(stdout).mode(), ProgressLine::Mode::kOff);
+  }
   ::unsetenv("HYRUN_OUTPUT_TERMINAL");
   std::fclose(f);
 }

@@ -37,7 +37,9 @@ class RunReport : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   static RunResults run() {
-    RunResults r{.parameters = {}, .plan = ElasticPlan::parse("[[0,1],[0,1,2,3],[0,1,-2,3],[0,3]]", 6, "test plan"), .samples = {},
+    RunResults r{.parameters = {},
+                 .plan = ElasticPlan::parse("[[0,1],[0,1,2,3],[0,1,-2,3],[0,3]]", 6, "test plan"),
+                 .samples = {},
                  .phase_duration_ms = {1200.5, 900}};
     r.parameters.world_size = 6;
     r.parameters.seed = 42;
@@ -129,7 +131,8 @@ TEST_F(RunReport, ResultsJsonHasParametersPlanPhasesAndSamples) {
   EXPECT_EQ(phases[2]["samples"][0]["detected_ranks"], nlohmann::json::parse("[2]"));
 
   // No temporary files left behind by the atomic writes.
-  for (const auto& entry : fs::directory_iterator(dir_)) EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
+  for (const auto& entry : fs::directory_iterator(dir_))
+    EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
   EXPECT_FALSE(fs::exists(dir_ / "bandwidth.png"));
 }
 
@@ -168,7 +171,8 @@ TEST_F(RunReport, FailingGnuplotIsAWarning) {
 }
 
 TEST_F(RunReport, PlotBreaksARanksLineWhereItDidNotRun) {
-  RunResults r{.parameters = {}, .plan = ElasticPlan::parse("[[0,1],[0],[0,1]]", 2), .samples = {}, .phase_duration_ms = {}};
+  RunResults r{
+      .parameters = {}, .plan = ElasticPlan::parse("[[0,1],[0],[0,1]]", 2), .samples = {}, .phase_duration_ms = {}};
   for (int phase : {0, 2}) {
     PhaseSample s;
     s.phase = phase;
@@ -178,8 +182,10 @@ TEST_F(RunReport, PlotBreaksARanksLineWhereItDidNotRun) {
     r.samples.push_back(s);
   }
   write_report(dir_, r, {.plot = true, .gnuplot = "true"});  // data files only; no drawing needed
-  EXPECT_NE(read(dir_ / "bandwidth.dat").find("# rank 1\n0 10\n\n2 12\n"), std::string::npos) << read(dir_ / "bandwidth.dat");
-  EXPECT_NE(read(dir_ / "transitions.dat").find("0 - -\n1 - -\n2 - -\n"), std::string::npos) << read(dir_ / "transitions.dat");
+  EXPECT_NE(read(dir_ / "bandwidth.dat").find("# rank 1\n0 10\n\n2 12\n"), std::string::npos)
+      << read(dir_ / "bandwidth.dat");
+  EXPECT_NE(read(dir_ / "transitions.dat").find("0 - -\n1 - -\n2 - -\n"), std::string::npos)
+      << read(dir_ / "transitions.dat");
 }
 
 TEST_F(RunReport, RelativeReportDirectory) {

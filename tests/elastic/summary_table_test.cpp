@@ -29,10 +29,10 @@ PhaseSample sample(int phase, int rank, PhaseRole state, std::optional<double> g
 std::vector<PhaseSample> hand_made_run() {
   using R = PhaseRole;
   return {
-      sample(0, 0, R::kJoined, 10, 5.0),  sample(0, 1, R::kJoined, 12, 6.5),
-      sample(1, 0, R::kActive, 20),       sample(1, 1, R::kActive, 22),         sample(1, 2, R::kJoined, 18, 40.4), sample(1, 3, R::kJoined, 16, 41.0),
-      sample(2, 0, R::kActive, 8, {}, 30.5), sample(2, 1, R::kActive, 9, {}, 31.0), sample(2, 2, R::kKilled, {}), sample(2, 3, R::kActive, 7, {}, 29.7),
-      sample(3, 3, R::kActive, 28),       sample(3, 0, R::kActive, 30),
+      sample(0, 0, R::kJoined, 10, 5.0),     sample(0, 1, R::kJoined, 12, 6.5),     sample(1, 0, R::kActive, 20),
+      sample(1, 1, R::kActive, 22),          sample(1, 2, R::kJoined, 18, 40.4),    sample(1, 3, R::kJoined, 16, 41.0),
+      sample(2, 0, R::kActive, 8, {}, 30.5), sample(2, 1, R::kActive, 9, {}, 31.0), sample(2, 2, R::kKilled, {}),
+      sample(2, 3, R::kActive, 7, {}, 29.7), sample(3, 3, R::kActive, 28),          sample(3, 0, R::kActive, 30),
   };
 }
 

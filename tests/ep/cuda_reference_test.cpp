@@ -32,10 +32,24 @@ uint16_t cuda_bf16(float x) {
 }  // namespace
 
 TEST(EpCudaReference, Fp8EncodeMatchesCudaSatfinite) {
-  const float specials[] = {0.0f, -0.0f, 448.0f, -448.0f, 464.0f, 479.9f, 480.0f, 1e30f, -1e30f,
-                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::quiet_NaN(), std::ldexp(1.0f, -10), std::ldexp(3.0f, -10),
-                            std::ldexp(1.0f, -6), std::ldexp(1.0f, -11), 1.0625f, 1.1875f};
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            448.0f,
+                            -448.0f,
+                            464.0f,
+                            479.9f,
+                            480.0f,
+                            1e30f,
+                            -1e30f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::ldexp(1.0f, -10),
+                            std::ldexp(3.0f, -10),
+                            std::ldexp(1.0f, -6),
+                            std::ldexp(1.0f, -11),
+                            1.0625f,
+                            1.1875f};
   for (float x : specials) EXPECT_EQ(float_to_fp8_e4m3(x), cuda_fp8(x)) << x;
   // every 127th bit pattern of all 2^32 floats, plus random ones
   for (uint64_t u = 0; u < (1ull << 32); u += 127) {

@@ -50,8 +50,8 @@ inline Input make_input(const Shape& s, int num_ranks, int src, unsigned seed, i
 
 /// Checks rank `me`'s FP8 dispatch outputs against every active source's input and
 /// returns identity expert outputs (NaN where no row was received).
-inline std::vector<uint16_t> check_dispatch(const Shape& s, int me, const Routing& routing, const std::vector<Input>& in,
-                                            const DispatchBuffers& o) {
+inline std::vector<uint16_t> check_dispatch(const Shape& s, int me, const Routing& routing,
+                                            const std::vector<Input>& in, const DispatchBuffers& o) {
   const int T = s.max_tokens, H = s.hidden, K = s.topk, E = s.experts_per_rank, R = s.max_ranks;
   std::vector<uint16_t> eo(recv_rows(s) * H, 0xFFFF);
   for (int e = 0; e < E; ++e) {
@@ -84,14 +84,16 @@ inline std::vector<uint16_t> check_dispatch(const Shape& s, int me, const Routin
           }
         }
     }
-    if (o.recv_count[e] != total) fail(fmt::format("rank {} expert {}: recv_count {} != {}", me, e, o.recv_count[e], total));
+    if (o.recv_count[e] != total)
+      fail(fmt::format("rank {} expert {}: recv_count {} != {}", me, e, o.recv_count[e], total));
   }
   return eo;
 }
 
 /// Checks rank `me`'s combine output y = x * (sum of kept weights): no NaN, every element
 /// within 1e-2 relative, and the reference similarity below 9e-4.
-inline void check_combine(const Shape& s, int me, const Routing& routing, const Input& in, const std::vector<uint16_t>& y) {
+inline void check_combine(const Shape& s, int me, const Routing& routing, const Input& in,
+                          const std::vector<uint16_t>& y) {
   const int T = s.max_tokens, H = s.hidden, K = s.topk, E = s.experts_per_rank;
   double xy = 0, sq = 0;
   for (int i = 0; i < T; ++i) {

@@ -117,7 +117,8 @@ void run_case(const Case& c) {
       poison_region_data(fabric.region(r), l);
     }
     // ---- dispatch
-    for (int r : active) be[r]->dispatch_send(in[r].x.data(), in[r].topk_idx.data(), in[r].num_tokens, routing, c.format);
+    for (int r : active)
+      be[r]->dispatch_send(in[r].x.data(), in[r].topk_idx.data(), in[r].num_tokens, routing, c.format);
     for (int r : active) {
       out[r].poison();
       be[r]->dispatch_recv(out[r].view());
@@ -165,7 +166,8 @@ void run_case(const Case& c) {
               } else if (c.format == Format::kBF16) {
                 ASSERT_EQ(bf16_to_float(y[ch]), xv);
               } else {
-                const float amax = bf16_block_amax(in[src].x.data() + static_cast<std::size_t>(tok) * H + ch / 128 * 128, 128);
+                const float amax =
+                    bf16_block_amax(in[src].x.data() + static_cast<std::size_t>(tok) * H + ch / 128 * 128, 128);
                 ASSERT_LE(std::fabs(v - xv), std::max(std::fabs(xv) / 16, amax / 448 / 1024) * 1.001f + 1e-30f);
               }
             }
@@ -209,21 +211,16 @@ TEST_P(EpHostBackend, DispatchCombineMatchesReference) { run_case(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, EpHostBackend,
-    ::testing::Values(
-        Case{1, 1, 2048, 1, 1, Format::kFP8, {}},
-        Case{1, 16, 2048, 4, 5, Format::kBF16, {}},
-        Case{2, 256, 8192, 8, 4, Format::kFP8, {}},
-        Case{2, 64, 7168, 8, 4, Format::kBF16, {}},
-        Case{3, 33, 2560, 6, 2, Format::kFP8, {}, 3, false, true},
-        Case{4, 128, 7168, 8, 2, Format::kFP8, {2}},
-        Case{4, 64, 4096, 6, 4, Format::kBF16, {1, 3}},
-        Case{8, 64, 4096, 8, 2, Format::kFP8, {}},
-        Case{8, 32, 3072, 8, 1, Format::kFP8, {5, 6}, 2},
-        Case{8, 16, 5120, 2, 2, Format::kBF16, {0}, 2, false, true},
-        Case{4, 24, 2048, 3, 2, Format::kFP8, {}, 1, true},
-        Case{4, 24, 2048, 3, 2, Format::kBF16, {3}, 1, true},
-        Case{3, 8, 2048, 8, 1, Format::kFP8, {}}  // top-k larger than the number of experts: -1 padding
-        ),
+    ::testing::Values(Case{1, 1, 2048, 1, 1, Format::kFP8, {}}, Case{1, 16, 2048, 4, 5, Format::kBF16, {}},
+                      Case{2, 256, 8192, 8, 4, Format::kFP8, {}}, Case{2, 64, 7168, 8, 4, Format::kBF16, {}},
+                      Case{3, 33, 2560, 6, 2, Format::kFP8, {}, 3, false, true},
+                      Case{4, 128, 7168, 8, 2, Format::kFP8, {2}}, Case{4, 64, 4096, 6, 4, Format::kBF16, {1, 3}},
+                      Case{8, 64, 4096, 8, 2, Format::kFP8, {}}, Case{8, 32, 3072, 8, 1, Format::kFP8, {5, 6}, 2},
+                      Case{8, 16, 5120, 2, 2, Format::kBF16, {0}, 2, false, true},
+                      Case{4, 24, 2048, 3, 2, Format::kFP8, {}, 1, true},
+                      Case{4, 24, 2048, 3, 2, Format::kBF16, {3}, 1, true},
+                      Case{3, 8, 2048, 8, 1, Format::kFP8, {}}  // top-k larger than the number of experts: -1 padding
+                      ),
     [](const ::testing::TestParamInfo<Case>& i) { return name_of(i.param); });
 
 // Exact check of the combine arithmetic: BF16 dispatch of random x with identity experts
@@ -297,7 +294,8 @@ TEST(EpHostBackendFaults, SilentRankIsReportedThenMasked) {
   std::vector<uint16_t> eo(recv_rows(s) * 2048, 0);
   for (int r = 0; r < 2; ++r) be[r]->combine_send(eo.data(), out[r].view());
   std::vector<uint16_t> y(8 * 2048);
-  for (int r = 0; r < 2; ++r) EXPECT_NO_THROW(be[r]->combine_recv(in[r].topk_idx.data(), in[r].weights.data(), 8, y.data()));
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NO_THROW(be[r]->combine_recv(in[r].topk_idx.data(), in[r].weights.data(), 8, y.data()));
 }
 
 TEST(EpHostBackendFaults, WritesToDeadRankFailNamingIt) {
@@ -359,7 +357,8 @@ TEST(EpHostBackendThreads, BlockingCallsFromOneThreadPerRank) {
               for (int j = 0; j < out.layout_count[e * R + src]; ++j) {
                 const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
                 for (int ch = 0; ch < H; ++ch)
-                  eo[row * H + ch] = float_to_bf16(dequantize_fp8(out.recv_x[row * H + ch], out.recv_scales[row * 16 + ch / 128]));
+                  eo[row * H + ch] =
+                      float_to_bf16(dequantize_fp8(out.recv_x[row * H + ch], out.recv_scales[row * 16 + ch / 128]));
               }
           std::vector<uint16_t> y(T * H, 0xFFFF);
           be.combine(eo.data(), out.view(), in.topk_idx.data(), in.weights.data(), T, y.data());
@@ -434,8 +433,9 @@ std::vector<uint16_t> expert_outputs(const Shape& s, Format f, const DispatchOut
         const std::size_t row = (static_cast<std::size_t>(e) * R + src) * s.max_tokens + j;
         for (int c = 0; c < H; ++c) {
           const std::size_t i = row * H + c;
-          eo[i] = f == Format::kFP8 ? float_to_bf16(dequantize_fp8(x[i], out.recv_scales[row * (H / 128) + c / 128]) * 1.5f)
-                                    : static_cast<uint16_t>(x[2 * i] | x[2 * i + 1] << 8);
+          eo[i] = f == Format::kFP8
+                      ? float_to_bf16(dequantize_fp8(x[i], out.recv_scales[row * (H / 128) + c / 128]) * 1.5f)
+                      : static_cast<uint16_t>(x[2 * i] | x[2 * i + 1] << 8);
         }
       }
   return eo;
@@ -624,7 +624,8 @@ void checked_round(const Shape& s, std::vector<std::unique_ptr<HostBackend>>& be
   std::vector<DispatchBuffers> out;
   for (int r = 0; r < n; ++r) out.emplace_back(s, Format::kFP8);
   for (int r = 0; r < n; ++r)
-    if (routing.is_active(r)) be[r]->dispatch_send(in[r].x.data(), in[r].topk_idx.data(), s.max_tokens, routing, Format::kFP8);
+    if (routing.is_active(r))
+      be[r]->dispatch_send(in[r].x.data(), in[r].topk_idx.data(), s.max_tokens, routing, Format::kFP8);
   std::vector<std::vector<uint16_t>> eo(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r)
     if (routing.is_active(r)) {
@@ -718,7 +719,8 @@ TEST(EpHostBackendElastic, DispatchToDeadRankStillSignalsTheOthers) {
   const Shape s{3, 8, 2048, 2, 1};
   InProcessFabric fabric(3, region_bytes(s));
   std::vector<std::unique_ptr<HostBackend>> be;
-  for (int r = 0; r < 3; ++r) be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), std::chrono::minutes(10)));
+  for (int r = 0; r < 3; ++r)
+    be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), std::chrono::minutes(10)));
   fabric.kill(2);
   auto in = ep_elastic_test::make_input(s, 3, 0, 7, 0);
   DispatchBuffers out(s, Format::kFP8);

@@ -22,8 +22,8 @@ namespace {
 // floor, the FP8 limit, powers of two, values that make x * mult land near 448 and in the
 // FP8 subnormal range, the largest bf16, and random ones.
 std::vector<float> multipliers() {
-  std::vector<float> amax = {0.0f, 1e-30f, 1e-4f, 1.5e-4f, 1.0f, 3.5f, 0.0078125f, 447.0f, 448.0f, 449.0f,
-                             65504.0f, 3.3895314e38f};
+  std::vector<float> amax = {0.0f,       1e-30f, 1e-4f,  1.5e-4f, 1.0f,     3.5f,
+                             0.0078125f, 447.0f, 448.0f, 449.0f,  65504.0f, 3.3895314e38f};
   std::mt19937 g(7);
   std::uniform_int_distribution<uint32_t> bits(0x30000000u, 0x7f000000u);  // positive, 2^-31 .. 2^127
   for (int i = 0; i < 20; ++i) amax.push_back(std::bit_cast<float>(bits(g)));
@@ -36,11 +36,11 @@ std::vector<float> multipliers() {
 // subnormals, and ordinary values of every magnitude.
 uint16_t random_bf16(std::mt19937& g) {
   switch (std::uniform_int_distribution<int>(0, 15)(g)) {
-    case 0: return 0x7fc0;                                                  // NaN
-    case 1: return static_cast<uint16_t>(0xff80 | (g() & 0x7f) | 1);        // NaN with payload, negative
-    case 2: return g() & 1 ? 0x7f80 : 0xff80;                               // +-inf
-    case 3: return g() & 1 ? 0x0000 : 0x8000;                               // +-0
-    case 4: return static_cast<uint16_t>((g() & 0x8000) | (g() & 0x7f));    // subnormal
+    case 0: return 0x7fc0;                                                // NaN
+    case 1: return static_cast<uint16_t>(0xff80 | (g() & 0x7f) | 1);      // NaN with payload, negative
+    case 2: return g() & 1 ? 0x7f80 : 0xff80;                             // +-inf
+    case 3: return g() & 1 ? 0x0000 : 0x8000;                             // +-0
+    case 4: return static_cast<uint16_t>((g() & 0x8000) | (g() & 0x7f));  // subnormal
     default: return static_cast<uint16_t>(g());
   }
 }
@@ -81,8 +81,8 @@ TEST(EpHostRows, QuantizeEveryBf16InputEqualsSharedQuantize) {
       const uint8_t want = quantize_fp8(x, mult);
       const uint8_t got = fp8_e4m3_encode_branchless(bf16_to_float(x) * mult);
       if (got != want && mismatches++ < 3)
-        ADD_FAILURE() << "bf16 0x" << std::hex << h << " multiplier bits 0x" << bits_of(mult) << ": 0x"
-                      << int{got} << " != 0x" << int{want};
+        ADD_FAILURE() << "bf16 0x" << std::hex << h << " multiplier bits 0x" << bits_of(mult) << ": 0x" << int{got}
+                      << " != 0x" << int{want};
     }
     EXPECT_EQ(mismatches, 0) << "multiplier " << mult;
   }
@@ -144,7 +144,7 @@ TEST(EpHostRows, CombineRowOfRandomBlocksEqualsSharedChannelReduction) {
     std::normal_distribution<float> normal(0.0f, trial % 3 == 0 ? 1e30f : 1.0f);  // 1e30: sums overflow
     for (int k = 0; k < topk; ++k) {
       for (auto& v : data[k]) v = trial % 2 == 0 ? float_to_bf16(normal(g)) : random_bf16(g);
-      rows[k] = g() % 5 == 0 ? nullptr : data[k].data();  // dropped selections
+      rows[k] = g() % 5 == 0 ? nullptr : data[k].data();                                      // dropped selections
       w[k] = trial % 11 == 0 ? std::bit_cast<float>(static_cast<uint32_t>(g())) : weight(g);  // any float, NaN too
     }
     for (auto combine : {&combine_row, &combine_row_dispatched}) {

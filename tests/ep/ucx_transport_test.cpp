@@ -65,7 +65,8 @@ double calc_diff(const std::vector<double>& x, const std::vector<double>& y) {
   return 1 - 2 * xy / s;
 }
 
-void rank_main(int rank, int n, Collective& coll, const Shape& s, std::string& error, double& worst, int& timeouts_seen) {
+void rank_main(int rank, int n, Collective& coll, const Shape& s, std::string& error, double& worst,
+               int& timeouts_seen) {
   ucp_params_t up{};
   up.field_mask = UCP_PARAM_FIELD_FEATURES;
   up.features = UCP_FEATURE_RMA;
@@ -145,7 +146,8 @@ void rank_main(int rank, int n, Collective& coll, const Shape& s, std::string& e
           for (int j = 0; j < out.layout_count[e * s.max_ranks + src]; ++j) {
             const std::size_t row = (static_cast<std::size_t>(e) * s.max_ranks + src) * T + j;
             for (int c = 0; c < H; ++c) {
-              eo[row * H + c] = float_to_bf16(dequantize_fp8(recv_x[row * H + c], view.recv_scales[row * (H / 128) + c / 128]));
+              eo[row * H + c] =
+                  float_to_bf16(dequantize_fp8(recv_x[row * H + c], view.recv_scales[row * (H / 128) + c / 128]));
               const float want = c >= H - 128 ? float(out.recv_src_token[row]) : float(src - 128);
               if (bf16_to_float(eo[row * H + c]) != want) throw hyrun::Error("received row is not intact");
             }
@@ -207,8 +209,7 @@ TEST(EpUcxTransport, HostBackendOverUcxThreeRanksInOneProcess) {
   std::vector<double> worst(n, 0);
   std::vector<int> timeouts(n, 0);
   std::vector<std::thread> th;
-  for (int r = 0; r < n; ++r)
-    th.emplace_back([&, r] { rank_main(r, n, coll, s, errors[r], worst[r], timeouts[r]); });
+  for (int r = 0; r < n; ++r) th.emplace_back([&, r] { rank_main(r, n, coll, s, errors[r], worst[r], timeouts[r]); });
   for (auto& t : th) t.join();
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
@@ -429,8 +430,10 @@ void elastic_rank(int me, int n, Collective& coll, const Shape& s, std::vector<s
   } catch (const std::exception& e) {
     res.error = e.what();
   }
-  if (proc) sync(proc->worker());
-  else sync(nullptr);
+  if (proc)
+    sync(proc->worker());
+  else
+    sync(nullptr);
   proc.reset();
 }
 

@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
     auto context = ucx::make_context(0);
     auto worker = ucx::make_worker(context.get());
     // Peer error handling: rank 0 may close the connection on us; we only report it.
-    ucx::Endpoint ep(worker.get(), address, true, [](void*, ucp_ep_h, ucs_status_t) {}, nullptr);
+    ucx::Endpoint ep(
+        worker.get(), address, true, [](void*, ucp_ep_h, ucs_status_t) {}, nullptr);
     std::mt19937_64 gen(std::random_device{}());
     const auto messages = attack_messages(attack, claimed_rank, gen);
     std::vector<ucx::Request> requests;
@@ -89,8 +90,8 @@ int main(int argc, char** argv) {
       const ucs_status_t status = r.wait_or_cancel(worker.get(), deadline);
       (status == UCS_OK ? done : status == UCS_ERR_TIMED_OUT ? pending : failed)++;
     }
-    std::printf("rogue-peer %s: %zu messages sent as rank %d: %d completed, %d failed, %d never taken\n", attack.c_str(),
-                messages.size(), claimed_rank, done, failed, pending);
+    std::printf("rogue-peer %s: %zu messages sent as rank %d: %d completed, %d failed, %d never taken\n",
+                attack.c_str(), messages.size(), claimed_rank, done, failed, pending);
     ep.close(std::chrono::seconds(1), true);
     return 0;
   } catch (const hyrun::Error& e) {

@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
       if (FILE* f = std::fopen("/proc/self/status", "r")) {
         char line[256];
         while (std::fgets(line, sizeof line, f))
-          if (std::strncmp(line, "VmHWM:", 6) == 0) std::printf("rank %d: peak memory %lld kB\n", rank, std::atoll(line + 6));
+          if (std::strncmp(line, "VmHWM:", 6) == 0)
+            std::printf("rank %d: peak memory %lld kB\n", rank, std::atoll(line + 6));
         std::fclose(f);
       }
     }

@@ -4,9 +4,9 @@
 //
 // Output (stdout, one line per process, parsed by the cluster tests):
 //   pmix-probe rank=R size=S host=H node=N local=L/LS init_ms=I fence_ms=F peers_ok=P
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -104,8 +104,9 @@ int main(int argc, char** argv) {
     client.fence(std::chrono::milliseconds(fence_timeout_ms));
     const long fence_ms = ms_since(fence_start);
 
-    if (get_missing) client.get((client.rank() + 1) % client.job_size(), "hyrun.probe.nobody-put-this",
-                                std::chrono::milliseconds(get_timeout_ms));
+    if (get_missing)
+      client.get((client.rank() + 1) % client.job_size(), "hyrun.probe.nobody-put-this",
+                 std::chrono::milliseconds(get_timeout_ms));
 
     std::set<std::string> hosts{client.hostname()};
     std::set<std::string> nodes{field(mine, "node")};
@@ -119,15 +120,16 @@ int main(int argc, char** argv) {
       nodes.insert(field(theirs, "node"));
       ++peers_ok;
     }
-    if (expect_hosts > 0 && (static_cast<int>(hosts.size()) != expect_hosts || static_cast<int>(nodes.size()) != expect_hosts))
+    if (expect_hosts > 0 &&
+        (static_cast<int>(hosts.size()) != expect_hosts || static_cast<int>(nodes.size()) != expect_hosts))
       throw hyrun::Error("records name " + std::to_string(hosts.size()) + " hosts and " + std::to_string(nodes.size()) +
                          " node ids, expected " + std::to_string(expect_hosts) + " of each");
 
     const auto node = client.node_id();
     std::printf("pmix-probe rank=%d size=%d host=%s node=%s local=%d/%d init_ms=%ld fence_ms=%ld peers_ok=%d\n",
                 client.rank(), client.job_size(), client.hostname().c_str(),
-                node ? std::to_string(*node).c_str() : "none", client.local_rank_on_node(),
-                client.local_size_on_node(), init_ms, fence_ms, peers_ok);
+                node ? std::to_string(*node).c_str() : "none", client.local_rank_on_node(), client.local_size_on_node(),
+                init_ms, fence_ms, peers_ok);
     std::fflush(stdout);
     return 0;
   } catch (const hyrun::Error& e) {

@@ -18,8 +18,8 @@ std::optional<int> parse(CommandLine& cl, std::vector<std::string> args) {
 
 TEST(CommandLine, ParsesOptionsAndKeepsProgramArguments) {
   CommandLine cl;
-  ASSERT_FALSE(parse(cl, {"-n", "4", "--label", "--bootstrap-timeout", "2.5", "--grace-period", "1", "-x", "A=1",
-                          "-x", "B", "--", "prog", "-n", "9", "--label"}));
+  ASSERT_FALSE(parse(cl, {"-n", "4", "--label", "--bootstrap-timeout", "2.5", "--grace-period", "1", "-x", "A=1", "-x",
+                          "B", "--", "prog", "-n", "9", "--label"}));
   const auto& o = cl.options();
   EXPECT_EQ(o.ranks, 4);
   EXPECT_TRUE(o.label);
@@ -38,9 +38,12 @@ TEST(CommandLine, ProgramWithoutDoubleDash) {
 }
 
 TEST(CommandLine, UsageErrorsGiveExitCode2) {
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--", "prog"}, {"-n", "2"}, {"-n", "0", "prog"}, {"-n", "2", "--bootstrap", "tcp", "prog"},
-           {"-n", "2", "--bootstrap-timeout", "-1", "prog"}, {"-n", "two", "prog"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--", "prog"},
+                                                                {"-n", "2"},
+                                                                {"-n", "0", "prog"},
+                                                                {"-n", "2", "--bootstrap", "tcp", "prog"},
+                                                                {"-n", "2", "--bootstrap-timeout", "-1", "prog"},
+                                                                {"-n", "two", "prog"}}) {
     CommandLine cl;
     testing::internal::CaptureStderr();
     EXPECT_EQ(parse(cl, args), 2);
@@ -75,15 +78,14 @@ TEST(CommandLine, UnknownOptionBeforeTheProgramIsAUsageErrorNamingIt) {
 }
 
 TEST(CommandLine, TimesOutsideTheirRangeAreUsageErrors) {
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"-n", "2", "--bootstrap-timeout", "2200000", "prog"},
-           {"-n", "2", "--bootstrap-timeout", "1e300", "prog"},
-           {"-n", "2", "--bootstrap-timeout", "nan", "prog"},
-           {"-n", "2", "--bootstrap-timeout", "inf", "prog"},
-           {"-n", "2", "--bootstrap-timeout", "0", "prog"},
-           {"-n", "2", "--grace-period", "1e10", "prog"},
-           {"-n", "2", "--grace-period", "nan", "prog"},
-           {"-n", "2", "--grace-period", "-1", "prog"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"-n", "2", "--bootstrap-timeout", "2200000", "prog"},
+                                                                {"-n", "2", "--bootstrap-timeout", "1e300", "prog"},
+                                                                {"-n", "2", "--bootstrap-timeout", "nan", "prog"},
+                                                                {"-n", "2", "--bootstrap-timeout", "inf", "prog"},
+                                                                {"-n", "2", "--bootstrap-timeout", "0", "prog"},
+                                                                {"-n", "2", "--grace-period", "1e10", "prog"},
+                                                                {"-n", "2", "--grace-period", "nan", "prog"},
+                                                                {"-n", "2", "--grace-period", "-1", "prog"}}) {
     const auto [code, err] = parse_capturing(args);
     EXPECT_EQ(code, 2) << args[2] << " " << args[3];
     EXPECT_NE(err.find(args[2]), std::string::npos) << err;

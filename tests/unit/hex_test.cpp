@@ -17,14 +17,17 @@ TEST(Hex, RoundTripsRandomBytes) {
   }
 }
 
-TEST(Hex, KnownValue) { EXPECT_EQ(to_hex(std::vector<std::byte>{std::byte{0x00}, std::byte{0xAB}, std::byte{0x7f}}), "00ab7f"); }
+TEST(Hex, KnownValue) {
+  EXPECT_EQ(to_hex(std::vector<std::byte>{std::byte{0x00}, std::byte{0xAB}, std::byte{0x7f}}), "00ab7f");
+}
 
 TEST(Hex, NamesTheInputInErrors) {
   try {
     from_hex("abc", "HYRUN_ROOT_ADDRESS");
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("HYRUN_ROOT_ADDRESS is not valid hex: it has an odd number"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("HYRUN_ROOT_ADDRESS is not valid hex: it has an odd number"),
+              std::string::npos);
   }
   try {
     from_hex("0g", "X");

@@ -89,7 +89,8 @@ class LaunchSequence : public ::testing::Test {
 
 TEST_F(LaunchSequence, AFenceThatTimesOutStopsRankZeroAndAbortsTheJob) {
   // The root has started rank 0 (it published) when another node never reaches the fence.
-  auto options = options_for({"/bin/sh", "-c", "printf 'hyrun-root v1 abcd\\n' >&3; exec sleep 60"}, BootstrapMode::kUcx);
+  auto options =
+      options_for({"/bin/sh", "-c", "printf 'hyrun-root v1 abcd\\n' >&3; exec sleep 60"}, BootstrapMode::kUcx);
   FakeExchange exchange(0, 2);
   exchange.on_fence = [](const auto&) -> bool { throw TimeoutError("the PMIx fence did not complete within 30 s"); };
   try {

@@ -102,8 +102,7 @@ TEST_F(MpsDaemonTest, APipeThatNeverAppearsEndsWithinTheTimeLimit) {
 }
 
 TEST_F(MpsDaemonTest, AMissingProgramIsASpawnError) {
-  EXPECT_THROW(hyrun::MpsDaemon::start((dir_ / "no-such-control").string(), std::chrono::seconds(1)),
-               hyrun::Error);
+  EXPECT_THROW(hyrun::MpsDaemon::start((dir_ / "no-such-control").string(), std::chrono::seconds(1)), hyrun::Error);
   EXPECT_EQ(private_dirs(), 0);
 }
 

@@ -60,7 +60,8 @@ TEST(NodeLink, LinkedNodesStayQuietWhileTheyHeartbeat) {
 
 TEST(NodeLink, ANodeThatClosesWithoutByeIsLostByName) {
   Pair pair;
-  pump({&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  pump(
+      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
   pair.node.reset();  // its hyrun died: the kernel closes the socket
   ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
   EXPECT_EQ(pair.root_loss->host, "n2");
@@ -69,7 +70,8 @@ TEST(NodeLink, ANodeThatClosesWithoutByeIsLostByName) {
 
 TEST(NodeLink, ANodeThatSaysByeIsNotLostAndTheRootStopsWaiting) {
   Pair pair;
-  pump({&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  pump(
+      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
   pair.node->say_bye();
   pair.node.reset();
   SignalEvents signals{SIGUSR2};
@@ -89,7 +91,8 @@ TEST(NodeLink, ANodeThatEndsBeforeTheRootAcceptsItIsNotLost) {
 
 TEST(NodeLink, ASilentNodeIsLostAfterTheSilenceLimit) {
   Pair pair;
-  pump({&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  pump(
+      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
   // The node's loop no longer runs (its network is gone): only the root's does.
   const auto start = Clock::now();
   ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
@@ -100,7 +103,8 @@ TEST(NodeLink, ASilentNodeIsLostAfterTheSilenceLimit) {
 
 TEST(NodeLink, TheRootIsLostByNameWhenItDies) {
   std::optional<Pair> pair(std::in_place);
-  pump({&pair->root, &*pair->node}, [] { return false; }, std::chrono::milliseconds(300));
+  pump(
+      {&pair->root, &*pair->node}, [] { return false; }, std::chrono::milliseconds(300));
   NodeLink node = std::move(*pair->node);
   std::optional<Loss> loss;
   node.on_loss([&](const NodeLink::Loss& l) { return loss = Loss{l.host, l.why}, false; });
@@ -119,7 +123,8 @@ TEST(NodeLink, ALossTheJobGoesOnWithoutIsRelayedToTheOtherNodesAndNotAwaited) {
   NodeLink second = NodeLink::connect("127.0.0.1", root.port(), 1, "n1", kToken);
   second.on_loss([&](const NodeLink::Loss& l) { return relayed.push_back(l), true; });
   std::optional<NodeLink> third(NodeLink::connect("127.0.0.1", root.port(), 2, "n1", kToken));
-  pump({&root, &second, &*third}, [] { return false; }, std::chrono::milliseconds(300));
+  pump(
+      {&root, &second, &*third}, [] { return false; }, std::chrono::milliseconds(300));
   third.reset();
   ASSERT_TRUE(pump({&root, &second}, [&] { return !relayed.empty(); }));
   ASSERT_EQ(root_losses.size(), 1u);
@@ -147,10 +152,12 @@ TEST(NodeLink, ALossTheHandlerDoesNotAbsorbIsNotRelayed) {
   NodeLink second = NodeLink::connect("127.0.0.1", root.port(), 1, "n1", kToken);
   second.on_loss([&](const NodeLink::Loss& l) { return relayed = l, false; });
   std::optional<NodeLink> third(NodeLink::connect("127.0.0.1", root.port(), 2, "n1", kToken));
-  pump({&root, &second, &*third}, [] { return false; }, std::chrono::milliseconds(300));
+  pump(
+      {&root, &second, &*third}, [] { return false; }, std::chrono::milliseconds(300));
   third.reset();
   ASSERT_TRUE(pump({&root, &second}, [&] { return root_loss.has_value(); }));
-  pump({&root, &second}, [] { return false; }, std::chrono::milliseconds(300));
+  pump(
+      {&root, &second}, [] { return false; }, std::chrono::milliseconds(300));
   EXPECT_TRUE(root.lost());
   EXPECT_FALSE(relayed) << relayed->why;
 }

@@ -1,8 +1,8 @@
 // OutputDestination: hyrun's stdout/stderr written without ever blocking the poll loop.
 #include "hyrun/launcher/output_destination.hpp"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>

@@ -11,8 +11,8 @@ TEST(StartRankRequest, RoundTrips) {
 }
 
 TEST(StartRankRequest, RejectsOtherMessages) {
-  for (const char* bad : {"start-rank v1 rank=0", "start-rank v1 rank=-3", "start-rank v1 rank=", "start-rank v1 rank=2x",
-                          "start-rank v2 rank=2", "planned-exit v2 respawn=0 exit=0", ""})
+  for (const char* bad : {"start-rank v1 rank=0", "start-rank v1 rank=-3", "start-rank v1 rank=",
+                          "start-rank v1 rank=2x", "start-rank v2 rank=2", "planned-exit v2 respawn=0 exit=0", ""})
     EXPECT_FALSE(parse_start_rank_request(bad)) << bad;
 }
 

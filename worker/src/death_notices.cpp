@@ -19,14 +19,16 @@
 namespace hyrun {
 
 DeathNotices::DeathNotices(int control_fd, int world_size, int own_rank)
-    : fd_(control_fd), world_size_(world_size), own_rank_(own_rank),
+    : fd_(control_fd),
+      world_size_(world_size),
+      own_rank_(own_rank),
       dead_(std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(world_size))) {
   ssize_t n;
   do n = ::send(fd_, kHandlesDeathsMessage.data(), kHandlesDeathsMessage.size(), MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(kHandlesDeathsMessage.size()))
-    throw SystemError(fmt::format("rank {}: asking hyrun for peers' deaths on {} (fd {})", own_rank, env::kControlFd, fd_),
-                      errno);
+    throw SystemError(
+        fmt::format("rank {}: asking hyrun for peers' deaths on {} (fd {})", own_rank, env::kControlFd, fd_), errno);
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) throw SystemError("eventfd (the reader of hyrun's death notices)", errno);
   // The reader takes no signal meant for the program (its handlers run on the main thread).

@@ -26,7 +26,8 @@ std::vector<int> memory_policy_nodes() {
   if (mode == MPOL_DEFAULT) return {};
   std::vector<int> nodes;
   for (unsigned long n = 0; n < kMaxNodes; ++n)
-    if (mask[n / (8 * sizeof(unsigned long))] & (1UL << (n % (8 * sizeof(unsigned long))))) nodes.push_back(static_cast<int>(n));
+    if (mask[n / (8 * sizeof(unsigned long))] & (1UL << (n % (8 * sizeof(unsigned long)))))
+      nodes.push_back(static_cast<int>(n));
   return nodes;
 }
 
@@ -35,8 +36,8 @@ std::vector<int> memory_policy_nodes() {
 std::string RankBinding::describe() const {
   return fmt::format("cpus={} mem={} gpus={} ucx_net_devices={} ucx_tls={}", format_index_list(cpus),
                      memory_nodes.empty() ? "any" : format_index_list(memory_nodes),
-                     visible_gpus.empty() ? "none" : visible_gpus,
-                     ucx_net_devices.empty() ? "auto" : ucx_net_devices, ucx_tls.empty() ? "auto" : ucx_tls);
+                     visible_gpus.empty() ? "none" : visible_gpus, ucx_net_devices.empty() ? "auto" : ucx_net_devices,
+                     ucx_tls.empty() ? "auto" : ucx_tls);
 }
 
 RankBinding World::binding() const {

@@ -16,8 +16,8 @@ void request_rank_start(int rank) {
   if (contract.rank != 0)
     throw Error(fmt::format("request_rank_start: rank {} asked; only rank 0 may start ranks", contract.rank));
   if (rank < 1 || rank >= contract.world_size)
-    throw UsageError(fmt::format("request_rank_start: {} is not a rank other than 0 of the world of {}", rank,
-                                 contract.world_size));
+    throw UsageError(
+        fmt::format("request_rank_start: {} is not a rank other than 0 of the world of {}", rank, contract.world_size));
   if (!contract.control_fd)
     throw Error(fmt::format("request_rank_start: {} is not set: this hyrun gives no control channel", env::kControlFd));
   const std::string message = format_start_rank_request(rank);
@@ -25,7 +25,8 @@ void request_rank_start(int rank) {
   do n = ::send(*contract.control_fd, message.data(), message.size(), MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(message.size()))
-    throw SystemError(fmt::format("request_rank_start: writing to {} (fd {})", env::kControlFd, *contract.control_fd), errno);
+    throw SystemError(fmt::format("request_rank_start: writing to {} (fd {})", env::kControlFd, *contract.control_fd),
+                      errno);
 }
 
 }  // namespace hyrun

@@ -22,15 +22,18 @@ void add_binding_options(CLI::App& app, BindingOptions& options) {
                  "Plan against this hwloc XML file or synthetic description (e.g. 'pack:2 core:8 pu:2') "
                  "instead of this machine; such plans can only be shown (--dry-run)")
       ->group(group);
-  app.add_option("--gpus", options.gpus,
-                 "GPUs to use, comma-separated indexes (PCI bus order) or GPU- UUIDs; default: CUDA_VISIBLE_DEVICES, else all")
+  app.add_option(
+         "--gpus", options.gpus,
+         "GPUs to use, comma-separated indexes (PCI bus order) or GPU- UUIDs; default: CUDA_VISIBLE_DEVICES, else all")
       ->group(group);
   app.add_option("--gpus-per-rank", options.gpus_per_rank, "GPUs per local rank (0: CPU-only ranks)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str()
       ->group(group);
-  app.add_flag("--oversubscribe", options.oversubscribe, "Allow more ranks than GPUs (assigned round-robin)")->group(group);
-  app.add_option("--nics", options.nics, "OpenFabrics devices ranks may use, comma-separated (e.g. mlx5_0,mlx5_3); default: all")
+  app.add_flag("--oversubscribe", options.oversubscribe, "Allow more ranks than GPUs (assigned round-robin)")
+      ->group(group);
+  app.add_option("--nics", options.nics,
+                 "OpenFabrics devices ranks may use, comma-separated (e.g. mlx5_0,mlx5_3); default: all")
       ->group(group);
   const std::map<std::string, BindTo> bind_to{
       {"partition", BindTo::kPartition}, {"numa", BindTo::kNuma}, {"core", BindTo::kCore}, {"none", BindTo::kNone}};

@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <tuple>
 #include <map>
 #include <stdexcept>
+#include <tuple>
 
 #include "hyrun/binding/bitmap.hpp"
 #include "hyrun/binding/cpu_list.hpp"
@@ -25,7 +25,6 @@
 
 namespace hyrun::binding {
 namespace {
-
 
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out;
@@ -70,8 +69,9 @@ Bitmap usable_cpus(const Topology& topo, const BindingOptions& options) {
     const std::string before = list_of(usable.get());
     usable.intersect(Bitmap::from_indexes(wanted).get());
     if (usable.empty())
-      throw UsageError("--cpus-allowed '" + options.cpus_allowed + "' has no CPU in common with the CPUs this task may use (" +
-                       before + ", from " + origin + "); choose CPUs among those");
+      throw UsageError("--cpus-allowed '" + options.cpus_allowed +
+                       "' has no CPU in common with the CPUs this task may use (" + before + ", from " + origin +
+                       "); choose CPUs among those");
   }
   for (int cpu : usable.indexes())
     if (cpu >= CPU_SETSIZE)
@@ -106,8 +106,8 @@ void assign_gpus(const BindingOptions& options, const std::vector<GpuAssignment>
   for (const auto& g : allowed) ids.push_back(g.visible_id);
   if (slots == 0)
     throw UsageError("--gpus-per-rank " + std::to_string(k) + " needs at least " + std::to_string(k) +
-                     " GPUs, but this task may use only " + std::to_string(total) + " (" + fmt::format("{}", fmt::join(ids, ",")) +
-                     "); lower --gpus-per-rank");
+                     " GPUs, but this task may use only " + std::to_string(total) + " (" +
+                     fmt::format("{}", fmt::join(ids, ",")) + "); lower --gpus-per-rank");
   // Even sharing of up to kMaxRanksPerGpu ranks per GPU group needs no flag (ranks of a
   // single-GPU machine running an 8-rank EP job); uneven or denser sharing must be asked for.
   const bool even_sharing = n % slots == 0 && n / slots <= kMaxRanksPerGpu;
@@ -119,7 +119,8 @@ void assign_gpus(const BindingOptions& options, const std::vector<GpuAssignment>
                      std::to_string(slots) + " ranks, up to " + std::to_string(slots * kMaxRanksPerGpu) +
                      "), or add --oversubscribe to share GPUs round-robin");
   if (total % k != 0)
-    spdlog::warn("binding: {} GPUs do not divide into groups of {} (--gpus-per-rank); {} stay unused", total, k, total % k);
+    spdlog::warn("binding: {} GPUs do not divide into groups of {} (--gpus-per-rank); {} stay unused", total, k,
+                 total % k);
   for (int i = 0; i < n; ++i) {
     const int slot = i % slots;
     for (int j = 0; j < k; ++j) {
@@ -135,7 +136,8 @@ void assign_gpus(const BindingOptions& options, const std::vector<GpuAssignment>
     for (int i = slot; i < n; i += slots) {
       RankWork& r = ranks[static_cast<std::size_t>(i)];
       r.gpu_shared = true;
-      r.placement.notes.push_back(gpu_label(r.placement.gpus) + " shared by local ranks " + fmt::format("{}", fmt::join(sharers, ",")));
+      r.placement.notes.push_back(gpu_label(r.placement.gpus) + " shared by local ranks " +
+                                  fmt::format("{}", fmt::join(sharers, ",")));
     }
   }
 }
@@ -155,7 +157,8 @@ void compute_localities(const Topology& topo, const Bitmap& usable, std::vector<
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
     r.locality.intersect(usable.get());
-    r.locality_name = "local to " + gpu_label(r.placement.gpus) + " (" + fmt::format("{}", fmt::join(names, ", ")) + ")";
+    r.locality_name =
+        "local to " + gpu_label(r.placement.gpus) + " (" + fmt::format("{}", fmt::join(names, ", ")) + ")";
     if (r.locality.empty()) {
       r.placement.notes.push_back("none of the CPUs local to " + gpu_label(r.placement.gpus) +
                                   " may be used by this task; using any allowed CPU");
@@ -213,8 +216,10 @@ void partition_cpus(const Topology& topo, BindTo policy, std::vector<RankWork>& 
                              ", split among " + share;
       } else {
         r.placement.cpus = slice.pus;
-        const std::string amount = slice.whole_cores > 0 ? std::to_string(slice.whole_cores) + " of " + std::to_string(cores.size()) + " cores"
-                                                         : std::to_string(slice.pus.size()) + " PU(s) of " + std::to_string(cores.size()) + " cores";
+        const std::string amount =
+            slice.whole_cores > 0
+                ? std::to_string(slice.whole_cores) + " of " + std::to_string(cores.size()) + " cores"
+                : std::to_string(slice.pus.size()) + " PU(s) of " + std::to_string(cores.size()) + " cores";
         r.placement.reason = "partition: " + amount + " " + r.locality_name + ", split among " + share;
       }
       if (slice.shared)
@@ -230,21 +235,23 @@ void apply_cpu_map(const BindingOptions& options, const Bitmap& usable, std::vec
   const auto entries = split(options.cpu_map, ':');
   if (entries.size() < ranks.size())
     throw UsageError("--cpu-map '" + options.cpu_map + "' has " + std::to_string(entries.size()) + " entries for " +
-                     std::to_string(ranks.size()) + " local ranks; give one CPU list per local rank, ':'-separated (e.g. 0-3:4-7)");
+                     std::to_string(ranks.size()) +
+                     " local ranks; give one CPU list per local rank, ':'-separated (e.g. 0-3:4-7)");
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const std::string what = "--cpu-map entry " + std::to_string(i) + " of '" + options.cpu_map + "'";
     auto cpus = parse_cpu_list(entries[i], what);
     for (int cpu : cpus)
       if (!hwloc_bitmap_isset(usable.get(), static_cast<unsigned>(cpu)))
-        throw UsageError(what + " has CPU " + std::to_string(cpu) + ", which this task may not use (usable CPUs: " +
-                         list_of(usable.get()) + ")");
+        throw UsageError(what + " has CPU " + std::to_string(cpu) +
+                         ", which this task may not use (usable CPUs: " + list_of(usable.get()) + ")");
     ranks[i].placement.cpus = std::move(cpus);
     ranks[i].placement.cpu_policy = "cpu-map";
     ranks[i].placement.reason = "cpu-map: entry " + std::to_string(i) + " of --cpu-map";
   }
 }
 
-void assign_cpus(const Topology& topo, const BindingOptions& options, const Bitmap& usable, std::vector<RankWork>& ranks) {
+void assign_cpus(const Topology& topo, const BindingOptions& options, const Bitmap& usable,
+                 std::vector<RankWork>& ranks) {
   if (!options.cpu_map.empty()) return apply_cpu_map(options, usable, ranks);
   for (auto& r : ranks) r.placement.cpu_policy = to_string(options.bind_to);
   switch (options.bind_to) {
@@ -264,7 +271,8 @@ void assign_cpus(const Topology& topo, const BindingOptions& options, const Bitm
           Bitmap set = Bitmap::copy_of(node->cpuset);
           set.intersect(usable.get());
           r.placement.cpus = set.indexes();
-          r.placement.reason = "numa: allowed CPUs of NUMA node " + std::to_string(node->os_index) + " (CPU-only rank, round-robin)";
+          r.placement.reason =
+              "numa: allowed CPUs of NUMA node " + std::to_string(node->os_index) + " (CPU-only rank, round-robin)";
         } else {
           r.placement.cpus = r.locality.indexes();
           r.placement.reason = "numa: the whole CPU set " + r.locality_name;
@@ -273,8 +281,7 @@ void assign_cpus(const Topology& topo, const BindingOptions& options, const Bitm
       return;
     }
     case BindTo::kPartition:
-    case BindTo::kCore:
-      return partition_cpus(topo, options.bind_to, ranks);
+    case BindTo::kCore: return partition_cpus(topo, options.bind_to, ranks);
   }
 }
 
@@ -294,7 +301,7 @@ void assign_memory(const Topology& topo, const BindingOptions& options, std::vec
       if (node >= static_cast<int>(ChildBinding::kMaxNumaNodes))
         throw Error("binding: NUMA node " + std::to_string(node) + " is beyond the nodes hyrun can bind");
     p.mem_bind = options.mem_bind && !p.numa_nodes.empty();
-    p.reason += p.mem_bind            ? "; memory bound to NUMA " + format_cpu_list(p.numa_nodes)
+    p.reason += p.mem_bind         ? "; memory bound to NUMA " + format_cpu_list(p.numa_nodes)
                 : options.mem_bind ? std::string("; memory not bound (no allowed NUMA node)")
                                    : std::string("; memory not bound (--mem-bind off)");
   }
@@ -312,8 +319,9 @@ std::vector<NicDevice> usable_nics(const Topology& topo, const BindingOptions& o
       const std::string name = wanted.substr(0, colon);
       auto it = std::find_if(nics.begin(), nics.end(), [&](const NicDevice& n) { return n.name == name; });
       if (it == nics.end())
-        throw UsageError("--nics '" + options.nics + "' names '" + wanted + "', which is not an OpenFabrics device of this node (" +
-                         (names.empty() ? std::string("it has none") : "it has " + fmt::format("{}", fmt::join(names, ", "))) + ")");
+        throw UsageError(
+            "--nics '" + options.nics + "' names '" + wanted + "', which is not an OpenFabrics device of this node (" +
+            (names.empty() ? std::string("it has none") : "it has " + fmt::format("{}", fmt::join(names, ", "))) + ")");
       chosen.push_back(*it);
       if (colon != std::string::npos) {
         const std::string port = wanted.substr(colon + 1);
@@ -369,7 +377,8 @@ void assign_nics(const Topology& topo, const BindingOptions& options, const Envi
           distance = static_cast<int>(pci_proximity(r.gpu_objects[t], nics[k].pci));
         } else {
           hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo.get(), nics[k].pci);
-          distance = !p.cpus.empty() && hwloc_bitmap_intersects(anc->cpuset, Bitmap::from_indexes(p.cpus).get()) ? 0 : 1;
+          distance =
+              !p.cpus.empty() && hwloc_bitmap_intersects(anc->cpuset, Bitmap::from_indexes(p.cpus).get()) ? 0 : 1;
         }
         // Ties go to the NIC fewest ranks use so far, then PCI order.
         const std::tuple<int, std::size_t, std::size_t> key{distance, users[k].size(), k};
@@ -387,7 +396,8 @@ void assign_nics(const Topology& topo, const BindingOptions& options, const Envi
         why.push_back(nics[best].name + " (" + describe(static_cast<PciProximity>(std::get<0>(best_key))) + " as GPU " +
                       std::to_string(p.gpus[t].index) + ")");
       else
-        why.push_back(nics[best].name + (std::get<0>(best_key) == 0 ? " (local to the rank's CPUs)" : " (not local, least used)"));
+        why.push_back(nics[best].name +
+                      (std::get<0>(best_key) == 0 ? " (local to the rank's CPUs)" : " (not local, least used)"));
     }
     p.nic_source = "nearest";
     p.reason += "; NIC " + fmt::format("{}", fmt::join(why, ", "));
@@ -397,8 +407,8 @@ void assign_nics(const Topology& topo, const BindingOptions& options, const Envi
     std::vector<std::string> ids;
     for (int u : users[k]) ids.push_back(std::to_string(u));
     for (int u : users[k])
-      ranks[static_cast<std::size_t>(u)].placement.notes.push_back("NIC " + nics[k].ucx_name() + " is shared by local ranks " +
-                                                                   fmt::format("{}", fmt::join(ids, ",")));
+      ranks[static_cast<std::size_t>(u)].placement.notes.push_back(
+          "NIC " + nics[k].ucx_name() + " is shared by local ranks " + fmt::format("{}", fmt::join(ids, ",")));
   }
 }
 
@@ -412,7 +422,8 @@ void build_environment(const std::vector<GpuAssignment>& allowed_gpus, const Bin
   } else if (options.gpus_per_rank == 0 && !allowed_gpus.empty()) {
     p.environment.emplace_back("CUDA_VISIBLE_DEVICES", "");  // CPU-only by request: hide the GPUs
   }
-  if (p.nic_source == "nearest" && !p.nics.empty()) p.environment.emplace_back("UCX_NET_DEVICES", fmt::format("{}", fmt::join(p.nics, ",")));
+  if (p.nic_source == "nearest" && !p.nics.empty())
+    p.environment.emplace_back("UCX_NET_DEVICES", fmt::format("{}", fmt::join(p.nics, ",")));
 }
 
 ChildBinding make_child_binding(const RankPlacement& p, bool warn_only) {
@@ -424,7 +435,8 @@ ChildBinding make_child_binding(const RankPlacement& p, bool warn_only) {
   for (int cpu : p.cpus) CPU_SET(static_cast<std::size_t>(cpu), &b.cpus);
   b.bind_memory = p.mem_bind;
   constexpr std::size_t bits = 8 * sizeof(unsigned long);
-  for (int node : p.numa_nodes) b.nodes[static_cast<std::size_t>(node) / bits] |= 1UL << (static_cast<std::size_t>(node) % bits);
+  for (int node : p.numa_nodes)
+    b.nodes[static_cast<std::size_t>(node) / bits] |= 1UL << (static_cast<std::size_t>(node) % bits);
   return b;
 }
 

@@ -27,10 +27,14 @@ std::string BindingPlan::report_table(int rank_offset) const {
     }
     std::string reason = p.reason;
     for (const auto& note : p.notes) reason += "; note: " + note;
-    rows.push_back({std::to_string(rank_offset + p.local_rank), std::to_string(p.local_rank), or_dash(fmt::format("{}", fmt::join(gpu_ids, ","))),
-                    or_dash(fmt::format("{}", fmt::join(bus_ids, ","))), p.cpus.empty() ? "unbound" : format_cpu_list(p.cpus),
+    rows.push_back({std::to_string(rank_offset + p.local_rank), std::to_string(p.local_rank),
+                    or_dash(fmt::format("{}", fmt::join(gpu_ids, ","))),
+                    or_dash(fmt::format("{}", fmt::join(bus_ids, ","))),
+                    p.cpus.empty() ? "unbound" : format_cpu_list(p.cpus),
                     or_dash(format_cpu_list(p.numa_nodes)) + (p.mem_bind || p.numa_nodes.empty() ? "" : " (not bound)"),
-                    p.nic_source == "user-set" ? fmt::format("{}", fmt::join(p.nics, ",")) + " (user-set)" : or_dash(fmt::format("{}", fmt::join(p.nics, ","))), reason});
+                    p.nic_source == "user-set" ? fmt::format("{}", fmt::join(p.nics, ",")) + " (user-set)"
+                                               : or_dash(fmt::format("{}", fmt::join(p.nics, ","))),
+                    reason});
   }
   std::vector<std::size_t> width(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) {

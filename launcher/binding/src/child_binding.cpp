@@ -108,7 +108,10 @@ int apply_child_binding(const ChildBinding& b, char* msg, std::size_t msg_len) n
     if (syscall(SYS_set_mempolicy, MPOL_BIND, b.nodes, ChildBinding::kMaxNumaNodes + 1) != 0) {
       const int e = errno;
       if (!out.empty()) out.text("; ");
-      out.text("memory binding to NUMA ").list(ChildBinding::kMaxNumaNodes, expected).text(" failed: errno ").number(static_cast<unsigned>(e));
+      out.text("memory binding to NUMA ")
+          .list(ChildBinding::kMaxNumaNodes, expected)
+          .text(" failed: errno ")
+          .number(static_cast<unsigned>(e));
       fail(e);
     } else {
       int mode = -1;

@@ -14,16 +14,15 @@ int parse_index(std::string_view token, std::string_view text, std::string_view 
   const auto [ptr, ec] = std::from_chars(token.data(), end, value);
   // Bounded so that a typo cannot ask for a multi-gigabyte mask.
   if (token.empty() || ec != std::errc() || ptr != end || value < 0 || value > 65535)
-    throw UsageError(std::string(what) + " '" + std::string(text) + "' is not a CPU list: '" +
-                     std::string(token) + "' is not an index from 0 to 65535; expected e.g. 0-3,8,10-11");
+    throw UsageError(std::string(what) + " '" + std::string(text) + "' is not a CPU list: '" + std::string(token) +
+                     "' is not an index from 0 to 65535; expected e.g. 0-3,8,10-11");
   return value;
 }
 
 }  // namespace
 
 std::vector<int> parse_cpu_list(std::string_view text, std::string_view what) {
-  if (text.empty())
-    throw UsageError(std::string(what) + " is empty; expected a CPU list such as 0-3,8,10-11");
+  if (text.empty()) throw UsageError(std::string(what) + " is empty; expected a CPU list such as 0-3,8,10-11");
   std::vector<int> out;
   std::size_t start = 0;
   while (start <= text.size()) {

@@ -39,7 +39,8 @@ std::vector<CpuSlice> partition_cores(const std::vector<std::vector<int>>& cores
   const std::size_t p = pus.size();
   for (std::size_t j = 0; j < n; ++j) {
     if (p >= n) {
-      slices[j].pus.assign(pus.begin() + static_cast<long>(j * p / n), pus.begin() + static_cast<long>((j + 1) * p / n));
+      slices[j].pus.assign(pus.begin() + static_cast<long>(j * p / n),
+                           pus.begin() + static_cast<long>((j + 1) * p / n));
       std::sort(slices[j].pus.begin(), slices[j].pus.end());
     } else {
       slices[j].pus = {pus[j % p]};

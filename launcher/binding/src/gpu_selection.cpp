@@ -43,12 +43,14 @@ int resolve(const std::vector<GpuDevice>& gpus, const std::string& entry, const 
             const std::vector<int>* view) {
   const std::string where = "GPU '" + entry + "' in " + source;
   if (entry.rfind("MIG-", 0) == 0)
-    throw UsageError(where + " is a MIG instance; MIG is not supported by hyrun's GPU binding: give whole GPUs as "
+    throw UsageError(where +
+                     " is a MIG instance; MIG is not supported by hyrun's GPU binding: give whole GPUs as "
                      "indexes or GPU- UUIDs");
   if (entry.rfind("GPU-", 0) == 0) {
     const bool any_uuid = std::any_of(gpus.begin(), gpus.end(), [](const GpuDevice& g) { return !g.uuid.empty(); });
     if (!any_uuid)
-      throw UsageError(where + " is a UUID, but this node's hwloc topology carries no GPU UUIDs (Debian's hwloc has "
+      throw UsageError(where +
+                       " is a UUID, but this node's hwloc topology carries no GPU UUIDs (Debian's hwloc has "
                        "no NVML plugin): give GPU indexes (PCI bus id order) instead");
     int found = -1;
     for (const auto& g : gpus) {
@@ -59,8 +61,8 @@ int resolve(const std::vector<GpuDevice>& gpus, const std::string& entry, const 
     }
     if (found == -1) throw UsageError(where + " matches no GPU UUID of this node");
     if (view && std::find(view->begin(), view->end(), found) == view->end())
-      throw UsageError(where + " is a GPU of this node that this task cannot open (a device cgroup): " +
-                       known_indexes(gpus, view));
+      throw UsageError(
+          where + " is a GPU of this node that this task cannot open (a device cgroup): " + known_indexes(gpus, view));
     return found;
   }
   int index = -1;
@@ -97,16 +99,19 @@ std::vector<GpuAssignment> select_gpus(const std::vector<GpuDevice>& gpus,
   if (cuda_visible_devices) {
     visible.emplace();
     if (!trim(*cuda_visible_devices).empty())
-      *visible = resolve_list(gpus, *cuda_visible_devices, visible_source + " '" + *cuda_visible_devices + "'", cuda_view);
+      *visible =
+          resolve_list(gpus, *cuda_visible_devices, visible_source + " '" + *cuda_visible_devices + "'", cuda_view);
   }
   if (!gpus_option.empty()) {
     chosen = resolve_list(gpus, gpus_option, "--gpus '" + gpus_option + "'", cuda_view);
     if (visible) {
       for (const auto& [ordinal, entry] : chosen) {
-        const bool given = std::any_of(visible->begin(), visible->end(), [&](const auto& v) { return v.first == ordinal; });
+        const bool given =
+            std::any_of(visible->begin(), visible->end(), [&](const auto& v) { return v.first == ordinal; });
         if (!given)
-          throw UsageError("GPU '" + entry + "' in --gpus '" + gpus_option + "' is not in this task's " + visible_source + " '" +
-                           *cuda_visible_devices + "'; choose among the GPUs the task was given");
+          throw UsageError("GPU '" + entry + "' in --gpus '" + gpus_option + "' is not in this task's " +
+                           visible_source + " '" + *cuda_visible_devices +
+                           "'; choose among the GPUs the task was given");
       }
     }
   } else if (visible) {

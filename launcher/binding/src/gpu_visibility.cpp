@@ -96,11 +96,13 @@ std::vector<int> cuda_view_ordinals(const TaskGpuView& view, const std::vector<G
     return out;
   }
   for (const auto& bus : view.visible_bus_ids) {
-    const auto it = std::find_if(gpus.begin(), gpus.end(), [&](const GpuDevice& g) { return lower(g.pci_bus_id) == bus; });
+    const auto it =
+        std::find_if(gpus.begin(), gpus.end(), [&](const GpuDevice& g) { return lower(g.pci_bus_id) == bus; });
     if (it == gpus.end())
-      throw Error(fmt::format("binding: the NVIDIA driver reports a GPU at PCI {} that this task may open, but hwloc's "
-                              "topology has no GPU there",
-                              bus));
+      throw Error(
+          fmt::format("binding: the NVIDIA driver reports a GPU at PCI {} that this task may open, but hwloc's "
+                      "topology has no GPU there",
+                      bus));
     out.push_back(it->ordinal);
   }
   return out;
@@ -114,7 +116,8 @@ std::vector<int> ordinals_of_minors(const std::string& list, const std::string& 
     const auto d = std::find_if(view.driver_gpus.begin(), view.driver_gpus.end(),
                                 [&](const DriverGpu& g) { return g.minor == minor; });
     if (d == view.driver_gpus.end()) return {};
-    const auto it = std::find_if(gpus.begin(), gpus.end(), [&](const GpuDevice& g) { return lower(g.pci_bus_id) == d->pci_bus_id; });
+    const auto it = std::find_if(gpus.begin(), gpus.end(),
+                                 [&](const GpuDevice& g) { return lower(g.pci_bus_id) == d->pci_bus_id; });
     if (it == gpus.end()) return {};
     out.push_back(it->ordinal);
   }

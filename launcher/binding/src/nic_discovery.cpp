@@ -22,8 +22,7 @@ void read_port(hwloc_obj_t osdev, NicDevice& nic) {
     if (digits_end == name + 4 || std::strcmp(digits_end, "State") != 0) continue;
     any_state = true;
     const int port = std::stoi(std::string(name + 4, digits_end));
-    if (std::strcmp(osdev->infos[i].value, "4") == 0 && (first_active == 0 || port < first_active))
-      first_active = port;
+    if (std::strcmp(osdev->infos[i].value, "4") == 0 && (first_active == 0 || port < first_active)) first_active = port;
   }
   if (!any_state) return;  // no port information: assume port 1, documented
   nic.active = first_active != 0;
@@ -48,8 +47,9 @@ std::vector<NicDevice> discover_nics(const Topology& topology) {
     read_port(o, nic);
     nics.push_back(std::move(nic));
   }
-  std::sort(nics.begin(), nics.end(),
-            [](const NicDevice& a, const NicDevice& b) { return std::tie(a.pci_bus_id, a.name) < std::tie(b.pci_bus_id, b.name); });
+  std::sort(nics.begin(), nics.end(), [](const NicDevice& a, const NicDevice& b) {
+    return std::tie(a.pci_bus_id, a.name) < std::tie(b.pci_bus_id, b.name);
+  });
   return nics;
 }
 

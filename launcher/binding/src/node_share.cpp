@@ -19,7 +19,8 @@ Bitmap share_of_cpus(const Topology& topology, const Bitmap& usable, NodeTaskSha
   return Bitmap::from_indexes(mine.pus);
 }
 
-std::vector<GpuAssignment> share_of_gpus(const std::vector<GpuAssignment>& gpus, NodeTaskShare share, std::string& note) {
+std::vector<GpuAssignment> share_of_gpus(const std::vector<GpuAssignment>& gpus, NodeTaskShare share,
+                                         std::string& note) {
   if (share.count <= 1 || gpus.empty()) return gpus;
   const std::size_t n = gpus.size();
   const auto tasks = static_cast<std::size_t>(share.count);

@@ -56,7 +56,7 @@ std::vector<GpuAssignment> task_gpus(const Topology& topology, const BindingOpti
                                      const std::vector<GpuDevice>& devices, const EnvironmentLookup& env,
                                      std::vector<std::string>& notes) {
   // Another machine's topology (--topology) has no device state here unless a test gives one.
-  const TaskGpuView view = options.device_roots ? read_task_gpu_view(*options.device_roots)
+  const TaskGpuView view = options.device_roots        ? read_task_gpu_view(*options.device_roots)
                            : topology.is_this_system() ? read_task_gpu_view(SystemRoots{})
                                                        : TaskGpuView{};
   const std::vector<int> cuda_view = cuda_view_ordinals(view, devices);
@@ -81,14 +81,15 @@ std::vector<GpuAssignment> task_gpus(const Topology& topology, const BindingOpti
   if (!step_list) step_list = env(step_name = "SLURM_JOB_GPUS");
   const std::vector<int> step = step_list ? step_gpus(*step_list, step_name, view, devices) : std::vector<int>{};
   if (view.constrained && !step.empty() && step != cuda_view)
-    spdlog::warn("binding: {} '{}' names other GPUs than the task can open ({}); using the ones it can open",
-                 step_name, *step_list, view.evidence);
+    spdlog::warn("binding: {} '{}' names other GPUs than the task can open ({}); using the ones it can open", step_name,
+                 *step_list, view.evidence);
   if (!view.constrained && view.driver_gpus.empty() && visible && step_list && options.gpus.empty() &&
       *visible != *step_list)
-    spdlog::warn("binding: {} '{}' differs from {} '{}' and the NVIDIA driver's /proc files are not readable here, so "
-                 "hyrun cannot tell whether Slurm numbered the task's GPUs from 0 (ConstrainDevices); it reads them as "
-                 "node-wide PCI-order indexes; pass --gpus with node-wide indexes to be sure",
-                 visible_name, *visible, step_name, *step_list);
+    spdlog::warn(
+        "binding: {} '{}' differs from {} '{}' and the NVIDIA driver's /proc files are not readable here, so "
+        "hyrun cannot tell whether Slurm numbered the task's GPUs from 0 (ConstrainDevices); it reads them as "
+        "node-wide PCI-order indexes; pass --gpus with node-wide indexes to be sure",
+        visible_name, *visible, step_name, *step_list);
 
   if (options.node_share.count > 1 && options.gpus.empty() && !gpus.empty()) {
     // All the GPUs the step has here (or, without Slurm's list, all the task can see) are

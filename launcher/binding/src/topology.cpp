@@ -1,10 +1,10 @@
 #include "hyrun/binding/topology.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <utility>
 
@@ -67,12 +67,14 @@ Topology Topology::load_this_system() {
   if (hwloc_topology_load(p.t) != 0) throw SystemError("hwloc could not load this machine's topology", errno);
   // HWLOC_XMLFILE / HWLOC_SYNTHETIC in the environment silently replace the real machine.
   const bool real = hwloc_topology_is_thissystem(p.t) != 0;
-  return Topology(p.release(), real ? "this system" : "from the HWLOC_XMLFILE/HWLOC_SYNTHETIC environment, not this system");
+  return Topology(p.release(),
+                  real ? "this system" : "from the HWLOC_XMLFILE/HWLOC_SYNTHETIC environment, not this system");
 }
 
 Topology Topology::load_from(const std::string& source) {
   if (source.empty())
-    throw UsageError("--topology is empty; give an hwloc XML file or a synthetic description like 'pack:2 core:8 pu:2'");
+    throw UsageError(
+        "--topology is empty; give an hwloc XML file or a synthetic description like 'pack:2 core:8 pu:2'");
   Pending p = init_with_io();
   std::string description;
   if (looks_like_xml(source)) {
@@ -80,11 +82,13 @@ Topology Topology::load_from(const std::string& source) {
       throw UsageError("--topology '" + source + "' cannot be read (" + std::strerror(errno) +
                        "); give a readable hwloc XML file (lstopo --of xml) or a synthetic description");
     if (hwloc_topology_set_xml(p.t, source.c_str()) != 0)
-      throw UsageError("--topology '" + source + "' is not a valid hwloc XML topology; export one with 'lstopo --of xml FILE'");
+      throw UsageError("--topology '" + source +
+                       "' is not a valid hwloc XML topology; export one with 'lstopo --of xml FILE'");
     description = "XML file " + source;
   } else {
     if (hwloc_topology_set_synthetic(p.t, source.c_str()) != 0)
-      throw UsageError("--topology '" + source + "' is neither a file nor a valid hwloc synthetic description; "
+      throw UsageError("--topology '" + source +
+                       "' is neither a file nor a valid hwloc synthetic description; "
                        "expected e.g. 'pack:2 numa:2 core:8 pu:2'");
     description = "synthetic '" + source + "'";
   }

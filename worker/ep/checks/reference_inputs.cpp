@@ -25,8 +25,8 @@ std::vector<CaseShape> parse_shapes(const std::string& list) {
     if (!(is >> c.tokens >> c1 >> c.hidden >> c2 >> c.topk) || c1 != ':' || c2 != ':' || !(is >> std::ws).eof())
       throw UsageError(fmt::format("--shapes: '{}' is not TOKENS:HIDDEN:TOPK (e.g. 128:7168:8)", item));
     if (c.tokens < 1 || c.hidden < kScaleBlock || c.hidden % kScaleBlock != 0 || c.topk < 1)
-      throw UsageError(fmt::format("--shapes: '{}': need tokens >= 1, hidden a positive multiple of 128, topk >= 1",
-                                   item));
+      throw UsageError(
+          fmt::format("--shapes: '{}': need tokens >= 1, hidden a positive multiple of 128, topk >= 1", item));
     out.push_back(c);
   }
   if (out.empty()) throw UsageError("--shapes: the list is empty");

@@ -29,8 +29,7 @@ DispatchOutput DispatchBuffers::view() {
 void DispatchBuffers::poison() {
   std::memset(recv_x.data(), 0xFF, recv_x.size());
   for (auto& v : recv_scales) v = std::numeric_limits<float>::quiet_NaN();
-  for (auto* v : {&recv_src_token, &recv_src_topk, &layout_count, &recv_count})
-    std::fill(v->begin(), v->end(), -12345);
+  for (auto* v : {&recv_src_token, &recv_src_topk, &layout_count, &recv_count}) std::fill(v->begin(), v->end(), -12345);
 }
 
 HostBackend::HostBackend(const Shape& shape, Transport& transport, std::chrono::milliseconds timeout)
@@ -80,11 +79,12 @@ void HostBackend::signal_active(const std::vector<int>& active, std::size_t sign
   if (!failed.empty()) {
     std::vector<int> all = failed;
     merge_into(all, timed_out);
-    throw PeerFailureError(fmt::format("EP {} (epoch {}): rank {}: writes to rank(s) {} failed{}; the other active "
-                                       "ranks were signalled",
-                                       what, epoch_, transport_.rank(), format_ranks(failed),
-                                       timed_out.empty() ? "" : ", to rank(s) " + format_ranks(timed_out) + " timed out"),
-                           all);
+    throw PeerFailureError(
+        fmt::format("EP {} (epoch {}): rank {}: writes to rank(s) {} failed{}; the other active "
+                    "ranks were signalled",
+                    what, epoch_, transport_.rank(), format_ranks(failed),
+                    timed_out.empty() ? "" : ", to rank(s) " + format_ranks(timed_out) + " timed out"),
+        all);
   }
   if (!timed_out.empty())
     throw PeerTimeoutError(fmt::format("EP {} (epoch {}): rank {}: writes to rank(s) {} did not complete within the "
@@ -118,8 +118,8 @@ void HostBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   send_dispatch(x, topk_idx, num_tokens, routing, f, nullptr);
 }
 void HostBackend::dispatch_recv(const DispatchOutput& out) { receive_dispatch(out, false); }
-void HostBackend::dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
-                           Format f, const DispatchOutput& out) {
+void HostBackend::dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f,
+                           const DispatchOutput& out) {
   send_dispatch(x, topk_idx, num_tokens, routing, f, &out);
   receive_dispatch(out, true);
 }
@@ -145,9 +145,10 @@ void HostBackend::send_dispatch(const uint16_t* x, const int64_t* topk_idx, int 
       if (g < 0) continue;
       for (int k2 = 0; k2 < k; ++k2)
         if (topk_idx[static_cast<std::size_t>(i) * K0 + k2] == g)
-          throw UsageError(fmt::format("EP dispatch: token {} selects expert {} twice (top-k {} and {}); a token's "
-                                       "experts must be distinct",
-                                       i, g, k2, k));
+          throw UsageError(
+              fmt::format("EP dispatch: token {} selects expert {} twice (top-k {} and {}); a token's "
+                          "experts must be distinct",
+                          i, g, k2, k));
     }
 
   ++epoch_;
@@ -245,8 +246,7 @@ RegionRows HostBackend::region_rows(Format f) {
 void HostBackend::receive_dispatch(const DispatchOutput& out, bool local_done) {
   const Shape& s = shape_;
   const auto active = active_ranks();
-  const auto missing =
-      transport_.wait_signals(active, layout_.dispatch_signals, epoch_, Clock::now() + timeout_);
+  const auto missing = transport_.wait_signals(active, layout_.dispatch_signals, epoch_, Clock::now() + timeout_);
   if (!missing.empty()) throw_missing("dispatch", missing);
   const int E = s.experts_per_rank, R = s.max_ranks, T = s.max_tokens;
   const int me = transport_.rank();
@@ -275,10 +275,10 @@ void HostBackend::receive_dispatch(const DispatchOutput& out, bool local_done) {
         std::memcpy(&h, headers + first + j, sizeof h);
         if (h.magic != magic || h.src_rank != src || h.src_token < 0 || h.src_token >= T || h.src_topk < 0 ||
             h.src_topk >= s.topk)
-          throw Error(fmt::format("EP dispatch: rank {}: corrupt message {} from rank {} for local expert {} "
-                                  "(magic {:#x}, src_rank {}, token {}, topk {})",
-                                  transport_.rank(), j, src, e, static_cast<uint32_t>(h.magic), h.src_rank,
-                                  h.src_token, h.src_topk));
+          throw Error(fmt::format(
+              "EP dispatch: rank {}: corrupt message {} from rank {} for local expert {} "
+              "(magic {:#x}, src_rank {}, token {}, topk {})",
+              transport_.rank(), j, src, e, static_cast<uint32_t>(h.magic), h.src_rank, h.src_token, h.src_topk));
         out.recv_src_token[first + j] = h.src_token;
         out.recv_src_topk[first + j] = h.src_topk;
       }
@@ -314,8 +314,9 @@ void HostBackend::combine(const uint16_t* expert_out, const DispatchOutput& hand
       const std::size_t row = (static_cast<std::size_t>(e) * R + me) * T + j;
       const int32_t tok = handle.recv_src_token[row], k = handle.recv_src_topk[row];
       if (tok < 0 || tok >= T || k < 0 || k >= K)
-        throw Error(fmt::format("EP combine: rank {}: the dispatch handle's row {} names token {}, top-k {} (bad handle)",
-                                me, row, tok, k));
+        throw Error(
+            fmt::format("EP combine: rank {}: the dispatch handle's row {} names token {}, top-k {} (bad handle)", me,
+                        row, tok, k));
       local_rows_[static_cast<std::size_t>(tok) * K + k] = expert_out + row * H;
     }
   }
@@ -338,8 +339,9 @@ void HostBackend::send_combine(const uint16_t* expert_out, const DispatchOutput&
         const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
         const int32_t tok = handle.recv_src_token[row], k = handle.recv_src_topk[row];
         if (tok < 0 || tok >= T || k < 0 || k >= K)  // the stores below are not bounds-checked
-          throw Error(fmt::format("EP combine: rank {}: the dispatch handle's row {} names token {}, top-k {} (bad handle)",
-                                  me, row, tok, k));
+          throw Error(
+              fmt::format("EP combine: rank {}: the dispatch handle's row {} names token {}, top-k {} (bad handle)", me,
+                          row, tok, k));
         const std::size_t dst_row = static_cast<std::size_t>(tok) * K + k;
         const std::size_t off = layout_.combine_data + dst_row * row_bytes;
         if (base != nullptr && src != me)
@@ -371,7 +373,7 @@ void HostBackend::receive_combine(const int64_t* topk_idx, const float* topk_wei
       rows_[k] = kept_expert(topk_idx[sel], E, routing_) < 0 ? nullptr : local != nullptr ? local : data + sel * H;
     }
     combine_row_dispatched(rows_.data(), topk_weights + static_cast<std::size_t>(i) * K, K, H,
-                out + static_cast<std::size_t>(i) * H);
+                           out + static_cast<std::size_t>(i) * H);
   }
 }
 

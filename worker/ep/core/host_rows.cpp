@@ -25,8 +25,8 @@ HYRUN_EP_ROW_CLONES void cast_row_fp8_dispatched(const uint16_t* x, int hidden, 
   cast_row_fp8_fast(x, hidden, q, scales);
 }
 
-HYRUN_EP_ROW_CLONES void combine_row_dispatched(const uint16_t* const* rows, const float* weights, int topk,
-                                                int hidden, uint16_t* out) {
+HYRUN_EP_ROW_CLONES void combine_row_dispatched(const uint16_t* const* rows, const float* weights, int topk, int hidden,
+                                                uint16_t* out) {
   combine_row(rows, weights, topk, hidden, out);
 }
 

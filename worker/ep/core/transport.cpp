@@ -53,9 +53,8 @@ class InProcessFabric::RankTransport final : public Transport {
       failed_.clear();
       std::sort(f.begin(), f.end());
       f.erase(std::unique(f.begin(), f.end()), f.end());
-      throw PeerFailureError(fmt::format("in-process transport: rank {}: writes to dead rank(s) {} failed", rank_,
-                                         format_ranks(f)),
-                             f);
+      throw PeerFailureError(
+          fmt::format("in-process transport: rank {}: writes to dead rank(s) {} failed", rank_, format_ranks(f)), f);
     }
   }
 

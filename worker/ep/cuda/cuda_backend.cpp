@@ -67,11 +67,14 @@ void free_region(void* region) { check(cudaFree(region), "cudaFree of the EP rec
 
 CudaBackend::CudaBackend(const Shape& shape, int rank, const std::vector<void*>& peer_regions,
                          std::chrono::milliseconds timeout)
-    : shape_(shape), rank_(rank), num_peers_(static_cast<int>(peer_regions.size())), timeout_(timeout),
+    : shape_(shape),
+      rank_(rank),
+      num_peers_(static_cast<int>(peer_regions.size())),
+      timeout_(timeout),
       layout_(region_layout(shape)) {
   if (num_peers_ < 1 || num_peers_ > shape_.max_ranks)
-    throw UsageError(fmt::format("EP CUDA backend: {} peer regions, expected 1..max_ranks={}", num_peers_,
-                                 shape_.max_ranks));
+    throw UsageError(
+        fmt::format("EP CUDA backend: {} peer regions, expected 1..max_ranks={}", num_peers_, shape_.max_ranks));
   if (rank_ < 0 || rank_ >= num_peers_)
     throw UsageError(fmt::format("EP CUDA backend: rank {} outside [0, {})", rank_, num_peers_));
   if (peer_regions[static_cast<std::size_t>(rank_)] == nullptr)
@@ -79,8 +82,8 @@ CudaBackend::CudaBackend(const Shape& shape, int rank, const std::vector<void*>&
   if (shape_.topk > kMaxTopk)
     throw UsageError(fmt::format("EP CUDA backend: topk {} exceeds the kernels' limit {}", shape_.topk, kMaxTopk));
   if (shape_.max_ranks > kMaxRanks)
-    throw UsageError(fmt::format("EP CUDA backend: max_ranks {} exceeds the kernels' limit {}", shape_.max_ranks,
-                                 kMaxRanks));
+    throw UsageError(
+        fmt::format("EP CUDA backend: max_ranks {} exceeds the kernels' limit {}", shape_.max_ranks, kMaxRanks));
   const std::size_t R = static_cast<std::size_t>(shape_.max_ranks);
   peer_regions_ = peer_regions;
   host_mask_.assign(R, 0);
@@ -168,13 +171,14 @@ void CudaBackend::release() noexcept {
   if (h_stage_) cudaFreeHost(h_stage_);
   if (stream_) cudaStreamDestroy(st(stream_));
   d_regions_ = nullptr, d_active_ = nullptr, d_live_ = nullptr, d_mask_ = nullptr, d_status_ = nullptr;
-  d_slot_ = nullptr, d_counts_ = nullptr, d_counters_ = nullptr, h_failed_ = nullptr, h_stage_ = nullptr, stream_ = nullptr;
+  d_slot_ = nullptr, d_counts_ = nullptr, d_counters_ = nullptr, h_failed_ = nullptr, h_stage_ = nullptr,
+  stream_ = nullptr;
 }
 
 void CudaBackend::check_rank(int r, const char* what) const {
   if (r < 0 || r >= num_peers_ || r == rank_)
-    throw UsageError(fmt::format("EP CUDA backend: {}: rank {} is not a peer (0..{}, not {})", what, r,
-                                 num_peers_ - 1, rank_));
+    throw UsageError(
+        fmt::format("EP CUDA backend: {}: rank {} is not a peer (0..{}, not {})", what, r, num_peers_ - 1, rank_));
 }
 
 void CudaBackend::set_peer_region(int r, void* region) {
@@ -202,7 +206,8 @@ void CudaBackend::mask_peer(int r) {
 void CudaBackend::unmask_peer(int r) {
   check_rank(r, "unmask_peer");
   if (peer_regions_[static_cast<std::size_t>(r)] == nullptr)
-    throw UsageError(fmt::format("EP CUDA backend: unmask_peer({}): the rank has no region (set_peer_region first)", r));
+    throw UsageError(
+        fmt::format("EP CUDA backend: unmask_peer({}): the rank has no region (set_peer_region first)", r));
   check(cudaStreamSynchronize(st(stream_)), "cudaStreamSynchronize");  // no wait may read the failed word now
   h_failed_[r] = 0;
   host_mask_[static_cast<std::size_t>(r)] = 0;
@@ -268,8 +273,8 @@ void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   if (num_tokens < 0 || num_tokens > s.max_tokens)
     throw UsageError(fmt::format("EP dispatch: num_tokens={} outside [0, max_tokens={}]", num_tokens, s.max_tokens));
   if (routing.num_ranks < 1 || routing.num_ranks > num_peers_)
-    throw UsageError(fmt::format("EP dispatch: routing.num_ranks={} outside [1, peer regions={}]", routing.num_ranks,
-                                 num_peers_));
+    throw UsageError(
+        fmt::format("EP dispatch: routing.num_ranks={} outside [1, peer regions={}]", routing.num_ranks, num_peers_));
   if (!routing.active.empty() && static_cast<int>(routing.active.size()) != routing.num_ranks)
     throw UsageError(fmt::format("EP dispatch: routing.active has {} entries, num_ranks is {}", routing.active.size(),
                                  routing.num_ranks));
@@ -282,8 +287,13 @@ void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   routing_ = routing;
   format_ = f;
   const auto p = params_of(s, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
-  const detail::PeerState ps{d_live_,   d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_), d_counters_};
+  const detail::PeerState ps{d_live_,
+                             d_active_,
+                             d_mask_,
+                             d_failed_,
+                             d_status_ + kErrorWords,
+                             reinterpret_cast<detail::DeviceError*>(d_status_),
+                             d_counters_};
   check(detail::launch_count(p, ps, topk_idx, num_tokens, d_slot_, d_counts_, st(stream_)), "count kernel");
   check(detail::launch_dispatch(p, ps, d_regions_, x, topk_idx, d_slot_, d_counts_, num_tokens, st(stream_)),
         "dispatch kernel");
@@ -291,28 +301,44 @@ void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
 
 void CudaBackend::dispatch_recv(const DispatchOutput& out) {
   const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
-  const detail::PeerState ps{d_live_,   d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_), d_counters_};
-  const detail::DevOut o{out.recv_x, out.recv_scales, out.recv_src_token, out.recv_src_topk, out.layout_count,
-                         out.recv_count};
+  const detail::PeerState ps{d_live_,
+                             d_active_,
+                             d_mask_,
+                             d_failed_,
+                             d_status_ + kErrorWords,
+                             reinterpret_cast<detail::DeviceError*>(d_status_),
+                             d_counters_};
+  const detail::DevOut o{out.recv_x,        out.recv_scales,  out.recv_src_token,
+                         out.recv_src_topk, out.layout_count, out.recv_count};
   check(detail::launch_unpack(p, ps, peer_regions_[static_cast<std::size_t>(rank_)], o, st(stream_)), "unpack kernel");
 }
 
 void CudaBackend::combine_send(const uint16_t* expert_out, const DispatchOutput& handle) {
   const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
-  const detail::PeerState ps{d_live_,   d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_), d_counters_};
-  check(detail::launch_combine_send(p, ps, d_regions_, handle.layout_count, handle.recv_src_token,
-                                    handle.recv_src_topk, expert_out, st(stream_)),
+  const detail::PeerState ps{d_live_,
+                             d_active_,
+                             d_mask_,
+                             d_failed_,
+                             d_status_ + kErrorWords,
+                             reinterpret_cast<detail::DeviceError*>(d_status_),
+                             d_counters_};
+  check(detail::launch_combine_send(p, ps, d_regions_, handle.layout_count, handle.recv_src_token, handle.recv_src_topk,
+                                    expert_out, st(stream_)),
         "combine send kernel");
 }
 
 void CudaBackend::combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out) {
   if (num_tokens < 0 || num_tokens > shape_.max_tokens)
-    throw UsageError(fmt::format("EP combine: num_tokens={} outside [0, max_tokens={}]", num_tokens, shape_.max_tokens));
+    throw UsageError(
+        fmt::format("EP combine: num_tokens={} outside [0, max_tokens={}]", num_tokens, shape_.max_tokens));
   const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
-  const detail::PeerState ps{d_live_,   d_active_, d_mask_, d_failed_, d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_), d_counters_};
+  const detail::PeerState ps{d_live_,
+                             d_active_,
+                             d_mask_,
+                             d_failed_,
+                             d_status_ + kErrorWords,
+                             reinterpret_cast<detail::DeviceError*>(d_status_),
+                             d_counters_};
   void* own = peer_regions_[static_cast<std::size_t>(rank_)];
   check(detail::launch_combine_wait(p, ps, own, st(stream_)), "combine wait kernel");
   check(detail::launch_combine_reduce(p, ps, own, topk_idx, topk_weights, num_tokens, out, st(stream_)),
@@ -331,9 +357,10 @@ void CudaBackend::synchronize(const PeerFailedPoll& peer_failed) {
             peer_failed(r))
           mark_failed(r);
     if (std::chrono::steady_clock::now() > deadline)
-      throw TimeoutError(fmt::format("EP CUDA: rank {}: the GPU stream did not finish within {} ms although every "
-                                     "device wait is bounded by {} ms (a hung GPU or a kernel fault?)",
-                                     rank_, (2 * timeout_ + std::chrono::seconds(30)).count(), timeout_.count()));
+      throw TimeoutError(
+          fmt::format("EP CUDA: rank {}: the GPU stream did not finish within {} ms although every "
+                      "device wait is bounded by {} ms (a hung GPU or a kernel fault?)",
+                      rank_, (2 * timeout_ + std::chrono::seconds(30)).count(), timeout_.count()));
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
   check(err, "EP CUDA stream");
@@ -353,10 +380,11 @@ void CudaBackend::synchronize(const PeerFailedPoll& peer_failed) {
   for (int r : missing) host_mask_[static_cast<std::size_t>(r)] = 1;
   if (e.code != detail::kErrNone) {
     const int T = shape_.max_tokens, rows_per_expert = shape_.max_ranks * T;
-    throw Error(fmt::format("EP CUDA (epoch {}): rank {}: corrupt {} from rank {} (local expert {}, slot {}): bad {} "
-                            "(value {:#x}); nothing was signalled or written to peers after it",
-                            epoch_, rank_, e.code == detail::kErrHandle ? "combine handle" : "message", e.src,
-                            e.row / rows_per_expert, e.row % T, error_field(e.code), static_cast<uint32_t>(e.value)));
+    throw Error(
+        fmt::format("EP CUDA (epoch {}): rank {}: corrupt {} from rank {} (local expert {}, slot {}): bad {} "
+                    "(value {:#x}); nothing was signalled or written to peers after it",
+                    epoch_, rank_, e.code == detail::kErrHandle ? "combine handle" : "message", e.src,
+                    e.row / rows_per_expert, e.row % T, error_field(e.code), static_cast<uint32_t>(e.value)));
   }
   if (missing.empty()) return;
   const bool all_failed = std::all_of(missing.begin(), missing.end(), [&](int r) { return h_failed_[r] != 0; });
@@ -365,10 +393,11 @@ void CudaBackend::synchronize(const PeerFailedPoll& peer_failed) {
                                        "library); masked",
                                        epoch_, rank_, format_ranks(missing)),
                            missing);
-  throw PeerTimeoutError(fmt::format("EP CUDA (epoch {}): rank {} got no completion signal from rank(s) {} within {} ms; "
-                                     "masked",
-                                     epoch_, rank_, format_ranks(missing), timeout_.count()),
-                         missing);
+  throw PeerTimeoutError(
+      fmt::format("EP CUDA (epoch {}): rank {} got no completion signal from rank(s) {} within {} ms; "
+                  "masked",
+                  epoch_, rank_, format_ranks(missing), timeout_.count()),
+      missing);
 }
 
 }  // namespace hyrun::ep::cuda

@@ -5,8 +5,8 @@
 // word at system scope (signal kernel); the receiver spins with *acquire* loads at
 // system scope and reads the data only after its acquire saw the epoch (in the same
 // block, after a block barrier, or in a later kernel of the stream).
-#include <cuda/atomic>
 #include <cuda_runtime.h>
+#include <cuda/atomic>
 
 #include "cuda_kernels.hpp"
 #include "hyrun/ep/per_token.hpp"
@@ -283,9 +283,8 @@ __global__ void unpack_kernel(Params p, PeerState ps, void* own, DevOut out, int
   __shared__ int n_shared;
   if (threadIdx.x == 0) {
     int n = 0;
-    if (is_live(ps, src) &&
-        wait_signal(ps, reinterpret_cast<unsigned long long*>(region + p.off_dsig + 8ull * src), src, p.epoch,
-                    p.timeout_ns)) {
+    if (is_live(ps, src) && wait_signal(ps, reinterpret_cast<unsigned long long*>(region + p.off_dsig + 8ull * src),
+                                        src, p.epoch, p.timeout_ns)) {
       n = reinterpret_cast<const int32_t*>(region + p.off_counts)[src * p.E + e];
       n = n < 0 ? 0 : (n > p.T ? p.T : n);
     }
@@ -316,10 +315,14 @@ __global__ void unpack_kernel(Params p, PeerState ps, void* own, DevOut out, int
     const unsigned char* m = region + p.off_dispatch + row * p.slot_bytes;
     const int4 h = *reinterpret_cast<const int4*>(m);  // {src_token, src_topk, src_rank, magic}
     int32_t code = kErrNone, value = 0;
-    if (h.w != magic) code = kErrMagic, value = h.w;
-    else if (h.z != src) code = kErrSource, value = h.z;
-    else if (h.x < 0 || h.x >= p.T) code = kErrToken, value = h.x;
-    else if (h.y < 0 || h.y >= p.K) code = kErrTopk, value = h.y;
+    if (h.w != magic)
+      code = kErrMagic, value = h.w;
+    else if (h.z != src)
+      code = kErrSource, value = h.z;
+    else if (h.x < 0 || h.x >= p.T)
+      code = kErrToken, value = h.x;
+    else if (h.y < 0 || h.y >= p.K)
+      code = kErrTopk, value = h.y;
     if (code != kErrNone) {
       if (lane == 0) raise_error(ps, code, src, static_cast<int32_t>(row), value);
       continue;  // never copied: the host reports the error before anything else is written
@@ -330,7 +333,8 @@ __global__ void unpack_kernel(Params p, PeerState ps, void* own, DevOut out, int
     }
     const uint4* payload = reinterpret_cast<const uint4*>(m + kMessageHeaderBytes);
     if (p.fp8) {
-      copy_row16(reinterpret_cast<uint4*>(static_cast<unsigned char*>(out.recv_x) + row * p.H), payload, p.H / 16, lane);
+      copy_row16(reinterpret_cast<uint4*>(static_cast<unsigned char*>(out.recv_x) + row * p.H), payload, p.H / 16,
+                 lane);
       const float* sc = reinterpret_cast<const float*>(m + kMessageHeaderBytes + p.H);
       for (int b = lane; b < p.H / kScaleBlock; b += 32) out.recv_scales[row * (p.H / kScaleBlock) + b] = sc[b];
     } else {
@@ -362,7 +366,8 @@ __global__ void combine_send_kernel(Params p, PeerState ps, void* const* regions
       continue;
     }
     const unsigned long long dst_row = static_cast<unsigned long long>(tok) * p.K + k;
-    uint4* dst = reinterpret_cast<uint4*>(static_cast<unsigned char*>(regions[src]) + p.off_combine + dst_row * p.H * 2);
+    uint4* dst =
+        reinterpret_cast<uint4*>(static_cast<unsigned char*>(regions[src]) + p.off_combine + dst_row * p.H * 2);
     copy_row16(dst, reinterpret_cast<const uint4*>(expert_out + row * p.H), p.H / 8, lane);
   }
   if (last_block_done(&ps.counters[1])) signal_peers(p, ps, regions, nullptr, p.off_csig);
@@ -380,8 +385,8 @@ __global__ void combine_wait_kernel(Params p, PeerState ps, void* own) {
 // channels at once from 16-byte loads (up to 8 rows in flight); per channel, the same
 // steps in the same k order as combine_channel (per_token.hpp), so the result is the
 // host backend's bit for bit. H is a multiple of 128 (Shape::validate).
-__global__ void combine_reduce_kernel(Params p, PeerState ps, const void* own, const int64_t* idx,
-                                      const float* weights, uint16_t* out) {
+__global__ void combine_reduce_kernel(Params p, PeerState ps, const void* own, const int64_t* idx, const float* weights,
+                                      uint16_t* out) {
   __shared__ const uint16_t* rows[kMaxTopkDev];
   __shared__ float w[kMaxTopkDev];
   const int i = blockIdx.x;
@@ -419,7 +424,8 @@ __global__ void combine_reduce_kernel(Params p, PeerState ps, const void* own, c
     for (int j = 0; j < 4; ++j)
       packed[j] = static_cast<uint32_t>(float_to_bf16(acc[2 * j])) |
                   (static_cast<uint32_t>(float_to_bf16(acc[2 * j + 1])) << 16);
-    reinterpret_cast<uint4*>(out + static_cast<size_t>(i) * p.H)[c8] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    reinterpret_cast<uint4*>(out + static_cast<size_t>(i) * p.H)[c8] =
+        make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
 }
 

@@ -26,8 +26,8 @@ struct Params {
   int max_ranks = 1;  // R
   int T = 1, H = 128, K = 1, E = 1;
   unsigned long long slot_bytes = 0, off_dispatch = 0, off_counts = 0, off_combine = 0, off_dsig = 0, off_csig = 0;
-  unsigned long long epoch = 0;  // of the call: signal value and part of the message magic
-  int fp8 = 1;                   // dispatch format of the call
+  unsigned long long epoch = 0;       // of the call: signal value and part of the message magic
+  int fp8 = 1;                        // dispatch format of the call
   unsigned long long timeout_ns = 0;  // bound of every device wait for a peer's signal
   // Most blocks the unpack kernel may have, which spin while they wait for a source: more
   // than the GPU holds at once, summed over the processes sharing it, would keep a peer's
@@ -39,11 +39,11 @@ struct Params {
 /// Codes of DeviceError::code (0: none).
 enum DeviceErrorCode : int32_t {
   kErrNone = 0,
-  kErrMagic = 1,     // header magic is not this epoch's and format's (stale or foreign slot)
-  kErrSource = 2,    // header names another source rank than the slot's
-  kErrToken = 3,     // header's source token outside [0, T)
-  kErrTopk = 4,      // header's top-k slot outside [0, K)
-  kErrHandle = 5,    // combine handle: a row's source token / top-k outside its bounds
+  kErrMagic = 1,   // header magic is not this epoch's and format's (stale or foreign slot)
+  kErrSource = 2,  // header names another source rank than the slot's
+  kErrToken = 3,   // header's source token outside [0, T)
+  kErrTopk = 4,    // header's top-k slot outside [0, K)
+  kErrHandle = 5,  // combine handle: a row's source token / top-k outside its bounds
 };
 
 /// First error the device saw (device memory; the host reads it after a sync).
@@ -56,15 +56,15 @@ struct DeviceError {
 };
 
 struct PeerState {
-  uint8_t* live;      // [max_ranks] device: routing.active && !mask, set by the prepare kernel
+  uint8_t* live;          // [max_ranks] device: routing.active && !mask, set by the prepare kernel
   const uint8_t* active;  // [max_ranks] device: the routing's flags of the call
-  int32_t* mask;      // [max_ranks] device, persists across calls
-  int32_t* failed;    // [max_ranks] mapped host, set by the host (peer known dead)
-  int32_t* missing;   // [max_ranks] device, set by the device (wait ended without signal)
-  DeviceError* error; // device
-  int32_t* counters;  // [2 + E] device, zero between kernels: blocks done of the fused
-                      // dispatch [0] and combine_send [1] kernels (the last one signals),
-                      // sources done per local expert in unpack [2 + e] (the last one counts)
+  int32_t* mask;          // [max_ranks] device, persists across calls
+  int32_t* failed;        // [max_ranks] mapped host, set by the host (peer known dead)
+  int32_t* missing;       // [max_ranks] device, set by the device (wait ended without signal)
+  DeviceError* error;     // device
+  int32_t* counters;      // [2 + E] device, zero between kernels: blocks done of the fused
+                          // dispatch [0] and combine_send [1] kernels (the last one signals),
+                          // sources done per local expert in unpack [2 + e] (the last one counts)
 };
 
 struct DevOut {

@@ -183,7 +183,7 @@ void from_json(const json& j, Result& m) {
   if (f.has("split")) {
     const Fields s = f.object("split");
     m.split = report::SplitBandwidth{s.number("dispatch_gbps"), s.number("dispatch_avg_us"), s.number("combine_gbps"),
-                                    s.number("combine_avg_us")};
+                                     s.number("combine_avg_us")};
   }
   m.detect_ms = f.has("detect_ms") ? std::optional(f.number("detect_ms")) : std::nullopt;
   m.validation_problem = f.has("validation_problem") ? std::optional(f.string("validation_problem")) : std::nullopt;

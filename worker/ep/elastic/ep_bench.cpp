@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "elastic_run.hpp"
-#include "hyrun/ep/report/run_report.hpp"
 #include "hyrun/common/logging.hpp"
+#include "hyrun/ep/report/run_report.hpp"
 
 int main(int argc, char** argv) {
   hyrun::ep::elastic::BenchOptions options;
@@ -25,14 +25,22 @@ int main(int argc, char** argv) {
   app.add_option("--hidden-dim", p.hidden_dim, "hidden size (multiple of 128)")->capture_default_str();
   app.add_option("--num-topk", p.num_topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--num-experts-per-rank", p.num_experts_per_rank)->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_option("--timeout-ms", p.timeout_ms, "longest wait for a peer's data")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--timeout-ms", p.timeout_ms, "longest wait for a peer's data")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--disable-ll-nvlink", p.disable_ll_nvlink, "no CUDA IPC between ranks of a node (UCX only)");
   app.add_flag("--validate-phase-failures", p.validate_phase_failures,
                "fail unless the ranks detected as failed in each phase are exactly those the plan killed");
-  app.add_option("--backend", p.backend, "auto, cuda or host")->check(CLI::IsMember({"auto", "cuda", "host"}))->capture_default_str();
+  app.add_option("--backend", p.backend, "auto, cuda or host")
+      ->check(CLI::IsMember({"auto", "cuda", "host"}))
+      ->capture_default_str();
   app.add_option("--dispatch-dtype", p.dispatch_dtype)->check(CLI::IsMember({"fp8", "bf16"}))->capture_default_str();
-  app.add_option("--warmup", p.warmup, "untimed iterations per phase")->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  app.add_option("--iters", p.iters, "timed iterations per phase")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--warmup", p.warmup, "untimed iterations per phase")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--iters", p.iters, "timed iterations per phase")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_flag("--validate", p.validate, "check the results of every phase");
   app.add_option("--seed", p.seed, "seed of the inputs")->capture_default_str();
   app.add_option("--report-dir", options.report_dir, "write results.json, plan.json and a plot here");
@@ -41,7 +49,8 @@ int main(int argc, char** argv) {
   app.add_option("--launch-ranks", options.staged.launch_ranks,
                  "staged launch: ranks 0..K-1 belong to rank 0's launch and start when their phase begins")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--join-port", options.staged.join_port, "staged launch: rank 0 serves joins on this TCP port (0: any)")
+  app.add_option("--join-port", options.staged.join_port,
+                 "staged launch: rank 0 serves joins on this TCP port (0: any)")
       ->check(CLI::Range(0, 65535))
       ->needs("--launch-ranks");
   app.add_flag("--restart-returning", options.staged.restart_returning,
@@ -57,7 +66,8 @@ int main(int argc, char** argv) {
     return hyrun::exit_code::kUsage;
   }
   if (p.hidden_dim % 128 != 0) {
-    std::fprintf(stderr, "ep-bench: --hidden-dim %d is not a multiple of 128 (one FP8 scale per 128 channels)\n", p.hidden_dim);
+    std::fprintf(stderr, "ep-bench: --hidden-dim %d is not a multiple of 128 (one FP8 scale per 128 channels)\n",
+                 p.hidden_dim);
     return hyrun::exit_code::kUsage;
   }
   try {

@@ -10,7 +10,8 @@ namespace hyrun::ep::elastic {
 
 #ifdef HYRUN_EP_WITH_CUDA
 struct EpCalls::Device : cuda::DeviceTensors {
-  Device(const Shape& s, Format f, bool flush_l2) : cuda::DeviceTensors(s, f), l2(flush_l2 ? std::size_t(256) << 20 : 1) {
+  Device(const Shape& s, Format f, bool flush_l2)
+      : cuda::DeviceTensors(s, f), l2(flush_l2 ? std::size_t(256) << 20 : 1) {
     cuda::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
     cuda::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
     cuda::cuda_check(cudaEventCreate(&mid), "cudaEventCreate");
@@ -65,8 +66,7 @@ CallTimes EpCalls::timed_call(int num_tokens, const Routing& routing) {
   if (dev_) {
     Device& d = *dev_;
     const auto s = cuda::to_cuda(buffer_.stream());
-    if (d.l2.size() > 1)
-      cuda::cuda_check(cudaMemsetAsync(d.l2.get(), ++d.flushes & 0xFF, d.l2.size(), s), "L2 flush");
+    if (d.l2.size() > 1) cuda::cuda_check(cudaMemsetAsync(d.l2.get(), ++d.flushes & 0xFF, d.l2.size(), s), "L2 flush");
     cuda::cuda_check(cudaEventRecord(d.start, s), "cudaEventRecord");
     buffer_.launch_dispatch(d.x.get(), d.topk_idx.get(), num_tokens, routing, format_, d.view());
     cuda::cuda_check(cudaEventRecord(d.mid, s), "cudaEventRecord");

@@ -7,11 +7,11 @@
 // It takes exactly elastic.py's options (plus a few of hyrun's, all optional), starts its
 // ranks through hyrun's launcher running ep-bench, and starts each rank when the phase that
 // needs it begins (docs/ep-bench.md, "Staged launches").
-#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <climits>
 #include <cstdio>
@@ -70,9 +70,12 @@ int main(int argc, char** argv) {
 
   CLI::App app{"ep-elastic: the NIXL Elastic EP benchmark's command line (elastic.py), run by hyrun"};
   // hyrun's --help layout: placeholders and defaults, without CLI11's "INT:INT in [1 - 4096]".
-  app.formatter(std::make_shared<hyrun::HelpFormatter>("ep-elastic --plan PLAN [--num-processes K] [--tcp-server ADDR] [options]"));
+  app.formatter(std::make_shared<hyrun::HelpFormatter>(
+      "ep-elastic --plan PLAN [--num-processes K] [--tcp-server ADDR] [options]"));
   app.add_option("--plan", plan, "plan file (a JSON list of phases), or the plan as JSON text")->capture_default_str();
-  app.add_option("--num-processes", num_processes, "ranks this launch runs")->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--num-processes", num_processes, "ranks this launch runs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   app.add_option("--num-tokens", num_tokens, "tokens per rank")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   app.add_option("--num-experts-per-rank", experts_per_rank)->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--hidden-dim", hidden, "hidden size")->capture_default_str()->check(CLI::Range(128, 1 << 16));
@@ -86,12 +89,18 @@ int main(int argc, char** argv) {
   app.add_flag("--validate-phase-failures", validate_phase_failures,
                "fail unless each phase's detected failures are exactly the ranks the plan killed");
   // hyrun's own, all optional: CloudAI passes unknown TOML keys as --key value.
-  app.add_option("--port", port, "TCP port of the join server (the readiness probe)")->capture_default_str()->check(CLI::Range(1, 65535));
+  app.add_option("--port", port, "TCP port of the join server (the readiness probe)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
   app.add_option("--token-file", token_file, "the job's token file (default: .hyrun-ep-token-PORT beside the plan)");
   app.add_flag("--restart-returning", restart_returning,
                "this launch starts again its own ranks that the plan brings back (one launch runs the whole plan)");
-  app.add_option("--backend", backend, "auto, cuda or host")->check(CLI::IsMember({"auto", "cuda", "host"}))->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed iterations per phase")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app.add_option("--backend", backend, "auto, cuda or host")
+      ->check(CLI::IsMember({"auto", "cuda", "host"}))
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed iterations per phase")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--iters", iters, "timed iterations per phase")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app.add_option("--report-dir", report_dir, "first launch: write results.json, plan.json and a plot here");
   app.add_option("--bootstrap-timeout", bootstrap_timeout_s, "seconds a rank may take to join the job")
@@ -126,17 +135,33 @@ int main(int argc, char** argv) {
     }
     o.launch.bootstrap_timeout = std::chrono::milliseconds(static_cast<long long>(bootstrap_timeout_s * 1000));
     o.launch.log_level = hyrun::log_level_from_environment("warn");
-    o.launch.command = {ep_bench_path(), "--plan", plan, "--num-tokens", std::to_string(num_tokens),
-                        "--num-experts-per-rank", std::to_string(experts_per_rank), "--hidden-dim", std::to_string(hidden),
-                        "--num-topk", std::to_string(topk), "--timeout-ms", std::to_string(timeout_ms),
-                        "--backend", backend, "--warmup", std::to_string(warmup), "--iters", std::to_string(iters)};
+    o.launch.command = {ep_bench_path(),
+                        "--plan",
+                        plan,
+                        "--num-tokens",
+                        std::to_string(num_tokens),
+                        "--num-experts-per-rank",
+                        std::to_string(experts_per_rank),
+                        "--hidden-dim",
+                        std::to_string(hidden),
+                        "--num-topk",
+                        std::to_string(topk),
+                        "--timeout-ms",
+                        std::to_string(timeout_ms),
+                        "--backend",
+                        backend,
+                        "--warmup",
+                        std::to_string(warmup),
+                        "--iters",
+                        std::to_string(iters)};
     if (kineto) o.launch.command.emplace_back("--kineto");
-    if (!report_dir.empty() && tcp_server.empty()) o.launch.command.insert(o.launch.command.end(), {"--report-dir", report_dir});
+    if (!report_dir.empty() && tcp_server.empty())
+      o.launch.command.insert(o.launch.command.end(), {"--report-dir", report_dir});
     if (disable_ll_nvlink) o.launch.command.emplace_back("--disable-ll-nvlink");
     if (validate_phase_failures) o.launch.command.emplace_back("--validate-phase-failures");
     if (::access(o.launch.command[0].c_str(), X_OK) != 0)
-      throw hyrun::UsageError(fmt::format("ep-bench is not at '{}' (it is installed beside ep-elastic; or set HYRUN_EP_BENCH)",
-                                          o.launch.command[0]));
+      throw hyrun::UsageError(fmt::format(
+          "ep-bench is not at '{}' (it is installed beside ep-elastic; or set HYRUN_EP_BENCH)", o.launch.command[0]));
 
     ::signal(SIGPIPE, SIG_IGN);
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);

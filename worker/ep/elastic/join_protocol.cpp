@@ -41,7 +41,8 @@ struct Fd {
 
 std::string new_nonce() {
   unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) throw Error("join server: no random bytes for a nonce (OpenSSL RAND_bytes)");
+  if (RAND_bytes(bytes, sizeof bytes) != 1)
+    throw Error("join server: no random bytes for a nonce (OpenSSL RAND_bytes)");
   return to_hex(std::as_bytes(std::span(bytes)));
 }
 
@@ -58,8 +59,8 @@ std::string proof(const std::string& token, const std::string& nonce, int count,
   const std::string data = fmt::format("hyrun-ep-join v1 {} {} {}", nonce, count, host);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  if (!HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()), reinterpret_cast<const unsigned char*>(data.data()),
-            data.size(), mac, &length))
+  if (!HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+            reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &length))
     throw Error("join: computing the proof (OpenSSL HMAC-SHA256) failed");
   return to_hex(std::as_bytes(std::span(mac, length)));
 }
@@ -94,8 +95,9 @@ bool proves(const Request& request, const std::string& token, const std::string&
 }
 
 std::string format_grant(const Grant& g) {
-  const nlohmann::json j{{"ranks", g.ranks}, {"local_ranks", g.local_ranks}, {"world_size", g.world_size}, {"launch_ranks", g.launch_ranks}, {"node_rank", g.node_rank},
-                         {"root_address", g.root_address}};
+  const nlohmann::json j{{"ranks", g.ranks},           {"local_ranks", g.local_ranks},
+                         {"world_size", g.world_size}, {"launch_ranks", g.launch_ranks},
+                         {"node_rank", g.node_rank},   {"root_address", g.root_address}};
   return fmt::format("ok {}\n", j.dump());
 }
 
@@ -125,7 +127,8 @@ Grant parse_reply(std::string_view line, const std::string& server) {
   } catch (const nlohmann::json::exception& e) {
     throw bad(e.what());
   }
-  if (g.ranks.empty() || g.world_size < 1 || g.launch_ranks < 1 || g.launch_ranks > g.world_size || g.node_rank < 0 || g.root_address.empty() || !is_hex(g.root_address))
+  if (g.ranks.empty() || g.world_size < 1 || g.launch_ranks < 1 || g.launch_ranks > g.world_size || g.node_rank < 0 ||
+      g.root_address.empty() || !is_hex(g.root_address))
     throw bad("values out of range");
   for (int r : g.ranks)
     if (r < 1 || r >= g.world_size) throw bad(fmt::format("rank {} outside the world of {}", r, g.world_size));
@@ -191,9 +194,10 @@ Grant request_ranks(const std::string& server, int port, const std::string& toke
     }
     if (s.fd >= 0) break;
     if (Clock::now() + std::chrono::milliseconds(200) > deadline)
-      throw TimeoutError(fmt::format("no join server answered at {} within {} ms (last error: {}); is the first launch "
-                                     "(without --tcp-server) running there with the same --port?",
-                                     where, timeout.count(), std::strerror(last_errno)));
+      throw TimeoutError(
+          fmt::format("no join server answered at {} within {} ms (last error: {}); is the first launch "
+                      "(without --tcp-server) running there with the same --port?",
+                      where, timeout.count(), std::strerror(last_errno)));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   const std::string what = fmt::format("joining through {}", where);

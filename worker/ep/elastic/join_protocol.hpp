@@ -4,7 +4,9 @@
 //
 //   server: "hyrun-ep-join v1 <nonce>"                         (32 hex digits, fresh per connection)
 //   client: "join <count> <host> <proof>"                      proof = HMAC-SHA256(job token, nonce count host)
-//   server: "ok {"ranks":[5,6],"local_ranks":[1,2],"world_size":8,"launch_ranks":4,"node_rank":1,"root_address":"<hex>"}"  or  "refused <why>"
+//   server: "ok
+//   {"ranks":[5,6],"local_ranks":[1,2],"world_size":8,"launch_ranks":4,"node_rank":1,"root_address":"<hex>"}"  or
+//   "refused <why>"
 //
 // The token never crosses the network; a proof is good for one nonce only. Every line is
 // bounded (kMaxLine) and every read has a deadline. A connection that sends nothing (a
@@ -31,7 +33,7 @@ struct Request {
 };
 
 struct Grant {
-  std::vector<int> ranks;    ///< the ranks this launch runs
+  std::vector<int> ranks;        ///< the ranks this launch runs
   std::vector<int> local_ranks;  ///< their local ranks (binding slots) on the joining host
   int world_size = 0;
   int launch_ranks = 0;      ///< ranks 0..launch_ranks-1 belong to the first launch (ep-bench --launch-ranks)

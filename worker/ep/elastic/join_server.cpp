@@ -32,9 +32,10 @@ Placement RankPool::take(int count, const std::string& host) {
   std::lock_guard lock(mutex_);
   const int available = static_cast<int>(released_.size()) + (world_size_ - next_);
   if (count > available)
-    throw Error(fmt::format("the plan has {} rank(s) left to give (released: [{}], never given: {} of {}), this launch "
-                            "asks for {}",
-                            available, fmt::join(released_, ", "), world_size_ - next_, world_size_, count));
+    throw Error(
+        fmt::format("the plan has {} rank(s) left to give (released: [{}], never given: {} of {}), this launch "
+                    "asks for {}",
+                    available, fmt::join(released_, ", "), world_size_ - next_, world_size_, count));
   Placement placement;
   auto& busy = busy_[host];
   int slot = 0;

@@ -42,7 +42,7 @@ class RankPool {
   int next_;
   int world_size_;
   std::map<int, std::pair<std::string, int>> where_;  // rank -> (host, local rank)
-  std::map<std::string, std::set<int>> busy_;          // host -> local ranks in use
+  std::map<std::string, std::set<int>> busy_;         // host -> local ranks in use
 };
 
 class JoinServer {

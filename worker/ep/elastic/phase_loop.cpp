@@ -10,10 +10,10 @@
 
 #include "failure_agreement.hpp"
 #include "hyrun/common/hex.hpp"
-#include "hyrun/ep/report/sample_stats.hpp"
 #include "hyrun/ep/layout.hpp"
 #include "hyrun/ep/reference_checks.hpp"
 #include "hyrun/ep/reference_inputs.hpp"
+#include "hyrun/ep/report/sample_stats.hpp"
 
 namespace hyrun::ep::elastic {
 namespace {

@@ -23,7 +23,7 @@ namespace hyrun::ep::elastic {
 /// What this rank measured in one phase.
 struct PhaseOutcome {
   std::optional<report::BandwidthStats> bandwidth;
-  std::optional<report::SplitBandwidth> split;     ///< --kineto
+  std::optional<report::SplitBandwidth> split;    ///< --kineto
   std::vector<int> detected;                      ///< failed ranks, ascending
   std::optional<double> detect_ms;                ///< of the first failure
   std::optional<std::string> validation_problem;  ///< --validate: the first failed check

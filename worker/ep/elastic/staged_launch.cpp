@@ -11,9 +11,9 @@
 #include "elastic_schedule.hpp"
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
-#include "join_protocol.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
+#include "join_protocol.hpp"
 #include "token_file.hpp"
 
 namespace hyrun::ep::elastic {
@@ -71,8 +71,8 @@ int run_first_launch(StagedLaunchOptions o, SignalEvents& signals) {
   RankSupervisor supervisor(supervisor_options(o.launch), signals);
   supervisor.set_rank_starter([&](int global_rank, int incarnation) {
     if (global_rank >= launch_ranks)
-      throw Error(fmt::format("rank {} is not one of this launch's ranks (0..{}); a later launch brings it", global_rank,
-                              launch_ranks - 1));
+      throw Error(fmt::format("rank {} is not one of this launch's ranks (0..{}); a later launch brings it",
+                              global_rank, launch_ranks - 1));
     return node.rank(global_rank, false, incarnation);
   });
   int code = exit_code::kLauncherError;
@@ -98,9 +98,10 @@ int run_joining_launch(StagedLaunchOptions o, SignalEvents& signals) {
   const join::Grant grant = join::request_ranks(o.tcp_server, o.port, o.token, o.num_processes, host,
                                                 std::chrono::milliseconds(o.timeout_ms));
   if (grant.world_size != o.world_size)
-    throw UsageError(fmt::format("the job at {} runs a plan of {} ranks, --plan here has {}: give every launch the same "
-                                 "--plan",
-                                 o.tcp_server, grant.world_size, o.world_size));
+    throw UsageError(
+        fmt::format("the job at {} runs a plan of {} ranks, --plan here has {}: give every launch the same "
+                    "--plan",
+                    o.tcp_server, grant.world_size, o.world_size));
   spdlog::info("joined the job at {}:{} with rank(s) {}", o.tcp_server, o.port, fmt::join(grant.ranks, ", "));
   // The binding plan covers the host's slots up to the highest one given here: local rank i
   // gets what a launch of that many ranks would give its rank i (GPU i by default), so the

@@ -12,15 +12,15 @@
 namespace hyrun::ep::elastic {
 
 struct StagedLaunchOptions {
-  LaunchOptions launch;               ///< command = ep-bench and its options; ranks is set here
-  int num_processes = 8;              ///< --num-processes
-  int world_size = 0;                 ///< the plan's max rank + 1
-  std::vector<int> first_phase;       ///< the first phase's active ranks
-  std::string tcp_server;             ///< empty: this is the first launch
+  LaunchOptions launch;          ///< command = ep-bench and its options; ranks is set here
+  int num_processes = 8;         ///< --num-processes
+  int world_size = 0;            ///< the plan's max rank + 1
+  std::vector<int> first_phase;  ///< the first phase's active ranks
+  std::string tcp_server;        ///< empty: this is the first launch
   int port = 9999;
-  std::string token;                  ///< the job token (the first launch makes it)
-  std::string token_file;             ///< "" when the token comes from the environment
-  int timeout_ms = 30000;             ///< --timeout-ms: the join's own deadline
+  std::string token;       ///< the job token (the first launch makes it)
+  std::string token_file;  ///< "" when the token comes from the environment
+  int timeout_ms = 30000;  ///< --timeout-ms: the join's own deadline
   bool restart_returning = false;
 };
 

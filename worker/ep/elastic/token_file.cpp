@@ -48,9 +48,10 @@ void write_token_file(const std::string& path, const std::string& token) {
 std::string read_token_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
-    throw UsageError(fmt::format("token file '{}': {}; the first launch (without --tcp-server) writes it, with the same "
-                                 "--plan and --token-file, or give the token in HYRUN_EP_TOKEN",
-                                 path, std::strerror(errno)));
+    throw UsageError(
+        fmt::format("token file '{}': {}; the first launch (without --tcp-server) writes it, with the same "
+                    "--plan and --token-file, or give the token in HYRUN_EP_TOKEN",
+                    path, std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);

@@ -49,11 +49,10 @@ Backend choose_backend(const std::string& name, bool disable_ll_nvlink, const Wo
 
 void check_rearm_shape(const Shape& shape, const Shape& max) {
   shape.validate();
-  if (shape.max_ranks > max.max_ranks || region_bytes(shape) > region_bytes(max) ||
-      shape.max_tokens > max.max_tokens || shape.hidden > max.hidden || shape.topk > max.topk ||
-      shape.experts_per_rank > max.experts_per_rank)
-    throw UsageError(fmt::format("EP buffer: shape {} does not fit in the buffer's shape {}", shape.describe(),
-                                 max.describe()));
+  if (shape.max_ranks > max.max_ranks || region_bytes(shape) > region_bytes(max) || shape.max_tokens > max.max_tokens ||
+      shape.hidden > max.hidden || shape.topk > max.topk || shape.experts_per_rank > max.experts_per_rank)
+    throw UsageError(
+        fmt::format("EP buffer: shape {} does not fit in the buffer's shape {}", shape.describe(), max.describe()));
 }
 
 Buffer::Buffer(World& world, const BufferOptions& options) {
@@ -73,9 +72,10 @@ Buffer::~Buffer() = default;
 
 RegionRows Buffer::Path::region_rows(Format f) {
   (void)f;
-  throw UsageError(fmt::format("EP buffer: region_rows is for the host backend; backend {} keeps its outputs in "
-                               "device memory",
-                               to_string(backend())));
+  throw UsageError(
+      fmt::format("EP buffer: region_rows is for the host backend; backend {} keeps its outputs in "
+                  "device memory",
+                  to_string(backend())));
 }
 
 Backend Buffer::backend() const { return path_->backend(); }

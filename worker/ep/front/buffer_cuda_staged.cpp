@@ -57,7 +57,7 @@ class CudaStagedPath final : public HostPath {
 
   void launch_combine(const uint16_t* expert_out, const DispatchOutput& handle, const int64_t* topk_idx,
                       const float* topk_weights, int num_tokens, uint16_t* out) override {
-    (void)handle;  // the pinned copy of the last dispatch's outputs is the host backend's handle
+    (void)handle;    // the pinned copy of the last dispatch's outputs is the host backend's handle
     (void)topk_idx;  // the pinned copy of the dispatch's topk_idx
     const Shape& s = shape_;
     const std::size_t H = static_cast<std::size_t>(s.hidden);

@@ -14,7 +14,9 @@ HostPath::HostPath(World& world, const BufferOptions& options)
   backend_.emplace(shape_, transport_, options.timeout);
 }
 
-void HostPath::attach_peer(int peer, std::span<const std::byte> descriptor) { transport_.attach_peer(peer, descriptor); }
+void HostPath::attach_peer(int peer, std::span<const std::byte> descriptor) {
+  transport_.attach_peer(peer, descriptor);
+}
 void HostPath::detach_peer(int peer) { transport_.detach_peer(peer); }
 
 void HostPath::rearm(const Shape& shape, std::chrono::milliseconds timeout) {

@@ -120,10 +120,10 @@ void run_case(const Case& c, std::mt19937& rng) {
         for (int j = 0; j < hout[r].layout_count[e * R + src]; ++j) {
           const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
           for (int ch = 0; ch < H; ++ch)
-            eo[r][row * H + ch] =
-                c.f == Format::kFP8
-                    ? float_to_bf16(dequantize_fp8(hout[r].recv_x[row * H + ch], hout[r].recv_scales[row * (H / 128) + ch / 128]))
-                    : reinterpret_cast<const uint16_t*>(hout[r].recv_x.data())[row * H + ch];
+            eo[r][row * H + ch] = c.f == Format::kFP8
+                                      ? float_to_bf16(dequantize_fp8(hout[r].recv_x[row * H + ch],
+                                                                     hout[r].recv_scales[row * (H / 128) + ch / 128]))
+                                      : reinterpret_cast<const uint16_t*>(hout[r].recv_x.data())[row * H + ch];
         }
   for (int r : active) hb[r]->combine_send(eo[r].data(), hout[r].view());
   std::vector<std::vector<uint16_t>> hy(R, std::vector<uint16_t>(static_cast<std::size_t>(T) * H));
@@ -179,8 +179,9 @@ void run_case(const Case& c, std::mt19937& rng) {
             expect_eq(std::memcmp(rx.data() + row * bytes, hout[r].recv_x.data() + row * bytes, bytes), 0,
                       fmt::format("rank {} recv_x row {}", r, row));
             if (c.f == Format::kFP8)
-              expect_eq(std::memcmp(sc.data() + row * (H / 128), hout[r].recv_scales.data() + row * (H / 128), H / 128 * 4),
-                        0, fmt::format("rank {} scales row {}", r, row));
+              expect_eq(
+                  std::memcmp(sc.data() + row * (H / 128), hout[r].recv_scales.data() + row * (H / 128), H / 128 * 4),
+                  0, fmt::format("rank {} scales row {}", r, row));
           }
         }
       }
@@ -206,7 +207,8 @@ void run_case(const Case& c, std::mt19937& rng) {
       std::vector<float> hs(H / 128);
       for (int i = 0; i < T; ++i) {
         cast_row_fp8(x[0].data() + static_cast<std::size_t>(i) * H, H, hq.data(), hs.data());
-        expect_eq(std::memcmp(dq.data() + static_cast<std::size_t>(i) * H, hq.data(), H), 0, fmt::format("cast_fp8 row {}", i));
+        expect_eq(std::memcmp(dq.data() + static_cast<std::size_t>(i) * H, hq.data(), H), 0,
+                  fmt::format("cast_fp8 row {}", i));
         expect_eq(std::memcmp(ds.data() + static_cast<std::size_t>(i) * (H / 128), hs.data(), H / 128 * 4), 0,
                   fmt::format("cast_fp8 scales row {}", i));
       }
@@ -349,12 +351,9 @@ int main(int argc, char** argv) {
   try {
     std::mt19937 rng(2026);
     const std::vector<Case> cases = {
-        {1, 1, 2048, 1, 1, Format::kFP8, {}},
-        {2, 64, 7168, 8, 4, Format::kFP8, {}},
-        {3, 33, 2048, 6, 2, Format::kBF16, {1}},
-        {4, 128, 4096, 8, 2, Format::kFP8, {2}},
-        {8, 128, 7168, 8, 2, Format::kFP8, {}},
-        {8, 32, 8192, 4, 1, Format::kBF16, {0, 5}},
+        {1, 1, 2048, 1, 1, Format::kFP8, {}},    {2, 64, 7168, 8, 4, Format::kFP8, {}},
+        {3, 33, 2048, 6, 2, Format::kBF16, {1}}, {4, 128, 4096, 8, 2, Format::kFP8, {2}},
+        {8, 128, 7168, 8, 2, Format::kFP8, {}},  {8, 32, 8192, 4, 1, Format::kBF16, {0, 5}},
     };
     for (std::size_t i = 0; i < cases.size() && (!small || i < 3); ++i) run_case(cases[i], rng);
     failure_paths();

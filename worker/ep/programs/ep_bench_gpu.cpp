@@ -8,13 +8,12 @@
 // then --iters calls back to back; dispatch and combine are each bracketed by events
 // (--kernel-only also splits each into its send and receive half). --cold-calls instead
 // flushes and meets in a barrier before every call (each call then starts with a cold L2
-// and all ranks start together; ranks sharing a GPU share its L2 and bandwidth); the first sample is dropped; median, min, max (and avg for the reference
-// line). Bandwidth: logical bytes (layout.hpp) / time. --kernel-only: every expert on
-// this rank (one simulated rank, own region only): kernel time without peer traffic.
-// Inputs change from iteration to iteration (4 routings, cycled); before and after the
-// timed loop every variant's outputs are checked against the reference (ep-check's
-// checks), outside the timed region. The calls go through the EP front (Buffer).
-// Lines: the reference "[rank r] Dispatch + combine bandwidth: ..." plus
+// and all ranks start together; ranks sharing a GPU share its L2 and bandwidth); the first sample is dropped; median,
+// min, max (and avg for the reference line). Bandwidth: logical bytes (layout.hpp) / time. --kernel-only: every expert
+// on this rank (one simulated rank, own region only): kernel time without peer traffic. Inputs change from iteration to
+// iteration (4 routings, cycled); before and after the timed loop every variant's outputs are checked against the
+// reference (ep-check's checks), outside the timed region. The calls go through the EP front (Buffer). Lines: the
+// reference "[rank r] Dispatch + combine bandwidth: ..." plus
 // "[rank r] gpu-bench: ..." and, from rank 0, "d2d-copy: ..." and "fp8-cast: ...".
 // Exit codes: 0, 1 error, 77 no CUDA device.
 #include <fmt/format.h>
@@ -24,12 +23,12 @@
 #include <cstdio>
 #include <memory>
 
-#include "hyrun/ep/report/sample_stats.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/cuda_backend.hpp"
 #include "hyrun/ep/cuda_memory.hpp"
 #include "hyrun/ep/reference_checks.hpp"
 #include "hyrun/ep/reference_inputs.hpp"
+#include "hyrun/ep/report/sample_stats.hpp"
 #include "hyrun/worker.hpp"
 #include "tool_main.hpp"
 
@@ -147,7 +146,8 @@ int run(const Options& o) {
     return 77;
   }
   if (!o.kernel_only && world.num_nodes() > 1)
-    throw UsageError("ep-bench-gpu shares GPUs through CUDA IPC: every rank must be on one node (or use --kernel-only)");
+    throw UsageError(
+        "ep-bench-gpu shares GPUs through CUDA IPC: every rank must be on one node (or use --kernel-only)");
   const CaseShape c{o.tokens, o.hidden, o.topk};
   const Shape s = o.kernel_only ? Shape{1, o.tokens, o.hidden, o.topk, o.experts_per_rank * size}
                                 : Shape{size, o.tokens, o.hidden, o.topk, o.experts_per_rank};
@@ -172,7 +172,8 @@ int run(const Options& o) {
   DeviceArray<uint8_t> recv_x(recv_x_bytes(s, Format::kFP8));
   DeviceArray<float> scales(recv_scales_count(s));
   DeviceArray<int32_t> tok(recv_rows(s)), tk(recv_rows(s)),
-      lay(static_cast<std::size_t>(s.experts_per_rank) * s.max_ranks), cnt(static_cast<std::size_t>(s.experts_per_rank));
+      lay(static_cast<std::size_t>(s.experts_per_rank) * s.max_ranks),
+      cnt(static_cast<std::size_t>(s.experts_per_rank));
   DeviceArray<uint16_t> expert_out(recv_rows(s) * H), y(T * H);
   expert_out.fill_bytes(0, stream);
   const DispatchOutput out{recv_x.get(), scales.get(), tok.get(), tk.get(), lay.get(), cnt.get()};
@@ -301,26 +302,30 @@ int run(const Options& o) {
     sel_sum += count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr);
   const std::size_t sel = sel_sum / kVariants;
   const std::size_t db = dispatch_bytes(sel, o.hidden, Format::kFP8), cb = combine_bytes(sel, o.hidden);
-  const Stats t = report::stats_without_first(tt), d = report::stats_without_first(td), cm = report::stats_without_first(tc);
+  const Stats t = report::stats_without_first(tt), d = report::stats_without_first(td),
+              cm = report::stats_without_first(tc);
   const char* mode = o.kernel_only ? "kernel-only" : "ipc";
   std::printf("[rank %d] Dispatch + combine bandwidth: %.2f GB/s, avg_t=%.2f us, min_t=%.2f us, max_t=%.2f us\n", me,
               bandwidth_gbps(db, cb, t.avg), t.avg * 1e6, t.min * 1e6, t.max * 1e6);
   std::printf("[rank %d] Dispatch bandwidth: %.2f GB/s, avg_t=%.2f us | Combine bandwidth: %.2f GB/s, avg_t=%.2f us\n",
               me, db / 1e9 / d.avg, d.avg * 1e6, cb / 1e9 / cm.avg, cm.avg * 1e6);
-  std::printf("[rank %d] gpu-bench: mode=%s ranks=%d selections=%zu bytes=%zu median_us=%.2f min_us=%.2f max_us=%.2f "
-              "ep_gbps_median=%.2f dispatch_median_us=%.2f combine_median_us=%.2f\n",
-              me, mode, size, sel, db + cb, t.median * 1e6, t.min * 1e6, t.max * 1e6,
-              bandwidth_gbps(db, cb, t.median), d.median * 1e6, cm.median * 1e6);
+  std::printf(
+      "[rank %d] gpu-bench: mode=%s ranks=%d selections=%zu bytes=%zu median_us=%.2f min_us=%.2f max_us=%.2f "
+      "ep_gbps_median=%.2f dispatch_median_us=%.2f combine_median_us=%.2f\n",
+      me, mode, size, sel, db + cb, t.median * 1e6, t.min * 1e6, t.max * 1e6, bandwidth_gbps(db, cb, t.median),
+      d.median * 1e6, cm.median * 1e6);
   if (o.kernel_only) {
     // Where a call's time goes: the send half (dispatch: count, cast and write, signal;
     // combine: rows back, signal) and the receive half (dispatch: wait, check, unpack;
     // combine: wait, reduce).
     std::vector<double> tdr(td.size()), tcr(tc.size());
     for (std::size_t i = 0; i < td.size(); ++i) tdr[i] = td[i] - tds[i], tcr[i] = tc[i] - tcs[i];
-    const Stats ds = report::stats_without_first(tds), cs = report::stats_without_first(tcs), dr = report::stats_without_first(tdr), cr = report::stats_without_first(tcr);
-    std::printf("[rank %d] gpu-bench halves: dispatch_send_median_us=%.2f dispatch_recv_median_us=%.2f "
-                "combine_send_median_us=%.2f combine_recv_median_us=%.2f\n",
-                me, ds.median * 1e6, dr.median * 1e6, cs.median * 1e6, cr.median * 1e6);
+    const Stats ds = report::stats_without_first(tds), cs = report::stats_without_first(tcs),
+                dr = report::stats_without_first(tdr), cr = report::stats_without_first(tcr);
+    std::printf(
+        "[rank %d] gpu-bench halves: dispatch_send_median_us=%.2f dispatch_recv_median_us=%.2f "
+        "combine_send_median_us=%.2f combine_recv_median_us=%.2f\n",
+        me, ds.median * 1e6, dr.median * 1e6, cs.median * 1e6, cr.median * 1e6);
   }
   std::fflush(stdout);
 
@@ -331,26 +336,30 @@ int run(const Options& o) {
     DeviceArray<uint8_t> src(bytes), dst(bytes);
     src.fill_bytes(1, stream);
     const Stats cp = time_op(stream, o.warmup, o.iters, l2.get(), [&] {
-      cuda_check(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, to_cuda(stream)), "cudaMemcpyAsync");
+      cuda_check(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, to_cuda(stream)),
+                 "cudaMemcpyAsync");
     });
     std::printf("d2d-copy: bytes=%zu median_us=%.2f min_us=%.2f max_us=%.2f gbps_median=%.2f (bytes copied / time)\n",
                 bytes, cp.median * 1e6, cp.min * 1e6, cp.max * 1e6, bytes / 1e9 / cp.median);
     DeviceArray<uint8_t> q(T * H);
     DeviceArray<float> qs(T * (H / kScaleBlock));
-    const Stats cast = time_op(stream, o.warmup, o.iters, l2.get(),
-                               [&] { cuda::cast_fp8(dev_in[0]->x.get(), o.tokens, o.hidden, q.get(), qs.get(), stream); });
+    const Stats cast = time_op(stream, o.warmup, o.iters, l2.get(), [&] {
+      cuda::cast_fp8(dev_in[0]->x.get(), o.tokens, o.hidden, q.get(), qs.get(), stream);
+    });
     const std::size_t cast_bytes = T * (2 * H + H + H / kScaleBlock * 4);  // read bf16, write fp8 + scales
     // A copy of the cast's input size, for the same-size comparison (read + write counted).
     const std::size_t cbytes = T * 2 * H;
     const Stats cp2 = time_op(stream, o.warmup, o.iters, l2.get(), [&] {
-      cuda_check(cudaMemcpyAsync(dst.get(), src.get(), std::min(cbytes, bytes), cudaMemcpyDeviceToDevice, to_cuda(stream)),
-                 "cudaMemcpyAsync");
+      cuda_check(
+          cudaMemcpyAsync(dst.get(), src.get(), std::min(cbytes, bytes), cudaMemcpyDeviceToDevice, to_cuda(stream)),
+          "cudaMemcpyAsync");
     });
-    std::printf("fp8-cast: rows=%d hidden=%d median_us=%.2f min_us=%.2f max_us=%.2f rw_gbps=%.2f "
-                "copy_rw_gbps=%.2f ratio=%.3f (read+write bytes / time)\n",
-                o.tokens, o.hidden, cast.median * 1e6, cast.min * 1e6, cast.max * 1e6, cast_bytes / 1e9 / cast.median,
-                2.0 * std::min(cbytes, bytes) / 1e9 / cp2.median,
-                (cast_bytes / cast.median) / (2.0 * std::min(cbytes, bytes) / cp2.median));
+    std::printf(
+        "fp8-cast: rows=%d hidden=%d median_us=%.2f min_us=%.2f max_us=%.2f rw_gbps=%.2f "
+        "copy_rw_gbps=%.2f ratio=%.3f (read+write bytes / time)\n",
+        o.tokens, o.hidden, cast.median * 1e6, cast.min * 1e6, cast.max * 1e6, cast_bytes / 1e9 / cast.median,
+        2.0 * std::min(cbytes, bytes) / 1e9 / cp2.median,
+        (cast_bytes / cast.median) / (2.0 * std::min(cbytes, bytes) / cp2.median));
     std::fflush(stdout);
   }
   // No rank frees its region (Ep's destructor) while another still maps it.
@@ -366,14 +375,19 @@ int main(int argc, char** argv) {
   hyrun::ep::check::Options o;
   CLI::App app{"ep-bench-gpu: dispatch + combine of the CUDA EP backend timed with CUDA events"};
   app.add_option("--tokens", o.tokens, "tokens per rank")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--hidden", o.hidden, "hidden size (multiple of 128)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--hidden", o.hidden, "hidden size (multiple of 128)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--topk", o.topk, "top-k")->capture_default_str()->check(CLI::Range(1, 32));
-  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--warmup", o.warmup, "untimed calls first")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--iters", o.iters, "timed calls")->capture_default_str()->check(CLI::Range(2, 1000000));
   app.add_option("--seed", o.seed, "seed of the routing")->capture_default_str();
   app.add_flag("--kernel-only", o.kernel_only, "all experts local: kernels without peer traffic");
-  app.add_flag("!--no-flush-l2", o.flush_l2, "do not flush the L2 (before the timed calls, or before each with --cold-calls)");
+  app.add_flag("!--no-flush-l2", o.flush_l2,
+               "do not flush the L2 (before the timed calls, or before each with --cold-calls)");
   app.add_flag("--cold-calls", o.cold,
                "flush the L2 and meet in a barrier before every timed call (default: as the reference, once before "
                "the timed calls, which then run back to back)");

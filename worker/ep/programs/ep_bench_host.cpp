@@ -18,12 +18,12 @@
 #include <memory>
 #include <numeric>
 
-#include "hyrun/ep/report/sample_stats.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/host_backend.hpp"
+#include "hyrun/ep/reference_inputs.hpp"
+#include "hyrun/ep/report/sample_stats.hpp"
 #include "hyrun/worker.hpp"
 #include "tool_main.hpp"
-#include "hyrun/ep/reference_inputs.hpp"
 
 namespace hyrun::ep::check {
 namespace {
@@ -109,10 +109,11 @@ int run(const Options& o) {
               bandwidth_gbps(db, cb, t.avg), t.avg * 1e6, t.min * 1e6, t.max * 1e6);
   std::printf("[rank %d] Dispatch bandwidth: %.2f GB/s, avg_t=%.2f us | Combine bandwidth: %.2f GB/s, avg_t=%.2f us\n",
               me, db / 1e9 / d.avg, d.avg * 1e6, cb / 1e9 / cm.avg, cm.avg * 1e6);
-  std::printf("[rank %d] accounting: mode=%s selections=%zu dispatch_bytes=%zu combine_bytes=%zu "
-              "dispatch_msg_bytes=%zu combine_msg_bytes=%zu (logical bytes, self traffic included)\n",
-              me, o.kernel_only ? "kernel-only" : "transport", sel, db, cb,
-              dispatch_bytes_per_selection(o.hidden, Format::kFP8), combine_bytes_per_selection(o.hidden));
+  std::printf(
+      "[rank %d] accounting: mode=%s selections=%zu dispatch_bytes=%zu combine_bytes=%zu "
+      "dispatch_msg_bytes=%zu combine_msg_bytes=%zu (logical bytes, self traffic included)\n",
+      me, o.kernel_only ? "kernel-only" : "transport", sel, db, cb,
+      dispatch_bytes_per_selection(o.hidden, Format::kFP8), combine_bytes_per_selection(o.hidden));
   std::fflush(stdout);
   return 0;
 }
@@ -124,14 +125,19 @@ int main(int argc, char** argv) {
   hyrun::ep::check::Options o;
   CLI::App app{"ep-bench-host: dispatch + combine bandwidth of the host EP backend across hyrun ranks"};
   app.add_option("--tokens", o.tokens, "tokens per rank")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--hidden", o.hidden, "hidden size (multiple of 128)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--hidden", o.hidden, "hidden size (multiple of 128)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--topk", o.topk, "top-k")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--warmup", o.warmup, "untimed calls first")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--iters", o.iters, "timed calls")->capture_default_str()->check(CLI::Range(2, 1000000));
   app.add_option("--seed", o.seed, "seed of the routing")->capture_default_str();
   app.add_flag("--kernel-only", o.kernel_only, "all experts local: compute without the network");
-  app.add_flag("--copy-recv", o.copy_recv, "receive into private recv_x/recv_scales (a copy) instead of the region's rows");
+  app.add_flag("--copy-recv", o.copy_recv,
+               "receive into private recv_x/recv_scales (a copy) instead of the region's rows");
   app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return hyrun::ep::tools::run_tool("ep-bench-host", [&] { return hyrun::ep::check::run(o); });

@@ -22,11 +22,11 @@
 #include <cstring>
 
 #include "ep_engine.hpp"
+#include "hyrun/ep/reference_checks.hpp"
+#include "hyrun/ep/reference_inputs.hpp"
 #include "hyrun/ep/transport.hpp"
 #include "hyrun/worker.hpp"
 #include "tool_main.hpp"
-#include "hyrun/ep/reference_checks.hpp"
-#include "hyrun/ep/reference_inputs.hpp"
 
 #ifdef HYRUN_EP_WITH_CUDA
 #endif
@@ -80,9 +80,9 @@ class Checker {
 
   void record(const std::string& what, const CheckReport& rep) {
     ++checks_;
-    std::string line = fmt::format("ep-check: rank {} {} {}: {} diff={:.3e} max_rel={:.3e} rows={}", world_.rank(), what,
-                                   engine_.name(), rep.ok ? "PASS" : "FAIL", rep.combine_diff, rep.max_elem_rel,
-                                   rep.rows_checked);
+    std::string line =
+        fmt::format("ep-check: rank {} {} {}: {} diff={:.3e} max_rel={:.3e} rows={}", world_.rank(), what,
+                    engine_.name(), rep.ok ? "PASS" : "FAIL", rep.combine_diff, rep.max_elem_rel, rep.rows_checked);
     if (!rep.ok) {
       ++failures_;
       for (const auto& p : rep.problems) line += " | " + p;
@@ -92,7 +92,8 @@ class Checker {
   void record(const std::string& what, bool ok, const std::string& detail) {
     ++checks_;
     if (!ok) ++failures_;
-    say(fmt::format("ep-check: rank {} {} {}: {} {}", world_.rank(), what, engine_.name(), ok ? "PASS" : "FAIL", detail));
+    say(fmt::format("ep-check: rank {} {} {}: {} {}", world_.rank(), what, engine_.name(), ok ? "PASS" : "FAIL",
+                    detail));
   }
   int checks() const { return checks_; }
   int failures() const { return failures_; }
@@ -143,8 +144,7 @@ int run(const Options& o) {
   World world;
   const int me = world.rank(), size = world.size();
   const int max_ranks = o.max_ranks > 0 ? o.max_ranks : size;
-  if (max_ranks < size)
-    throw UsageError(fmt::format("--max-ranks {} is below the world size {}", max_ranks, size));
+  if (max_ranks < size) throw UsageError(fmt::format("--max-ranks {} is below the world size {}", max_ranks, size));
   const auto shapes = o.shapes.empty() ? default_shapes() : parse_shapes(o.shapes);
   const auto formats = formats_of(o.dtype);
   const int E = o.experts_per_rank;
@@ -261,8 +261,9 @@ int run(const Options& o) {
   if (me == 0)
     say(fmt::format("ep-check: SUMMARY {} ranks, {} shapes, backend {}: {} checks, {}", size, shapes.size(),
                     engine->name(), total_checks,
-                    total_failures == 0 ? std::string("ALL PASSED")
-                                        : fmt::format("{} FAILED on rank(s) {}", total_failures, rank_list(failed_ranks))));
+                    total_failures == 0
+                        ? std::string("ALL PASSED")
+                        : fmt::format("{} FAILED on rank(s) {}", total_failures, rank_list(failed_ranks))));
   // No rank frees its region (engine's destructor) while another still maps it.
   engine->close_peers();
   world.barrier();
@@ -276,17 +277,31 @@ int main(int argc, char** argv) {
   using hyrun::ep::check::Options;
   Options o;
   CLI::App app{"ep-check: EP dispatch/combine reference checks across the ranks of a hyrun job"};
-  app.add_option("--shapes", o.shapes, "TOKENS:HIDDEN:TOPK,... (default: a sweep of hidden 2048..8192, tokens 1..256, top-k 1..8)");
-  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts per rank")->capture_default_str()->check(CLI::Range(1, 64));
-  app.add_option("--max-ranks", o.max_ranks, "largest world the buffers serve (default: the world size)")->check(CLI::NonNegativeNumber);
+  app.add_option("--shapes", o.shapes,
+                 "TOKENS:HIDDEN:TOPK,... (default: a sweep of hidden 2048..8192, tokens 1..256, top-k 1..8)");
+  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts per rank")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--max-ranks", o.max_ranks, "largest world the buffers serve (default: the world size)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "seed of the random routing")->capture_default_str();
-  app.add_option("--backend", o.backend, "host, cuda or auto")->capture_default_str()->check(CLI::IsMember({"host", "cuda", "auto"}));
-  app.add_option("--dispatch-dtype", o.dtype, "fp8, bf16 or both")->capture_default_str()->check(CLI::IsMember({"fp8", "bf16", "both"}));
-  app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--silent-timeout-ms", o.silent_timeout_ms, "time limit in the timeout round")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--backend", o.backend, "host, cuda or auto")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"host", "cuda", "auto"}));
+  app.add_option("--dispatch-dtype", o.dtype, "fp8, bf16 or both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp8", "bf16", "both"}));
+  app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--silent-timeout-ms", o.silent_timeout_ms, "time limit in the timeout round")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("!--no-fault-rounds", o.fault_rounds, "skip the masked and timeout rounds");
-  app.add_flag("--disable-ll-nvlink", o.disable_ll_nvlink, "CUDA backend: no CUDA IPC; stage through pinned host memory and send with UCX");
-  app.add_option("--inject-corruption", o.inject_corruption, "debug: flip a byte of one received row on this rank (the checks must fail)");
+  app.add_flag("--disable-ll-nvlink", o.disable_ll_nvlink,
+               "CUDA backend: no CUDA IPC; stage through pinned host memory and send with UCX");
+  app.add_option("--inject-corruption", o.inject_corruption,
+                 "debug: flip a byte of one received row on this rank (the checks must fail)");
   CLI11_PARSE(app, argc, argv);
   return hyrun::ep::tools::run_tool("ep-check", [&] { return hyrun::ep::check::run(o); });
 }

@@ -10,12 +10,15 @@
 namespace hyrun::ep::report {
 namespace {
 
-std::string prefix(int global_rank, int local_rank) { return fmt::format("global_rank={}, local_rank={} ->", global_rank, local_rank); }
+std::string prefix(int global_rank, int local_rank) {
+  return fmt::format("global_rank={}, local_rank={} ->", global_rank, local_rank);
+}
 
 void require_finite(int rank, const char* field, double value) {
   if (!std::isfinite(value)) {
-    throw Error(fmt::format("bandwidth line for rank {}: {} is {}; a log line must carry finite numbers (CloudAI cannot parse it)",
-                            rank, field, value));
+    throw Error(fmt::format(
+        "bandwidth line for rank {}: {} is {}; a log line must carry finite numbers (CloudAI cannot parse it)", rank,
+        field, value));
   }
 }
 
@@ -39,7 +42,8 @@ std::string connections_removed_line(int global_rank, int local_rank, std::span<
 
 std::string failed_ranks_detected_line(int global_rank, int local_rank, std::span<const int> ranks, double detect_ms) {
   require_finite(global_rank, "detect_ms", detect_ms);
-  return fmt::format("{} detected failed ranks [{}] in {:.1f} ms", prefix(global_rank, local_rank), fmt::join(ranks, ", "), detect_ms);
+  return fmt::format("{} detected failed ranks [{}] in {:.1f} ms", prefix(global_rank, local_rank),
+                     fmt::join(ranks, ", "), detect_ms);
 }
 
 std::string unused_rank_line(int global_rank, int local_rank) {
@@ -51,8 +55,9 @@ std::string bandwidth_line(int rank, const BandwidthStats& s) {
   require_finite(rank, "avg_us", s.avg_us);
   require_finite(rank, "min_us", s.min_us);
   require_finite(rank, "max_us", s.max_us);
-  return fmt::format("[rank {}] Dispatch + combine bandwidth: {:.2f} GB/s, avg_t={:.2f} us, min_t={:.2f} us, max_t={:.2f} us", rank,
-                     s.gbps, s.avg_us, s.min_us, s.max_us);
+  return fmt::format(
+      "[rank {}] Dispatch + combine bandwidth: {:.2f} GB/s, avg_t={:.2f} us, min_t={:.2f} us, max_t={:.2f} us", rank,
+      s.gbps, s.avg_us, s.min_us, s.max_us);
 }
 
 std::string split_bandwidth_line(int rank, const SplitBandwidth& s) {
@@ -60,8 +65,9 @@ std::string split_bandwidth_line(int rank, const SplitBandwidth& s) {
   require_finite(rank, "dispatch_avg_us", s.dispatch_avg_us);
   require_finite(rank, "combine_gbps", s.combine_gbps);
   require_finite(rank, "combine_avg_us", s.combine_avg_us);
-  return fmt::format("[rank {}] Dispatch bandwidth: {:.2f} GB/s, avg_t={:.2f} us | Combine bandwidth: {:.2f} GB/s, avg_t={:.2f} us", rank,
-                     s.dispatch_gbps, s.dispatch_avg_us, s.combine_gbps, s.combine_avg_us);
+  return fmt::format(
+      "[rank {}] Dispatch bandwidth: {:.2f} GB/s, avg_t={:.2f} us | Combine bandwidth: {:.2f} GB/s, avg_t={:.2f} us",
+      rank, s.dispatch_gbps, s.dispatch_avg_us, s.combine_gbps, s.combine_avg_us);
 }
 
 }  // namespace hyrun::ep::report

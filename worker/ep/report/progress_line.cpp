@@ -32,8 +32,10 @@ void ProgressLine::update(std::size_t phase, std::size_t num_phases, std::string
   const std::string text = detail.empty() ? fmt::format("phase {} of {}", phase + 1, num_phases)
                                           : fmt::format("phase {} of {}: {}", phase + 1, num_phases, detail);
   // "\r" + erase-to-end-of-line rewrites the line in place; hyrun forwards only whole lines.
-  if (mode_ == Mode::kInPlace) fmt::print(out_, "\r\x1b[K{}", text);
-  else fmt::print(out_, "{}\n", text);
+  if (mode_ == Mode::kInPlace)
+    fmt::print(out_, "\r\x1b[K{}", text);
+  else
+    fmt::print(out_, "{}\n", text);
   std::fflush(out_);
   shown_ = mode_ == Mode::kInPlace;
 }

@@ -68,7 +68,9 @@ std::optional<double> phase_max(const std::vector<const PhaseSample*>& samples, 
 std::map<int, std::vector<const PhaseSample*>> by_phase(const std::vector<PhaseSample>& samples) {
   std::map<int, std::vector<const PhaseSample*>> out;
   for (const auto& s : samples) out[s.phase].push_back(&s);
-  for (auto& [_, v] : out) std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return std::tie(a->rank, a->node) < std::tie(b->rank, b->node); });
+  for (auto& [_, v] : out)
+    std::sort(v.begin(), v.end(),
+              [](auto* a, auto* b) { return std::tie(a->rank, a->node) < std::tie(b->rank, b->node); });
   return out;
 }
 
@@ -88,8 +90,10 @@ std::optional<double> phase_mean_gbps(const std::vector<const PhaseSample*>& sam
 std::string gp_quote(std::string_view text) {
   std::string out = "'";
   for (char c : text) {
-    if (c == '\'') out += "''";
-    else if (c != '\n') out += c;
+    if (c == '\'')
+      out += "''";
+    else if (c != '\n')
+      out += c;
   }
   return out + "'";
 }
@@ -109,7 +113,8 @@ std::string gp_value(const std::optional<double>& v) { return v ? fmt::format("{
 
 // Runs gnuplot on `script`; returns "" on success, otherwise why not.
 // It runs in the script's directory: the script names its files relative to it.
-std::string run_gnuplot(const std::string& program, const std::filesystem::path& script, const std::filesystem::path& log) {
+std::string run_gnuplot(const std::string& program, const std::filesystem::path& script,
+                        const std::filesystem::path& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   const std::string dir = script.parent_path().empty() ? std::string(".") : script.parent_path().string();
@@ -120,8 +125,8 @@ std::string run_gnuplot(const std::string& program, const std::filesystem::path&
   // fails rather than follow a link planted again in between).
   std::error_code ignored;
   std::filesystem::remove(log, ignored);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_name.c_str(),
-                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                                   0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::string script_arg = script.filename().string();
   std::string program_arg = program;
@@ -130,7 +135,8 @@ std::string run_gnuplot(const std::string& program, const std::filesystem::path&
   const int rc = posix_spawnp(&pid, program.c_str(), &actions, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
-    return fmt::format("cannot run '{}': {} (install gnuplot-nox, see scripts/install-deps.sh)", program, std::strerror(rc));
+    return fmt::format("cannot run '{}': {} (install gnuplot-nox, see scripts/install-deps.sh)", program,
+                       std::strerror(rc));
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
@@ -142,7 +148,8 @@ std::string run_gnuplot(const std::string& program, const std::filesystem::path&
   return fmt::format("'{} {}' {}; its output is in {}", program, script.string(), how, log.string());
 }
 
-std::string plot_files(const std::filesystem::path& dir, const RunResults& r, const ReportOptions& options, std::filesystem::path& png) {
+std::string plot_files(const std::filesystem::path& dir, const RunResults& r, const ReportOptions& options,
+                       std::filesystem::path& png) {
   const auto bandwidth_dat = dir / "bandwidth.dat";
   const auto transitions_dat = dir / "transitions.dat";
   const auto script = dir / "bandwidth.gp";
@@ -205,19 +212,22 @@ std::string plot_files(const std::filesystem::path& dir, const RunResults& r, co
   gp += "set xlabel 'phase'\nset key outside right\n";
   gp += "set title 'Dispatch + combine bandwidth per phase and rank (logical GB/s)'\nset ylabel 'GB/s'\n";
   if (rank_words.empty()) {
-    gp += "set yrange [0:1]\nset label 1 'no bandwidth measured' at graph 0.5, 0.5 center\nplot -1 notitle\nunset label 1\nset autoscale y\n";
+    gp +=
+        "set yrange [0:1]\nset label 1 'no bandwidth measured' at graph 0.5, 0.5 center\nplot -1 notitle\nunset label 1\nset autoscale y\n";
   } else {
     gp += fmt::format("ranks = '{}'\n", rank_words);
-    gp += fmt::format("plot for [i=1:words(ranks)] {} index (i-1) using 1:2 with linespoints title 'rank '.word(ranks, i)\n",
-                      gp_quote(bandwidth_dat.filename().string()));
+    gp += fmt::format(
+        "plot for [i=1:words(ranks)] {} index (i-1) using 1:2 with linespoints title 'rank '.word(ranks, i)\n",
+        gp_quote(bandwidth_dat.filename().string()));
   }
   gp += "set title 'Phase transitions (largest over ranks)'\nset ylabel 'ms'\n";
   if (!any_transition) {
     gp += "set yrange [0:1]\nset label 1 'no joins or detected failures' at graph 0.5, 0.5 center\nplot -1 notitle\n";
   } else {
     gp += "set yrange [0:*]\nset style fill solid 0.6\nset boxwidth 0.3\n";
-    gp += fmt::format("plot {0} using ($1-0.15):2 with boxes title 'join ms', {0} using ($1+0.15):3 with boxes title 'failure detection ms'\n",
-                      gp_quote(transitions_dat.filename().string()));
+    gp += fmt::format(
+        "plot {0} using ($1-0.15):2 with boxes title 'join ms', {0} using ($1+0.15):3 with boxes title 'failure detection ms'\n",
+        gp_quote(transitions_dat.filename().string()));
   }
   gp += "unset multiplot\n";
   write_file_atomically(script, gp);
@@ -347,12 +357,12 @@ void check_report_dir(const std::filesystem::path& dir) {
   std::error_code ec;
   const auto status = std::filesystem::status(dir, ec);
   if (std::filesystem::exists(status) && !std::filesystem::is_directory(status))
-    throw UsageError(fmt::format("--report-dir {}: it exists and is not a directory; name a directory (it is created "
-                                 "when missing)",
-                                 dir.string()));
+    throw UsageError(
+        fmt::format("--report-dir {}: it exists and is not a directory; name a directory (it is created "
+                    "when missing)",
+                    dir.string()));
   std::filesystem::create_directories(dir, ec);
-  if (ec)
-    throw UsageError(fmt::format("--report-dir {}: cannot create it: {}", dir.string(), ec.message()));
+  if (ec) throw UsageError(fmt::format("--report-dir {}: cannot create it: {}", dir.string(), ec.message()));
   // Writable? Ask the file system itself (permissions, a read-only mount, a full disk for
   // the directory entry): create a file and remove it.
   std::string probe = (dir / ".ep-bench-write-check.XXXXXX").string();

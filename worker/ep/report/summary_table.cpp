@@ -42,7 +42,9 @@ std::optional<double> max_of(const std::optional<double>& a, const std::optional
 
 }  // namespace
 
-SummaryOptions SummaryOptions::for_stream(std::FILE* out) { return {.color = out != nullptr && ::isatty(::fileno(out)) == 1}; }
+SummaryOptions SummaryOptions::for_stream(std::FILE* out) {
+  return {.color = out != nullptr && ::isatty(::fileno(out)) == 1};
+}
 
 std::optional<double> overall_mean_gbps(std::span<const PhaseSample> samples) {
   double sum = 0;
@@ -56,7 +58,8 @@ std::optional<double> overall_mean_gbps(std::span<const PhaseSample> samples) {
   return sum / static_cast<double>(n);
 }
 
-std::string format_summary(std::span<const PhaseSample> samples, std::size_t num_phases, const SummaryOptions& options) {
+std::string format_summary(std::span<const PhaseSample> samples, std::size_t num_phases,
+                           const SummaryOptions& options) {
   using Row = std::pair<std::string, int>;  // (node, rank)
   std::map<Row, std::map<int, const PhaseSample*>> rows;
   for (const auto& s : samples) rows[{s.node, s.rank}][s.phase] = &s;
@@ -67,7 +70,8 @@ std::string format_summary(std::span<const PhaseSample> samples, std::size_t num
   std::string out;
   out += fmt::format("{:<{}}  {:>4}", "node", node_width, "rank");
   for (std::size_t p = 0; p < num_phases; ++p) out += fmt::format("  {:<{}}", fmt::format("P{}", p), kMarkWidth);
-  out += fmt::format("  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}\n", "GB/s avg", "GB/s min", "GB/s max", "join ms", "detect ms");
+  out +=
+      fmt::format("  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}\n", "GB/s avg", "GB/s min", "GB/s max", "join ms", "detect ms");
 
   for (const auto& [row, by_phase] : rows) {
     out += fmt::format("{:<{}}  {:>4}", row.first, node_width, row.second);
@@ -82,8 +86,9 @@ std::string format_summary(std::span<const PhaseSample> samples, std::size_t num
         if (s.bandwidth) gbps.push_back(s.bandwidth->gbps);
         join_ms = max_of(join_ms, s.join_ms);
         detect_ms = max_of(detect_ms, s.detect_ms);
-      } else if (auto prev = by_phase.find(phase - 1); prev != by_phase.end() && prev->second->state != PhaseRole::kKilled &&
-                                                        prev->second->state != PhaseRole::kLeft) {
+      } else if (auto prev = by_phase.find(phase - 1); prev != by_phase.end() &&
+                                                       prev->second->state != PhaseRole::kKilled &&
+                                                       prev->second->state != PhaseRole::kLeft) {
         role = PhaseRole::kLeft;
       }
       out += "  " + mark(role, options.color);
@@ -94,12 +99,13 @@ std::string format_summary(std::span<const PhaseSample> samples, std::size_t num
       lo = *std::min_element(gbps.begin(), gbps.end());
       hi = *std::max_element(gbps.begin(), gbps.end());
     }
-    out += fmt::format("  {}  {}  {}  {}  {}\n", number_or_dash(avg, 8, 2), number_or_dash(lo, 8, 2), number_or_dash(hi, 8, 2),
-                       number_or_dash(join_ms, 8, 1), number_or_dash(detect_ms, 9, 1));
+    out += fmt::format("  {}  {}  {}  {}  {}\n", number_or_dash(avg, 8, 2), number_or_dash(lo, 8, 2),
+                       number_or_dash(hi, 8, 2), number_or_dash(join_ms, 8, 1), number_or_dash(detect_ms, 9, 1));
   }
 
   const auto mean = overall_mean_gbps(samples);
-  const auto count = std::count_if(samples.begin(), samples.end(), [](const PhaseSample& s) { return s.bandwidth.has_value(); });
+  const auto count =
+      std::count_if(samples.begin(), samples.end(), [](const PhaseSample& s) { return s.bandwidth.has_value(); });
   if (mean) {
     out += fmt::format(
         "Overall mean dispatch + combine bandwidth: {:.2f} GB/s over {} rank-phase samples (logical bandwidth: bytes counted per "

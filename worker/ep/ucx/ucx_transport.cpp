@@ -47,8 +47,8 @@ UcxTransport::UcxTransport(const UcxBootstrap& boot, void* region, std::size_t r
   // Members own every handle, so a throw below releases everything acquired so far.
   const auto all = boot.allgatherv(descriptor_);
   if (all.size() != static_cast<std::size_t>(size_))
-    throw Error(fmt::format("UCX EP transport: the descriptor exchange returned {} entries for {} ranks", all.size(),
-                            size_));
+    throw Error(
+        fmt::format("UCX EP transport: the descriptor exchange returned {} entries for {} ranks", all.size(), size_));
   for (int p = 0; p < size_; ++p)
     if (p != rank_) attach_peer(p, all[static_cast<std::size_t>(p)]);
 }
@@ -89,9 +89,10 @@ UcxTransport::~UcxTransport() {
     // writes may also still be on their way here, and UCX stores them at the raw
     // address when this worker progresses later (e.g. while World closes its
     // endpoints). Unmapping now would turn them into a crash; keep the memory until exit.
-    spdlog::warn("UCX EP transport: rank {}: writes timed out; the {}-byte region stays mapped until the process "
-                 "exits, so that late writes land harmlessly",
-                 rank_, bytes_);
+    spdlog::warn(
+        "UCX EP transport: rank {}: writes timed out; the {}-byte region stays mapped until the process "
+        "exits, so that late writes land harmlessly",
+        rank_, bytes_);
     memh_.keep_until_exit();
     (void)region_mem_.release();
   }

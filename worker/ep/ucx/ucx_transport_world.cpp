@@ -20,8 +20,7 @@ UcxBootstrap bootstrap_of(World& world) {
 }
 }  // namespace
 
-UcxTransport::UcxTransport(World& world, std::size_t region_bytes, std::chrono::milliseconds timeout,
-                           PeerAttach attach)
+UcxTransport::UcxTransport(World& world, std::size_t region_bytes, std::chrono::milliseconds timeout, PeerAttach attach)
     : UcxTransport(bootstrap_of(world), nullptr, region_bytes, timeout, attach) {}
 
 UcxTransport::UcxTransport(World& world, void* region, std::size_t region_bytes, std::chrono::milliseconds timeout,

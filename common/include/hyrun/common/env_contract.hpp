@@ -10,21 +10,21 @@
 
 namespace hyrun {
 namespace env {
-inline constexpr const char* kRank = "HYRUN_RANK";                    ///< global rank, 0..world-1
-inline constexpr const char* kWorldSize = "HYRUN_WORLD_SIZE";         ///< number of ranks in the job
-inline constexpr const char* kLocalRank = "HYRUN_LOCAL_RANK";         ///< rank among this parent's ranks
-inline constexpr const char* kLocalWorldSize = "HYRUN_LOCAL_WORLD_SIZE";  ///< ranks this parent starts
-inline constexpr const char* kNodeRank = "HYRUN_NODE_RANK";           ///< index of this parent (0..nodes-1)
-inline constexpr const char* kNumNodes = "HYRUN_NUM_NODES";           ///< number of hyrun parents
-inline constexpr const char* kRootAddress = "HYRUN_ROOT_ADDRESS";     ///< rank 0's UCX worker address, hex
-inline constexpr const char* kJobToken = "HYRUN_JOB_TOKEN";           ///< random per-job secret
-inline constexpr const char* kPublishFd = "HYRUN_PUBLISH_FD";         ///< rank 0 only: fd to publish on
+inline constexpr const char* kRank = "HYRUN_RANK";                                ///< global rank, 0..world-1
+inline constexpr const char* kWorldSize = "HYRUN_WORLD_SIZE";                     ///< number of ranks in the job
+inline constexpr const char* kLocalRank = "HYRUN_LOCAL_RANK";                     ///< rank among this parent's ranks
+inline constexpr const char* kLocalWorldSize = "HYRUN_LOCAL_WORLD_SIZE";          ///< ranks this parent starts
+inline constexpr const char* kNodeRank = "HYRUN_NODE_RANK";                       ///< index of this parent (0..nodes-1)
+inline constexpr const char* kNumNodes = "HYRUN_NUM_NODES";                       ///< number of hyrun parents
+inline constexpr const char* kRootAddress = "HYRUN_ROOT_ADDRESS";                 ///< rank 0's UCX worker address, hex
+inline constexpr const char* kJobToken = "HYRUN_JOB_TOKEN";                       ///< random per-job secret
+inline constexpr const char* kPublishFd = "HYRUN_PUBLISH_FD";                     ///< rank 0 only: fd to publish on
 inline constexpr const char* kBootstrapTimeoutMs = "HYRUN_BOOTSTRAP_TIMEOUT_MS";  ///< time limit of joins
-inline constexpr const char* kLogLevel = "HYRUN_LOG_LEVEL";           ///< spdlog level for hyrun and workers
-inline constexpr const char* kControlFd = "HYRUN_CONTROL_FD";         ///< socket to tell hyrun of planned exits
-inline constexpr const char* kIncarnation = "HYRUN_INCARNATION";      ///< 0, or how often hyrun restarted the rank
+inline constexpr const char* kLogLevel = "HYRUN_LOG_LEVEL";              ///< spdlog level for hyrun and workers
+inline constexpr const char* kControlFd = "HYRUN_CONTROL_FD";            ///< socket to tell hyrun of planned exits
+inline constexpr const char* kIncarnation = "HYRUN_INCARNATION";         ///< 0, or how often hyrun restarted the rank
 inline constexpr const char* kOutputTerminal = "HYRUN_OUTPUT_TERMINAL";  ///< "1": hyrun's own stdout is a terminal
-inline constexpr const char* kStartRanks = "HYRUN_START_RANKS";  ///< "0,1,3": the ranks of the collective start
+inline constexpr const char* kStartRanks = "HYRUN_START_RANKS";          ///< "0,1,3": the ranks of the collective start
 // The names other frameworks read (torchrun, NCCL-style programs).
 inline constexpr const char* kCommonRank = "RANK";
 inline constexpr const char* kCommonWorldSize = "WORLD_SIZE";
@@ -32,18 +32,18 @@ inline constexpr const char* kCommonLocalRank = "LOCAL_RANK";
 inline constexpr const char* kCommonLocalWorldSize = "LOCAL_WORLD_SIZE";
 // The rest of what torchrun gives its workers, so that torch.distributed (env://) and
 // frameworks that detect torchrun by TORCHELASTIC_RUN_ID run unchanged under hyrun.
-inline constexpr const char* kGroupRank = "GROUP_RANK";              ///< = HYRUN_NODE_RANK
-inline constexpr const char* kGroupWorldSize = "GROUP_WORLD_SIZE";   ///< = HYRUN_NUM_NODES
-inline constexpr const char* kRoleRank = "ROLE_RANK";                ///< = RANK (one role)
-inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";     ///< = WORLD_SIZE
-inline constexpr const char* kRoleName = "ROLE_NAME";                ///< "default", as torchrun's
+inline constexpr const char* kGroupRank = "GROUP_RANK";                     ///< = HYRUN_NODE_RANK
+inline constexpr const char* kGroupWorldSize = "GROUP_WORLD_SIZE";          ///< = HYRUN_NUM_NODES
+inline constexpr const char* kRoleRank = "ROLE_RANK";                       ///< = RANK (one role)
+inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";            ///< = WORLD_SIZE
+inline constexpr const char* kRoleName = "ROLE_NAME";                       ///< "default", as torchrun's
 inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";  ///< = HYRUN_INCARNATION
 inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";    ///< 0: hyrun never restarts a job
 // Defaults: set only when neither hyrun's environment nor -x has them (the user's win).
-inline constexpr const char* kMasterAddr = "MASTER_ADDR";            ///< root node's address, reachable from all
-inline constexpr const char* kMasterPort = "MASTER_PORT";            ///< a port that was free on the root node
-inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";         ///< one id per job
-inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";     ///< CPUs of the rank's binding
+inline constexpr const char* kMasterAddr = "MASTER_ADDR";         ///< root node's address, reachable from all
+inline constexpr const char* kMasterPort = "MASTER_PORT";         ///< a port that was free on the root node
+inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";      ///< one id per job
+inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";  ///< CPUs of the rank's binding
 }  // namespace env
 
 /// What a rank learns from its parent. Parents build it, format it with
@@ -59,11 +59,11 @@ struct RankEnvironment {
   std::optional<std::string> root_address_hex;  ///< absent for rank 0 and for --bootstrap=none
   std::optional<int> publish_fd;                ///< present for rank 0 only
   int bootstrap_timeout_ms = 60000;
-  int incarnation = 0;                          ///< restarts of this rank by hyrun
+  int incarnation = 0;  ///< restarts of this rank by hyrun
   /// hyrun's own stdout is a terminal: a rank's stdout is a pipe to hyrun, which forwards
   /// whole lines, so a rank may show progress as lines where it would not on a pipe.
   bool output_terminal = false;
-  std::optional<int> control_fd;                ///< hyrun's control channel, when given
+  std::optional<int> control_fd;  ///< hyrun's control channel, when given
   /// The ranks that take part in the World's collective start, ascending; empty = all of
   /// them. The others join the running World later, as restarted ranks do (elastic jobs
   /// whose ranks start when the program needs them, or in another launch).
@@ -71,9 +71,9 @@ struct RankEnvironment {
   /// True when this rank joins the running World instead of taking part in its start.
   bool joins_late() const;
   // Rendezvous defaults for programs with their own bootstrap (torch.distributed env://).
-  std::string master_addr;                      ///< "" = not set
+  std::string master_addr;  ///< "" = not set
   std::optional<int> master_port;
-  std::string run_id;                           ///< "" = not set
+  std::string run_id;  ///< "" = not set
 
   /// NAME=value pairs for every variable of the contract, the common aliases included.
   /// They describe this rank and replace any inherited value.

@@ -11,11 +11,11 @@ namespace hyrun {
 /// and a rank killed by signal S gives 128+S). Documented in docs/cli.md.
 namespace exit_code {
 inline constexpr int kSuccess = 0;
-inline constexpr int kLauncherError = 1;   ///< bootstrap, PMIx, system-call or internal failure
-inline constexpr int kUsage = 2;           ///< bad command line or bad input file
-inline constexpr int kTimeout = 124;       ///< a wait reached its time limit
-inline constexpr int kNotExecutable = 126; ///< the program exists but cannot be executed
-inline constexpr int kNotFound = 127;      ///< the program was not found
+inline constexpr int kLauncherError = 1;    ///< bootstrap, PMIx, system-call or internal failure
+inline constexpr int kUsage = 2;            ///< bad command line or bad input file
+inline constexpr int kTimeout = 124;        ///< a wait reached its time limit
+inline constexpr int kNotExecutable = 126;  ///< the program exists but cannot be executed
+inline constexpr int kNotFound = 127;       ///< the program was not found
 }  // namespace exit_code
 
 /// Base of every hyrun error: a message and the exit code it should produce.

@@ -13,11 +13,11 @@ namespace hyrun {
 
 /// What a rank can say on its control socket.
 namespace control {
-struct HandlesDeaths {};     ///< "handles-deaths v1": tell me of other ranks' deaths
-struct StartRank {           ///< a start-rank request (only rank 0 may make it)
+struct HandlesDeaths {};  ///< "handles-deaths v1": tell me of other ranks' deaths
+struct StartRank {        ///< a start-rank request (only rank 0 may make it)
   int global_rank = 0;
 };
-struct Unknown {             ///< anything else, kept for the warning (at most 256 bytes)
+struct Unknown {  ///< anything else, kept for the warning (at most 256 bytes)
   std::string text;
 };
 using Message = std::variant<HandlesDeaths, StartRank, PlannedExit, Unknown>;

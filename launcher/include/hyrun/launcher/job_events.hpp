@@ -26,7 +26,8 @@ inline std::function<void(const std::string&)>& job_event_sink() {
 
 inline void job_event_line(const std::string& text) {
   const auto& origin = job_event_origin();
-  const std::string line = origin.empty() ? fmt::format("hyrun: {}\n", text) : fmt::format("hyrun[{}]: {}\n", origin, text);
+  const std::string line =
+      origin.empty() ? fmt::format("hyrun: {}\n", text) : fmt::format("hyrun[{}]: {}\n", origin, text);
   if (const auto& sink = job_event_sink()) return sink(line);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);

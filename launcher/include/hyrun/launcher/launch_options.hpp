@@ -22,15 +22,15 @@ struct LaunchOptions {
   std::chrono::milliseconds bootstrap_timeout{60000};
   std::chrono::milliseconds grace_period{10000};
   bool label = false;
-  bool timestamp_output = false;  ///< prefix every output line with the UTC time it was forwarded
-  std::string output_filename;    ///< --output-filename DIR: also DIR/rank.N/stdout and stderr
+  bool timestamp_output = false;      ///< prefix every output line with the UTC time it was forwarded
+  std::string output_filename;        ///< --output-filename DIR: also DIR/rank.N/stdout and stderr
   std::vector<std::string> exported;  ///< -x VAR or VAR=value, as given (--export lists split at commas)
   int max_restarts = 32;              ///< restarts each rank may ask for (planned exits with restart)
   std::string log_level = "warn";
-  std::vector<std::string> command;   ///< the program and its arguments
-  binding::BindingOptions binding;    ///< GPU/CPU/memory/NIC placement (docs/binding.md)
-  bool dry_run = false;               ///< compute and report the plan, start nothing
-  MpsMode mps = MpsMode::kAuto;       ///< --mps auto|on|off
+  std::vector<std::string> command;  ///< the program and its arguments
+  binding::BindingOptions binding;   ///< GPU/CPU/memory/NIC placement (docs/binding.md)
+  bool dry_run = false;              ///< compute and report the plan, start nothing
+  MpsMode mps = MpsMode::kAuto;      ///< --mps auto|on|off
 };
 
 /// The options the rank supervisor acts on.

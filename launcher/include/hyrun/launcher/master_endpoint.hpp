@@ -9,8 +9,8 @@ namespace hyrun {
 
 /// One IPv4 address of an interface that is up.
 struct InterfaceAddress {
-  std::string interface;  ///< "eth0"
-  std::string address;    ///< "10.0.0.5"
+  std::string interface;   ///< "eth0"
+  std::string address;     ///< "10.0.0.5"
   int prefix_length = 32;  ///< 24 for a /24 network
 
   /// "10.0.0.5/24", the form the root's record carries.

@@ -29,9 +29,9 @@ class NodeLink : public PollParticipant {
   static constexpr auto kConnectLimit = std::chrono::seconds(10);
 
   struct Loss {
-    int task = -1;     ///< the lost node's task (PMIx rank)
-    std::string host;  ///< its host name
-    std::string why;   ///< "connection closed", ...; for a relayed loss, as the root saw it
+    int task = -1;         ///< the lost node's task (PMIx rank)
+    std::string host;      ///< its host name
+    std::string why;       ///< "connection closed", ...; for a relayed loss, as the root saw it
     bool relayed = false;  ///< the root reported it (the node was not linked to this one)
   };
   /// Called on a loss; returns true when the job goes on without the node (the loss is
@@ -102,7 +102,7 @@ class NodeLink : public PollParticipant {
   int port_ = 0;
   std::string token_;
   UniqueFd listener_;
-  std::vector<Peer> peers_;          // root: one per expected task (fd empty until hello); others: the root
+  std::vector<Peer> peers_;         // root: one per expected task (fd empty until hello); others: the root
   std::vector<Peer> unidentified_;  // root: accepted, hello not read yet
   Clock::time_point next_heartbeat_{};
   Clock::time_point connect_deadline_{};

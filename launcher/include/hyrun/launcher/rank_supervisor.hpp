@@ -14,8 +14,8 @@
 #include "hyrun/common/planned_exit.hpp"
 #include "hyrun/launcher/child_process.hpp"
 #include "hyrun/launcher/control_channel.hpp"
-#include "hyrun/launcher/job_result.hpp"
 #include "hyrun/launcher/input_forwarder.hpp"
+#include "hyrun/launcher/job_result.hpp"
 #include "hyrun/launcher/output_forwarder.hpp"
 #include "hyrun/launcher/poll_participant.hpp"
 #include "hyrun/launcher/process_group.hpp"
@@ -30,10 +30,10 @@ namespace hyrun {
 struct RankLaunch {
   int global_rank = 0;
   int local_rank = 0;
-  std::vector<std::string> environment;  ///< complete, as NAME=value
-  bool publishes_address = false;        ///< rank 0 under --bootstrap=ucx: gets the publish fd
+  std::vector<std::string> environment;             ///< complete, as NAME=value
+  bool publishes_address = false;                   ///< rank 0 under --bootstrap=ucx: gets the publish fd
   std::function<int(char*, std::size_t)> pre_exec;  ///< binding, applied in the child
-  int incarnation = 0;                               ///< restarts of this rank so far
+  int incarnation = 0;                              ///< restarts of this rank so far
 };
 
 class RankSupervisor {
@@ -110,12 +110,12 @@ class RankSupervisor {
   /// Where a rank process is in its life.
   enum class RankState {
     kRunning,
-    kSuspended,    ///< stopped by a signal (WIFSTOPPED); the job waits for its SIGCONT
+    kSuspended,  ///< stopped by a signal (WIFSTOPPED); the job waits for its SIGCONT
     /// Killed by SIGTERM/SIGINT/SIGHUP/SIGKILL, which may have been sent together with
     /// hyrun's own (scancel, a step cancel): the verdict waits briefly (`verdict_due`) for
     /// hyrun's signal, which excuses it.
     kEndPending,
-    kEnded,        ///< ended and judged
+    kEnded,  ///< ended and judged
   };
   struct Rank {
     int global_rank = 0;
@@ -126,8 +126,8 @@ class RankSupervisor {
     ControlChannel control;
     RankState state = RankState::kRunning;
     std::chrono::steady_clock::time_point verdict_due{};  // kEndPending only
-    std::optional<PlannedExit> planned;  // the end the rank announced: only that end is excused
-    bool handles_deaths = false;         // asked to be told of other ranks' deaths
+    std::optional<PlannedExit> planned;                   // the end the rank announced: only that end is excused
+    bool handles_deaths = false;                          // asked to be told of other ranks' deaths
     ProcessEnd end{};
     bool alive() const { return state == RankState::kRunning || state == RankState::kSuspended; }
   };

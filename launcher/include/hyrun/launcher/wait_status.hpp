@@ -9,8 +9,8 @@ std::string signal_name(int signal);
 
 struct ProcessEnd {
   int wait_status = 0;
-  bool failed() const;          ///< non-zero exit or death by signal
-  int exit_code() const;        ///< the exit code, or 128 + signal
+  bool failed() const;    ///< non-zero exit or death by signal
+  int exit_code() const;  ///< the exit code, or 128 + signal
   /// "exited with code 3" / "was killed by signal 9 (SIGKILL)" / "exited normally"
   std::string describe() const;
 };

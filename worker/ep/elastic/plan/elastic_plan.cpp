@@ -37,13 +37,18 @@ void reject_negative_zero(std::string_view text, std::string_view source) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     switch (c) {
       case '"': in_string = true; break;
-      case '[': ++depth; if (depth == 2) position = 0; break;
+      case '[':
+        ++depth;
+        if (depth == 2) position = 0;
+        break;
       case ']': --depth; break;
       case ',':
         if (depth == 1) ++phase;
@@ -51,7 +56,8 @@ void reject_negative_zero(std::string_view text, std::string_view source) {
         break;
       case '-': {
         const bool zero = i + 1 < text.size() && text[i + 1] == '0';
-        const bool more = i + 2 < text.size() && std::string_view("0123456789.eE").find(text[i + 2]) != std::string_view::npos;
+        const bool more =
+            i + 2 < text.size() && std::string_view("0123456789.eE").find(text[i + 2]) != std::string_view::npos;
         if (depth == 2 && zero && !more) {
           throw UsageError(fmt::format(
               "{}: plan phase {} (0-based), position {}: -0 asks to kill rank 0, but rank 0 hosts the coordinator "
@@ -89,12 +95,14 @@ ElasticPlan ElasticPlan::parse(std::string_view json_text, int world_size, std::
   try {
     doc = nlohmann::json::parse(json_text.begin(), json_text.end());
   } catch (const nlohmann::json::parse_error& e) {
-    throw UsageError(fmt::format("{}: plan must be valid JSON: {}; write a list of phases such as [[0,1,2,3],[0,1,2,3,4,5,6,7]]",
-                                 source, e.what()));
+    throw UsageError(
+        fmt::format("{}: plan must be valid JSON: {}; write a list of phases such as [[0,1,2,3],[0,1,2,3,4,5,6,7]]",
+                    source, e.what()));
   }
   if (!doc.is_array() || doc.empty()) {
-    throw UsageError(fmt::format("{}: plan must decode to a non-empty list of phases, got {}; write e.g. [[0,1,2,3],[0,1,2,3,4,5,6,7]]",
-                                 source, brief(doc)));
+    throw UsageError(fmt::format(
+        "{}: plan must decode to a non-empty list of phases, got {}; write e.g. [[0,1,2,3],[0,1,2,3,4,5,6,7]]", source,
+        brief(doc)));
   }
 
   // Structure first: every phase a non-empty list of integers.
@@ -102,22 +110,26 @@ ElasticPlan ElasticPlan::parse(std::string_view json_text, int world_size, std::
   for (std::size_t p = 0; p < doc.size(); ++p) {
     const auto& phase = doc[p];
     if (!phase.is_array() || phase.empty()) {
-      throw UsageError(fmt::format("{}: each plan phase must be a non-empty list of ranks: plan phase {} (0-based) is {}",
-                                   source, p, brief(phase)));
+      throw UsageError(
+          fmt::format("{}: each plan phase must be a non-empty list of ranks: plan phase {} (0-based) is {}", source, p,
+                      brief(phase)));
     }
     auto& row = entries.emplace_back();
     for (std::size_t i = 0; i < phase.size(); ++i) {
       const auto& v = phase[i];
       const bool integer = v.is_number_integer();
-      const bool in_range = integer && (v.is_number_unsigned() ? v.get<std::uint64_t>() <= INT_MAX
-                                                               : v.get<std::int64_t>() >= -INT_MAX && v.get<std::int64_t>() <= INT_MAX);
+      const bool in_range =
+          integer && (v.is_number_unsigned() ? v.get<std::uint64_t>() <= INT_MAX
+                                             : v.get<std::int64_t>() >= -INT_MAX && v.get<std::int64_t>() <= INT_MAX);
       if (!integer) {
-        throw UsageError(fmt::format("{}: plan phase {} (0-based), position {}: {} is not an integer rank; each plan rank "
-                                     "must be an integer (negative = killed in that phase)",
-                                     source, p, i, brief(v)));
+        throw UsageError(
+            fmt::format("{}: plan phase {} (0-based), position {}: {} is not an integer rank; each plan rank "
+                        "must be an integer (negative = killed in that phase)",
+                        source, p, i, brief(v)));
       }
       if (!in_range) {
-        throw UsageError(fmt::format("{}: plan phase {} (0-based), position {}: {} is too large for a rank", source, p, i, brief(v)));
+        throw UsageError(fmt::format("{}: plan phase {} (0-based), position {}: {} is too large for a rank", source, p,
+                                     i, brief(v)));
       }
       row.push_back(v.get<int>());
     }
@@ -139,34 +151,39 @@ ElasticPlan ElasticPlan::parse(std::string_view json_text, int world_size, std::
     for (std::size_t i = 0; i < row.size(); ++i) {
       const int r = std::abs(row[i]);
       if (world_size > 0 && r >= world_size) {
-        throw UsageError(fmt::format("{}: rank {} in plan phase {} (0-based) is outside the world of {} ranks started by hyrun "
-                                     "(hyrun -n {}); start at least {} ranks or remove it",
-                                     source, r, p, world_size, world_size, plan.max_rank_ + 1));
+        throw UsageError(
+            fmt::format("{}: rank {} in plan phase {} (0-based) is outside the world of {} ranks started by hyrun "
+                        "(hyrun -n {}); start at least {} ranks or remove it",
+                        source, r, p, world_size, world_size, plan.max_rank_ + 1));
       }
       if (auto [it, fresh] = first_position.emplace(r, i); !fresh) {
-        throw UsageError(fmt::format("{}: plan phase {} (0-based) lists rank {} twice (as {} at position {} and {} at position {}); "
-                                     "list each rank once (negative = killed)",
-                                     source, p, r, row[it->second], it->second, row[i], i));
+        throw UsageError(
+            fmt::format("{}: plan phase {} (0-based) lists rank {} twice (as {} at position {} and {} at position {}); "
+                        "list each rank once (negative = killed)",
+                        source, p, r, row[it->second], it->second, row[i], i));
       }
       active.insert(r);
       if (row[i] < 0) {
         if (p == 0) {
-          throw UsageError(fmt::format("{}: plan phase 0, position {}: {} kills rank {} in the first phase, but no rank is running "
-                                       "before it; only a rank active in the previous phase can be killed",
-                                       source, i, row[i], r));
+          throw UsageError(
+              fmt::format("{}: plan phase 0, position {}: {} kills rank {} in the first phase, but no rank is running "
+                          "before it; only a rank active in the previous phase can be killed",
+                          source, i, row[i], r));
         }
         if (!prev_survivors.contains(r)) {
-          throw UsageError(fmt::format("{}: plan phase {} (0-based), position {}: {} kills rank {}, but rank {} is not running in "
-                                       "phase {} (absent or killed there); only a rank active in the previous phase can be killed",
-                                       source, p, i, row[i], r, r, p - 1));
+          throw UsageError(
+              fmt::format("{}: plan phase {} (0-based), position {}: {} kills rank {}, but rank {} is not running in "
+                          "phase {} (absent or killed there); only a rank active in the previous phase can be killed",
+                          source, p, i, row[i], r, r, p - 1));
         }
         killed.insert(r);
       }
     }
     if (!active.contains(kCoordinatorRank)) {
-      throw UsageError(fmt::format("{}: plan phase {} (0-based) is {} and does not list rank 0; rank 0 hosts the coordinator and "
-                                   "must be active in every phase (it cannot be killed or leave)",
-                                   source, p, nlohmann::json(row).dump()));
+      throw UsageError(
+          fmt::format("{}: plan phase {} (0-based) is {} and does not list rank 0; rank 0 hosts the coordinator and "
+                      "must be active in every phase (it cannot be killed or leave)",
+                      source, p, nlohmann::json(row).dump()));
     }
 
     PlanPhase phase;
@@ -202,23 +219,26 @@ ElasticPlan ElasticPlan::from_option(const std::string& value, int world_size) {
   }
   const auto first = value.find_first_not_of(" \t\r\n");
   if (first == std::string::npos || value[first] != '[') {
-    throw UsageError(fmt::format("--plan '{}' is neither an existing file nor JSON text (a plan starts with '['); give a plan "
-                                 "file path or a list of phases such as [[0,1,2,3],[0,1,2,3,4,5,6,7]]",
-                                 value));
+    throw UsageError(
+        fmt::format("--plan '{}' is neither an existing file nor JSON text (a plan starts with '['); give a plan "
+                    "file path or a list of phases such as [[0,1,2,3],[0,1,2,3,4,5,6,7]]",
+                    value));
   }
   return parse(value, world_size, "--plan JSON text");
 }
 
 const PlanPhase& ElasticPlan::phase(std::size_t p) const {
   if (p >= phases_.size())
-    throw UsageError(fmt::format("{}: phase {} (0-based) requested, but the plan has {} phases", source_, p, phases_.size()));
+    throw UsageError(
+        fmt::format("{}: phase {} (0-based) requested, but the plan has {} phases", source_, p, phases_.size()));
   return phases_[p];
 }
 
 std::vector<int> ElasticPlan::unused_ranks() const {
   std::vector<int> unused;
   for (int r = 0; r < world_size_; ++r) {
-    const bool used = std::any_of(phases_.begin(), phases_.end(), [r](const PlanPhase& ph) { return contains(ph.active, r); });
+    const bool used =
+        std::any_of(phases_.begin(), phases_.end(), [r](const PlanPhase& ph) { return contains(ph.active, r); });
     if (!used) unused.push_back(r);
   }
   return unused;

@@ -29,19 +29,19 @@ enum class ReportFormat { kNone, kTable, kJson };
 inline constexpr int kMaxRanksPerGpu = 8;
 
 struct BindingOptions {
-  std::string topology;          ///< --topology: "" = this machine; else an XML file or synthetic description
-  std::string gpus;              ///< --gpus: "" = CUDA_VISIBLE_DEVICES or all; else "0,2" or GPU- UUIDs
-  int gpus_per_rank = 1;         ///< --gpus-per-rank: 0 gives CPU-only ranks
-  bool oversubscribe = false;    ///< --oversubscribe: uneven or denser GPU sharing than kMaxRanksPerGpu, round-robin
-  std::string nics;              ///< --nics: "" = all OpenFabrics devices; else "mlx5_0,mlx5_3"
-  BindTo bind_to = BindTo::kPartition;  ///< --bind-to
-  std::string cpu_map;           ///< --cpu-map: "" or one CPU list per local rank, ':'-separated
-  bool mem_bind = true;          ///< --mem-bind on|off
-  bool bind_warn_only = false;   ///< --bind-warn-only: a read-back mismatch is a warning
-  std::string cpus_allowed;      ///< --cpus-allowed: "" or a CPU list further restricting the usable CPUs
+  std::string topology;        ///< --topology: "" = this machine; else an XML file or synthetic description
+  std::string gpus;            ///< --gpus: "" = CUDA_VISIBLE_DEVICES or all; else "0,2" or GPU- UUIDs
+  int gpus_per_rank = 1;       ///< --gpus-per-rank: 0 gives CPU-only ranks
+  bool oversubscribe = false;  ///< --oversubscribe: uneven or denser GPU sharing than kMaxRanksPerGpu, round-robin
+  std::string nics;            ///< --nics: "" = all OpenFabrics devices; else "mlx5_0,mlx5_3"
+  BindTo bind_to = BindTo::kPartition;        ///< --bind-to
+  std::string cpu_map;                        ///< --cpu-map: "" or one CPU list per local rank, ':'-separated
+  bool mem_bind = true;                       ///< --mem-bind on|off
+  bool bind_warn_only = false;                ///< --bind-warn-only: a read-back mismatch is a warning
+  std::string cpus_allowed;                   ///< --cpus-allowed: "" or a CPU list further restricting the usable CPUs
   ReportFormat report = ReportFormat::kNone;  ///< --report-bindings[=table|json]
   // Not command-line options: set by the launch mode, or by tests.
-  NodeTaskShare node_share;      ///< this task among the job's tasks on its node (hybrid mode: PMIx local rank/size)
+  NodeTaskShare node_share;  ///< this task among the job's tasks on its node (hybrid mode: PMIx local rank/size)
   /// Where to read the node's GPU devices (/dev, /proc); nullopt = the real ones for this
   /// machine's topology, none for --topology (another machine's).
   std::optional<SystemRoots> device_roots;

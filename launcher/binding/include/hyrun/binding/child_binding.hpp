@@ -14,10 +14,10 @@ struct ChildBinding {
 
   int local_rank = 0;
   bool bind_cpus = false;
-  cpu_set_t cpus{};          ///< sched_setaffinity mask (OS indexes)
+  cpu_set_t cpus{};  ///< sched_setaffinity mask (OS indexes)
   bool bind_memory = false;
   unsigned long nodes[kNodeWords]{};  ///< set_mempolicy(MPOL_BIND) node mask (OS indexes)
-  bool warn_only = false;    ///< a failure or mismatch returns 0 with a message
+  bool warn_only = false;             ///< a failure or mismatch returns 0 with a message
 };
 
 /// Applies `binding` to the calling process: sched_setaffinity and set_mempolicy(MPOL_BIND),

@@ -12,9 +12,9 @@
 namespace hyrun::binding {
 
 struct GpuDevice {
-  int ordinal = 0;          ///< CUDA ordinal under CUDA_DEVICE_ORDER=PCI_BUS_ID: rank in PCI bus id order
-  std::string pci_bus_id;   ///< "0000:18:00.0"
-  std::string uuid;         ///< "GPU-..." when the topology carries it (NVIDIAUUID / GPUUUID info), else ""
+  int ordinal = 0;            ///< CUDA ordinal under CUDA_DEVICE_ORDER=PCI_BUS_ID: rank in PCI bus id order
+  std::string pci_bus_id;     ///< "0000:18:00.0"
+  std::string uuid;           ///< "GPU-..." when the topology carries it (NVIDIAUUID / GPUUUID info), else ""
   hwloc_obj_t pci = nullptr;  ///< the PCI device object, valid while the topology lives
 };
 

@@ -12,10 +12,11 @@ namespace hyrun::binding {
 
 /// One GPU given to a rank.
 struct GpuAssignment {
-  int index = 0;            ///< physical CUDA ordinal (PCI bus id order)
-  std::string pci_bus_id;   ///< "0000:18:00.0"
-  std::string uuid;         ///< "" when unknown
-  std::string visible_id;   ///< the id as given to the parent (index or UUID): what the rank's CUDA_VISIBLE_DEVICES holds
+  int index = 0;           ///< physical CUDA ordinal (PCI bus id order)
+  std::string pci_bus_id;  ///< "0000:18:00.0"
+  std::string uuid;        ///< "" when unknown
+  std::string
+      visible_id;  ///< the id as given to the parent (index or UUID): what the rank's CUDA_VISIBLE_DEVICES holds
 };
 
 /// The allowed GPUs in the order given (or PCI order when all). `cuda_visible_devices` is the

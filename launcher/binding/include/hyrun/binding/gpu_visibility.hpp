@@ -20,14 +20,15 @@ struct SystemRoots {
 
 /// One GPU the NVIDIA driver reports.
 struct DriverGpu {
-  int minor = 0;            ///< N of /dev/nvidiaN (Slurm's gres index with File=/dev/nvidia[..])
-  std::string pci_bus_id;   ///< "0000:18:00.0", lower case
-  bool openable = false;    ///< /dev/nvidiaN opens read-write here (the device cgroup allows it)
+  int minor = 0;           ///< N of /dev/nvidiaN (Slurm's gres index with File=/dev/nvidia[..])
+  std::string pci_bus_id;  ///< "0000:18:00.0", lower case
+  bool openable = false;   ///< /dev/nvidiaN opens read-write here (the device cgroup allows it)
 };
 
 /// What the node says about this task's GPUs.
 struct TaskGpuView {
-  std::vector<DriverGpu> driver_gpus;  ///< every GPU the driver reports, by minor; empty without the driver's /proc files
+  std::vector<DriverGpu>
+      driver_gpus;  ///< every GPU the driver reports, by minor; empty without the driver's /proc files
   /// Some GPU the driver reports cannot be opened: a device cgroup hides it, and CUDA in this
   /// task numbers only the openable ones, from 0, in PCI bus id order.
   bool constrained = false;

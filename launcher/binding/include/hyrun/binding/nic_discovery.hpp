@@ -10,10 +10,10 @@
 namespace hyrun::binding {
 
 struct NicDevice {
-  std::string name;          ///< "mlx5_3"
-  int port = 1;              ///< first ACTIVE port; 1 when the topology has no port state
-  bool active = true;        ///< false when port states are known and none is ACTIVE
-  std::string pci_bus_id;    ///< of its PCI device, "" when it hangs elsewhere
+  std::string name;           ///< "mlx5_3"
+  int port = 1;               ///< first ACTIVE port; 1 when the topology has no port state
+  bool active = true;         ///< false when port states are known and none is ACTIVE
+  std::string pci_bus_id;     ///< of its PCI device, "" when it hangs elsewhere
   hwloc_obj_t pci = nullptr;  ///< its PCI device (or the OS device itself when it has no PCI parent)
 
   /// "mlx5_3:1", the UCX_NET_DEVICES form.

@@ -26,6 +26,7 @@ Bitmap share_of_cpus(const Topology& topology, const Bitmap& usable, NodeTaskSha
 
 /// Share `share.index` of `gpus` (in order): contiguous groups whose sizes differ by at most
 /// one. With fewer GPUs than tasks every task keeps them all, and `note` says they are shared.
-std::vector<GpuAssignment> share_of_gpus(const std::vector<GpuAssignment>& gpus, NodeTaskShare share, std::string& note);
+std::vector<GpuAssignment> share_of_gpus(const std::vector<GpuAssignment>& gpus, NodeTaskShare share,
+                                         std::string& note);
 
 }  // namespace hyrun::binding

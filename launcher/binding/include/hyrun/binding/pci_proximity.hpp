@@ -11,8 +11,8 @@ enum class PciProximity {
   kSamePcieSwitch = 0,  ///< common ancestor is a PCI-to-PCI bridge (a switch)
   kSameHostBridge = 1,  ///< common ancestor is a host bridge (root complex)
   kSameNumaNode = 2,    ///< common ancestor is a CPU-side object with one NUMA node
-  kSamePackage = 3,      ///< common ancestor is (inside) one package
-  kSameMachine = 4,      ///< only the machine is common
+  kSamePackage = 3,     ///< common ancestor is (inside) one package
+  kSameMachine = 4,     ///< only the machine is common
 };
 
 PciProximity pci_proximity(hwloc_obj_t a, hwloc_obj_t b);

@@ -38,9 +38,9 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  int rank() const { return rank_; }                      ///< rank in the PMIx job
-  int job_size() const { return job_size_; }              ///< PMIX_JOB_SIZE
-  const std::string& nspace() const { return nspace_; }   ///< PMIx namespace of the job
+  int rank() const { return rank_; }                     ///< rank in the PMIx job
+  int job_size() const { return job_size_; }             ///< PMIX_JOB_SIZE
+  const std::string& nspace() const { return nspace_; }  ///< PMIx namespace of the job
 
   /// Name of this process's node: PMIX_HOSTNAME, else SLURMD_NODENAME, else (and with
   /// a warning) gethostname(), which is the same for every simulated node of a test cluster.

@@ -23,9 +23,9 @@ double combine_threshold(Format f);
 
 struct CheckReport {
   bool ok = true;
-  double combine_diff = 0.0;    ///< the reference diff of the combine
-  double max_elem_rel = 0.0;    ///< largest element-wise relative error of the combine
-  std::size_t rows_checked = 0; ///< received rows checked (dispatch)
+  double combine_diff = 0.0;          ///< the reference diff of the combine
+  double max_elem_rel = 0.0;          ///< largest element-wise relative error of the combine
+  std::size_t rows_checked = 0;       ///< received rows checked (dispatch)
   std::vector<std::string> problems;  ///< the first few failures, readable
   void fail(std::string what);
 };

@@ -27,9 +27,9 @@ std::vector<CaseShape> parse_shapes(const std::string& list);
 std::vector<CaseShape> default_shapes();
 
 struct RankInputs {
-  std::vector<uint16_t> x;         ///< [T, H] bf16
-  std::vector<int64_t> topk_idx;   ///< [T, K]
-  std::vector<float> topk_weights; ///< [T, K]
+  std::vector<uint16_t> x;          ///< [T, H] bf16
+  std::vector<int64_t> topk_idx;    ///< [T, K]
+  std::vector<float> topk_weights;  ///< [T, K]
 };
 
 /// Inputs of `rank` for case number `case_index` (the same on every rank that asks).

@@ -52,12 +52,12 @@ struct Routing {
 /// Caller-owned dispatch outputs (sizes in layout.hpp). This is also the handle that
 /// combine needs (layout_count, recv_src_token, recv_src_topk).
 struct DispatchOutput {
-  void* recv_x = nullptr;              ///< [E, R*T, H] uint8 FP8 codes, or uint16 bf16
-  float* recv_scales = nullptr;        ///< [E, R*T, H/128] (FP8 only; may be null for BF16)
-  int32_t* recv_src_token = nullptr;   ///< [E, R*T]
-  int32_t* recv_src_topk = nullptr;    ///< [E, R*T]
-  int32_t* layout_count = nullptr;     ///< [E, R]
-  int32_t* recv_count = nullptr;       ///< [E]
+  void* recv_x = nullptr;             ///< [E, R*T, H] uint8 FP8 codes, or uint16 bf16
+  float* recv_scales = nullptr;       ///< [E, R*T, H/128] (FP8 only; may be null for BF16)
+  int32_t* recv_src_token = nullptr;  ///< [E, R*T]
+  int32_t* recv_src_topk = nullptr;   ///< [E, R*T]
+  int32_t* layout_count = nullptr;    ///< [E, R]
+  int32_t* recv_count = nullptr;      ///< [E]
 };
 
 /// recv_x and recv_scales as views of a rank's receive region (HostBackend::region_rows).
@@ -149,13 +149,13 @@ class HostBackend {
   uint64_t epoch_ = 0;
   Routing routing_;  // of the current epoch
   Format format_ = Format::kFP8;
-  std::vector<std::byte> staging_;     // [T] each token's FP8 codes + scales, cast once for its K messages
+  std::vector<std::byte> staging_;             // [T] each token's FP8 codes + scales, cast once for its K messages
   std::vector<MessageHeader> header_staging_;  // [num_ranks][E][T] headers for peers reached by put()
   std::vector<float> scale_staging_;           // [num_ranks][E][T][H/128] scales for peers reached by put()
   std::vector<std::byte*> peer_base_;          // [num_ranks] the peer's mapped region, or nullptr (put)
-  std::vector<int32_t> send_counts_;  // [num_ranks * E]
-  std::vector<const uint16_t*> rows_;              // [K] one token's combine rows
-  std::vector<const uint16_t*> local_rows_;        // [T * K] fused combine: rows in expert_out
+  std::vector<int32_t> send_counts_;           // [num_ranks * E]
+  std::vector<const uint16_t*> rows_;          // [K] one token's combine rows
+  std::vector<const uint16_t*> local_rows_;    // [T * K] fused combine: rows in expert_out
 };
 
 /// Applies the mask: the global expert of a selection if it is kept, else -1.

@@ -24,10 +24,10 @@
 namespace hyrun::ep {
 
 struct HostDispatchArea {
-  std::size_t x = 0;          ///< region offset of row 0 of the payload array
-  std::size_t scales = 0;     ///< region offset of the scales array (FP8; == headers for BF16)
-  std::size_t headers = 0;    ///< region offset of the MessageHeader array
-  std::size_t x_row = 0;      ///< bytes of one payload row: H (FP8) or 2H (BF16)
+  std::size_t x = 0;           ///< region offset of row 0 of the payload array
+  std::size_t scales = 0;      ///< region offset of the scales array (FP8; == headers for BF16)
+  std::size_t headers = 0;     ///< region offset of the MessageHeader array
+  std::size_t x_row = 0;       ///< bytes of one payload row: H (FP8) or 2H (BF16)
   std::size_t scales_row = 0;  ///< bytes of one row's scales: H/128 * 4 (FP8) or 0 (BF16)
 };
 

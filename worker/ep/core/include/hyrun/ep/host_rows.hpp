@@ -45,7 +45,7 @@ inline uint8_t fp8_e4m3_encode_branchless(float f) {
   const float t = std::bit_cast<float>(a) * 512.0f + 12582912.0f;
   const int32_t sub = std::bit_cast<int32_t>(t) - 0x4b400000;
   int32_t code = select(mask_if(a < 0x3c800000), sub, normal);
-  code = select(mask_if(a >= 0x43e00000), 0x7e, code);  // >= 448 and infinities saturate
+  code = select(mask_if(a >= 0x43e00000), 0x7e, code);                              // >= 448 and infinities saturate
   return static_cast<uint8_t>(select(mask_if(a > 0x7f800000), 0x7f, sign | code));  // NaN: 0x7F, no sign
 }
 

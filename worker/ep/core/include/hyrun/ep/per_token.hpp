@@ -112,22 +112,22 @@ HYRUN_HD_INLINE uint8_t float_to_fp8_e4m3(float f) {
   const uint32_t x = float_bits(f);
   const uint32_t a = x & 0x7fffffffu;
   const uint8_t sign = static_cast<uint8_t>((x >> 24) & 0x80u);
-  if (a > 0x7f800000u) return 0x7f;                 // NaN
-  if (a >= 0x43e00000u) return sign | 0x7e;         // >= 448 (and inf): saturate
-  if (a < 0x3c800000u) {                            // below 2^-6: subnormal range
+  if (a > 0x7f800000u) return 0x7f;          // NaN
+  if (a >= 0x43e00000u) return sign | 0x7e;  // >= 448 (and inf): saturate
+  if (a < 0x3c800000u) {                     // below 2^-6: subnormal range
     // value / 2^-9 in [0, 8): exact multiply, then round half to even
     const float t = bits_float(a) * 512.0f;
     uint32_t q = static_cast<uint32_t>(t);
     const float r = t - static_cast<float>(q);
-    if (r > 0.5f || (r == 0.5f && (q & 1u))) ++q;   // q == 8 is the smallest normal, 0x08
+    if (r > 0.5f || (r == 0.5f && (q & 1u))) ++q;  // q == 8 is the smallest normal, 0x08
     return sign | static_cast<uint8_t>(q);
   }
-  const uint32_t e = (a >> 23) - 120u;              // e4m3 biased exponent, 1..15
+  const uint32_t e = (a >> 23) - 120u;  // e4m3 biased exponent, 1..15
   const uint32_t mant = a & 0x7fffffu;
   uint32_t code = (e << 3) | (mant >> 20);
   const uint32_t rem = mant & 0xfffffu;
   if (rem > 0x80000u || (rem == 0x80000u && (code & 1u))) ++code;  // carries into exponent
-  if (code > 0x7eu) code = 0x7eu;                   // cannot happen below 448; defensive
+  if (code > 0x7eu) code = 0x7eu;                                  // cannot happen below 448; defensive
   return sign | static_cast<uint8_t>(code);
 }
 

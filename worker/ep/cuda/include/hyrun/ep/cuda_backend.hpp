@@ -148,13 +148,13 @@ class CudaBackend {
   int resident_blocks_ = 1;  // unpack blocks the GPU holds at once
   int recv_blocks_ = 256;    // unpack's block budget: a quarter of those / processes sharing the GPU
   // device scratch and state
-  void** d_regions_ = nullptr;   // [num_peers]
-  uint8_t* d_active_ = nullptr;  // [max_ranks] routing flags of the call
-  uint8_t* d_live_ = nullptr;    // [max_ranks] active && !mask, per call
-  int32_t* d_mask_ = nullptr;    // [max_ranks] persists across calls
-  int32_t* d_status_ = nullptr;  // DeviceError (5 words), then missing [max_ranks]
-  int32_t* d_slot_ = nullptr;    // [T*K] slot of each selection, -1 = dropped
-  int32_t* d_counts_ = nullptr;  // [max_ranks*E] messages per global expert
+  void** d_regions_ = nullptr;     // [num_peers]
+  uint8_t* d_active_ = nullptr;    // [max_ranks] routing flags of the call
+  uint8_t* d_live_ = nullptr;      // [max_ranks] active && !mask, per call
+  int32_t* d_mask_ = nullptr;      // [max_ranks] persists across calls
+  int32_t* d_status_ = nullptr;    // DeviceError (5 words), then missing [max_ranks]
+  int32_t* d_slot_ = nullptr;      // [T*K] slot of each selection, -1 = dropped
+  int32_t* d_counts_ = nullptr;    // [max_ranks*E] messages per global expert
   int32_t* d_counters_ = nullptr;  // [2 + E] block counters of the fused kernels (cuda_kernels.hpp)
   // pinned host memory
   int32_t* h_failed_ = nullptr;  // [max_ranks] mapped: host writes, device waits poll

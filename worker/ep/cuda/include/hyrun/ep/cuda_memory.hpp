@@ -44,7 +44,8 @@ class DeviceArray {
   std::size_t size() const { return n_; }
   /// Copies n elements from host memory, ordered on `s`; returns when done.
   void upload(const T* src, std::size_t n, Stream s) {
-    cuda_check(cudaMemcpyAsync(p_, src, n * sizeof(T), cudaMemcpyHostToDevice, to_cuda(s)), "cudaMemcpyAsync to device");
+    cuda_check(cudaMemcpyAsync(p_, src, n * sizeof(T), cudaMemcpyHostToDevice, to_cuda(s)),
+               "cudaMemcpyAsync to device");
     sync(s);
   }
   void download(T* dst, std::size_t n, Stream s) const {
@@ -67,7 +68,8 @@ class PinnedArray {
  public:
   PinnedArray() = default;
   explicit PinnedArray(std::size_t n) : n_(n) {
-    cuda_check(cudaMallocHost(reinterpret_cast<void**>(&p_), std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMallocHost");
+    cuda_check(cudaMallocHost(reinterpret_cast<void**>(&p_), std::max<std::size_t>(n, 1) * sizeof(T)),
+               "cudaMallocHost");
   }
   ~PinnedArray() {
     if (p_) cudaFreeHost(p_);

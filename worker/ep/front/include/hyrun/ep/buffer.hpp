@@ -69,7 +69,7 @@ Backend choose_backend(const std::string& name, bool disable_ll_nvlink, const Wo
 Backend choose_backend(const std::string& name, bool disable_ll_nvlink, int local_rank, int num_nodes);
 
 struct BufferOptions {
-  Shape shape;                                  ///< largest shape; max_ranks = largest world
+  Shape shape;  ///< largest shape; max_ranks = largest world
   Backend backend = Backend::kHost;
   std::chrono::milliseconds timeout{30000};     ///< longest wait for a peer's data
   PeerAttach attach = PeerAttach::kCollective;  ///< kDeferred: peers attached one by one

@@ -30,8 +30,8 @@ struct DeviceTensors {
 
   /// The dispatch outputs as the backends take them.
   DispatchOutput view() const {
-    return DispatchOutput{recv_x.get(), recv_scales.get(), src_token.get(), src_topk.get(), layout_count.get(),
-                          recv_count.get()};
+    return DispatchOutput{recv_x.get(),   recv_scales.get(),  src_token.get(),
+                          src_topk.get(), layout_count.get(), recv_count.get()};
   }
 
   Array<uint16_t> x;

@@ -162,7 +162,7 @@ class UcxTransport final : public Transport {
     uint64_t address = 0;
     std::size_t length = 0;
     std::byte* local = nullptr;  // the region mapped into this process (ucp_rkey_ptr), if it is
-    bool dirty = false;  // written since the last flush
+    bool dirty = false;          // written since the last flush
   };
   int rank_ = 0;
   int size_ = 0;
@@ -177,11 +177,11 @@ class UcxTransport final : public Transport {
   ucx::MappedMemory memh_;
   std::vector<std::byte> descriptor_;
   std::vector<Peer> peers_;
-  std::vector<std::pair<int, ucx::Request>> pending_;  // (peer, request) of puts/signals not yet completed
-  std::deque<uint64_t> signal_values_;          // sources of signal puts, stable until flush
+  std::vector<std::pair<int, ucx::Request>> pending_;      // (peer, request) of puts/signals not yet completed
+  std::deque<uint64_t> signal_values_;                     // sources of signal puts, stable until flush
   std::list<std::deque<uint64_t>> retired_signal_values_;  // of abandoned requests (see flush)
-  std::vector<int> failed_;                     // peers whose operations failed since the last flush
-  std::vector<int> skipped_;                    // detached peers written to since the last flush
+  std::vector<int> failed_;                                // peers whose operations failed since the last flush
+  std::vector<int> skipped_;                               // detached peers written to since the last flush
 };
 
 }  // namespace hyrun::ep

@@ -16,7 +16,7 @@ struct PhaseSample {
   int rank = 0;                             ///< global (plan) rank
   std::string node;                         ///< host name the rank's process ran on
   int local_rank = 0;                       ///< rank on that node
-  PhaseRole state = PhaseRole::kActive;      ///< what the rank did in this phase
+  PhaseRole state = PhaseRole::kActive;     ///< what the rank did in this phase
   std::optional<BandwidthStats> bandwidth;  ///< dispatch + combine; absent when killed before measuring
   std::optional<SplitBandwidth> split;      ///< dispatch and combine timed separately, when measured
   std::optional<double> join_ms;            ///< when it joined: start of phase to connections ready

@@ -50,8 +50,8 @@ std::string results_json(const RunResults& results);
 void write_file_atomically(const std::filesystem::path& path, std::string_view content);
 
 struct ReportOptions {
-  bool plot = true;                  ///< false: no plot files at all
-  std::string gnuplot = "gnuplot";   ///< program run (PATH lookup) to draw bandwidth.png
+  bool plot = true;                 ///< false: no plot files at all
+  std::string gnuplot = "gnuplot";  ///< program run (PATH lookup) to draw bandwidth.png
 };
 
 struct ReportFiles {
@@ -68,6 +68,7 @@ void check_report_dir(const std::filesystem::path& dir);
 
 /// Creates `dir` if needed and writes results.json, plan.json and the plot files into it.
 /// Throws hyrun::SystemError when the directory or the JSON files cannot be written.
-ReportFiles write_report(const std::filesystem::path& dir, const RunResults& results, const ReportOptions& options = {});
+ReportFiles write_report(const std::filesystem::path& dir, const RunResults& results,
+                         const ReportOptions& options = {});
 
 }  // namespace hyrun::ep::report

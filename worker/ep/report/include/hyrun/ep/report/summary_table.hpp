@@ -22,6 +22,7 @@ struct SummaryOptions {
 /// ran (and was not killed) in the previous phase, "idle" otherwise; a sample's own state wins.
 /// "GB/s avg/min/max" are over the row's phases that measured bandwidth; "join ms" and
 /// "detect ms" are the largest over its phases; "-" marks no value.
-std::string format_summary(std::span<const PhaseSample> samples, std::size_t num_phases, const SummaryOptions& options = {});
+std::string format_summary(std::span<const PhaseSample> samples, std::size_t num_phases,
+                           const SummaryOptions& options = {});
 
 }  // namespace hyrun::ep::report
