@@ -79,11 +79,17 @@ CallTimes EpCalls::timed_call(int num_tokens, const Routing& routing) {
     return {ms * 1e3, dispatch_ms * 1e3, (ms - dispatch_ms) * 1e3};
   }
 #endif
+  // The timed calls receive into the region itself (Buffer::region_rows), as DeepEP's and
+  // the reference's packed_recv_x: no copy of the rows on receipt. --validate keeps private
+  // arrays (the checks read them after the combine).
+  DispatchOutput out = out_.view();
+  const RegionRows rows = buffer_.region_rows(format_);
+  out.recv_x = rows.recv_x;
+  out.recv_scales = rows.recv_scales;
   const auto t0 = std::chrono::steady_clock::now();
-  buffer_.dispatch(inputs_.x.data(), inputs_.topk_idx.data(), num_tokens, routing, format_, out_.view());
+  buffer_.dispatch(inputs_.x.data(), inputs_.topk_idx.data(), num_tokens, routing, format_, out);
   const auto t1 = std::chrono::steady_clock::now();
-  buffer_.combine(expert_out_.data(), out_.view(), inputs_.topk_idx.data(), inputs_.topk_weights.data(), num_tokens,
-                  y_.data());
+  buffer_.combine(expert_out_.data(), out, inputs_.topk_idx.data(), inputs_.topk_weights.data(), num_tokens, y_.data());
   const auto t2 = std::chrono::steady_clock::now();
   using us = std::chrono::duration<double, std::micro>;
   return {us(t2 - t0).count(), us(t1 - t0).count(), us(t2 - t1).count()};

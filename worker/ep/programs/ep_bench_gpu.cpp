@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "bench_options.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/cuda_backend.hpp"
 #include "hyrun/ep/cuda_memory.hpp"
@@ -37,14 +38,13 @@ namespace {
 
 using namespace hyrun::ep::cuda;
 
-struct Options {
-  int tokens = 128, hidden = 7168, topk = 8, experts_per_rank = 2;
-  int warmup = 50, iters = 200;
-  uint64_t seed = 1;
-  bool kernel_only = false;
+struct Options : tools::BenchOptions {
+  Options() {
+    warmup = 50;
+    iters = 200;
+  }
   bool flush_l2 = true;
   bool cold = false;  // --cold-calls: flush and meet before every timed call
-  int timeout_ms = 30000;
 };
 
 using Stats = report::SampleStats;  // of seconds
@@ -374,24 +374,12 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   hyrun::ep::check::Options o;
   CLI::App app{"ep-bench-gpu: dispatch + combine of the CUDA EP backend timed with CUDA events"};
-  app.add_option("--tokens", o.tokens, "tokens per rank")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--hidden", o.hidden, "hidden size (multiple of 128)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--topk", o.topk, "top-k")->capture_default_str()->check(CLI::Range(1, 32));
-  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--warmup", o.warmup, "untimed calls first")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--iters", o.iters, "timed calls")->capture_default_str()->check(CLI::Range(2, 1000000));
-  app.add_option("--seed", o.seed, "seed of the routing")->capture_default_str();
-  app.add_flag("--kernel-only", o.kernel_only, "all experts local: kernels without peer traffic");
+  hyrun::ep::tools::add_bench_options(app, o, CLI::Range(1, 32), "all experts local: kernels without peer traffic");
   app.add_flag("!--no-flush-l2", o.flush_l2,
                "do not flush the L2 (before the timed calls, or before each with --cold-calls)");
   app.add_flag("--cold-calls", o.cold,
                "flush the L2 and meet in a barrier before every timed call (default: as the reference, once before "
                "the timed calls, which then run back to back)");
-  app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return hyrun::ep::tools::run_tool("ep-bench-gpu", [&] { return hyrun::ep::check::run(o); });
 }

@@ -18,6 +18,7 @@
 #include <memory>
 #include <numeric>
 
+#include "bench_options.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/host_backend.hpp"
 #include "hyrun/ep/reference_inputs.hpp"
@@ -28,13 +29,8 @@
 namespace hyrun::ep::check {
 namespace {
 
-struct Options {
-  int tokens = 128, hidden = 7168, topk = 8, experts_per_rank = 2;
-  int warmup = 20, iters = 100;
-  uint64_t seed = 1;
-  bool kernel_only = false;
+struct Options : tools::BenchOptions {
   bool copy_recv = false;
-  int timeout_ms = 30000;
 };
 
 int run(const Options& o) {
@@ -124,21 +120,9 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   hyrun::ep::check::Options o;
   CLI::App app{"ep-bench-host: dispatch + combine bandwidth of the host EP backend across hyrun ranks"};
-  app.add_option("--tokens", o.tokens, "tokens per rank")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--hidden", o.hidden, "hidden size (multiple of 128)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--topk", o.topk, "top-k")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--experts-per-rank", o.experts_per_rank, "local experts")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--warmup", o.warmup, "untimed calls first")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--iters", o.iters, "timed calls")->capture_default_str()->check(CLI::Range(2, 1000000));
-  app.add_option("--seed", o.seed, "seed of the routing")->capture_default_str();
-  app.add_flag("--kernel-only", o.kernel_only, "all experts local: compute without the network");
+  hyrun::ep::tools::add_bench_options(app, o, CLI::PositiveNumber, "all experts local: compute without the network");
   app.add_flag("--copy-recv", o.copy_recv,
                "receive into private recv_x/recv_scales (a copy) instead of the region's rows");
-  app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return hyrun::ep::tools::run_tool("ep-bench-host", [&] { return hyrun::ep::check::run(o); });
 }
