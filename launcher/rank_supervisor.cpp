@@ -32,6 +32,14 @@ namespace {
 constexpr auto kExitGrace = std::chrono::seconds(1);            // rank 0 closed its fd: wait this long for its status
 constexpr auto kDrainLimit = std::chrono::seconds(2);           // output of killed process groups
 constexpr auto kSignalSettle = std::chrono::milliseconds(250);  // see RankState::kEndPending
+
+// The signals of a stop or a cancel (hyrun's own, scancel's, a PMIx abort's): a rank ended by
+// one is judged only after kSignalSettle (RankState::kEndPending).
+bool killed_by_terminating_signal(int wait_status) {
+  if (!WIFSIGNALED(wait_status)) return false;
+  const int sig = WTERMSIG(wait_status);
+  return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGKILL;
+}
 // A rank 0 that has not loaded the worker library this long after its start most likely
 // never will (the library says hello before main): hyrun says so instead of waiting silently.
 constexpr auto kHelloWait = std::chrono::seconds(3);
@@ -211,11 +219,16 @@ void RankSupervisor::on_signals() {
 }
 
 void RankSupervisor::reap_children() {
+  // Ends reaped in one batch are judged after the loop, those of ranks killed by a
+  // terminating signal first: waitpid returns zombies oldest child first, not in the order
+  // they died, and a rank killed from outside must not lose to its own fallout (a peer
+  // exiting 1 because it died) just because hyrun was not scheduled in between.
+  std::vector<std::pair<pid_t, int>> ended;
   for (;;) {
     int status = 0;
     // Stops and continues too: a stopped rank must not hold the job unnoticed.
     const pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
-    if (pid <= 0) return;  // 0: none ready; -1/ECHILD: no children at all
+    if (pid <= 0) break;  // 0: none ready; -1/ECHILD: no children at all
     auto it = std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.alive() && r.pid == pid; });
     if (WIFSTOPPED(status)) {
       if (it != ranks_.end()) {
@@ -234,12 +247,19 @@ void RankSupervisor::reap_children() {
     if (it != ranks_.end()) {
       it->group.on_leader_reaped();
       if (it->global_rank == 0) input_.close();
-      on_rank_exit(*it, status);
+      ended.emplace_back(pid, status);
       continue;
     }
     // Other pids are ranks' orphaned descendants that hyrun adopted as subreaper; a group
     // they were the last of must not be signalled by number any more.
     for (auto& rank : ranks_) rank.group.recheck();
+  }
+  std::stable_partition(ended.begin(), ended.end(),
+                        [](const auto& e) { return killed_by_terminating_signal(e.second); });
+  for (const auto& [pid, status] : ended) {
+    // Looked up each time: on_rank_exit may restart a rank, which grows ranks_.
+    auto it = std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.alive() && r.pid == pid; });
+    if (it != ranks_.end()) on_rank_exit(*it, status);
   }
 }
 
@@ -360,8 +380,7 @@ void RankSupervisor::on_rank_exit(Rank& rank, int wait_status) {
   if (!rank.end.failed() || job_exit_code_ || pending_verdict()) return;
   // SIGKILL too: a step cancel or a PMIx abort from another node kills hyrun and its ranks
   // together, and hyrun must not name a rank of that kill as the job's failure.
-  if (WIFSIGNALED(wait_status) && (WTERMSIG(wait_status) == SIGTERM || WTERMSIG(wait_status) == SIGINT ||
-                                   WTERMSIG(wait_status) == SIGHUP || WTERMSIG(wait_status) == SIGKILL)) {
+  if (killed_by_terminating_signal(wait_status)) {
     rank.state = RankState::kEndPending;
     rank.verdict_due = Clock::now() + kSignalSettle;
     return;

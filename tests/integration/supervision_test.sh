@@ -95,6 +95,29 @@ stopped-rank)  # a SIGSTOPped rank is named; SIGTERM to hyrun still ends it at o
   expect_faster 10  # the grace period is 30 s: the stopped rank got SIGCONT with the SIGTERM
   expect_all_gone "$WORK/pids"
   ;;
+kill-reaped-with-fallout)  # a rank killed from outside and a rank failing because of it, reaped together: the kill is named
+  # hyrun is stopped while rank 1 is SIGKILLed and rank 0 then exits 1 (as a peer of a
+  # killed rank does), so that both are reaped in one batch, rank 0 (the older child) first.
+  # Reaped apart, the kill is named (its verdict waits, and later failures are its fallout);
+  # reaped together, it must be too.
+  mkdir "$WORK/pids"
+  start_bg "$HYRUN" -n 2 --bootstrap=none -- sh -c '
+    echo $$ >"$0/rank.$HYRUN_RANK.tmp"; mv "$0/rank.$HYRUN_RANK.tmp" "$0/rank.$HYRUN_RANK"
+    if [ "$HYRUN_RANK" = 0 ]; then while [ ! -e "$0/go" ]; do sleep 0.05; done; exit 1; fi
+    exec sleep 60' "$WORK/pids"
+  wait_for_files "$WORK/pids" 'rank.*' 2 20
+  kill -STOP "$HY"
+  kill -KILL "$(cat "$WORK/pids/rank.1")"
+  touch "$WORK/pids/go"
+  r0=$(cat "$WORK/pids/rank.0")
+  for _ in $(seq 100); do [ "$(awk '{print $3}' "/proc/$r0/stat" 2>/dev/null)" = Z ] && break; sleep 0.05; done
+  [ "$(awk '{print $3}' "/proc/$r0/stat" 2>/dev/null)" = Z ] || fail "rank 0 did not end while hyrun was stopped"
+  kill -CONT "$HY"
+  wait "$HY"; RC=$?; OUT=$WORK/o; ERR=$WORK/e
+  expect_stderr "^hyrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\); stopping"
+  grep -q "rank 0 (pid [0-9]*) exited with code 1" "$ERR" && fail "rank 0's fallout was named as the job's failure"
+  expect_rc 137
+  ;;
 inherited-fds)  # fds hyrun inherits from its parent do not reach the ranks
   run_job 30 bash -c 'exec 7</dev/null 8>/dev/null; exec "$0" -n 2 --label --bootstrap=none -- sh -c "for f in 3 5 6 7 8 9; do [ -e /proc/\$\$/fd/\$f ] && echo fd \$f open; done; echo checked"' "$HYRUN"
   expect_rc 0
