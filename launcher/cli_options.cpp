@@ -84,6 +84,12 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
       ->check(seconds_between(0, 86400))
       ->option_text("S")
       ->capture_default_str();
+  app_.add_option("--node-timeout", node_timeout_s_,
+                  "seconds another node's hyrun may stay silent before it is taken for lost (off the network, or "
+                  "stopped); a closed link is a loss at once (0.1 to 86400)")
+      ->check(seconds_between(0.1, 86400))
+      ->option_text("S")
+      ->capture_default_str();
   app_.add_flag("-l,--label,--tag-output", options_.label, "prefix every output line with the rank (\"3: ...\")");
   app_.add_flag("--timestamp-output", options_.timestamp_output,
                 "prefix every output line with the UTC time hyrun forwarded it (\"2026-01-02T03:04:05.678Z ...\")");
@@ -207,6 +213,7 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
   options_.mps = mps_name_ == "on" ? MpsMode::kOn : mps_name_ == "off" ? MpsMode::kOff : MpsMode::kAuto;
   options_.bootstrap_timeout = std::chrono::milliseconds(std::lround(bootstrap_timeout_s_ * 1000));
   options_.grace_period = std::chrono::milliseconds(std::lround(grace_period_s_ * 1000));
+  options_.node_timeout = std::chrono::milliseconds(std::lround(node_timeout_s_ * 1000));
   return std::nullopt;
 }
 

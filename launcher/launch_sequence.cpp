@@ -46,14 +46,15 @@ std::vector<std::string> check_node_records(RootExchange& exchange, const Launch
 
 // The link to the root's hyrun (docs/architecture.md), at the root's address on a network
 // this node shares; none when the root's record has no link port (an older root).
-std::optional<NodeLink> connect_to_root(const RootRecord& record, int task, const std::string& root_host) {
+std::optional<NodeLink> connect_to_root(const RootRecord& record, int task, const std::string& root_host,
+                                        std::chrono::milliseconds node_timeout) {
   if (!record.link_port || !record.master_addresses) return std::nullopt;
   std::vector<InterfaceAddress> root;
   for (const auto& a : *record.master_addresses) root.push_back(InterfaceAddress::parse(a));
   if (root.empty()) return std::nullopt;
   const MasterChoice choice = choose_master(root, local_ipv4_addresses());
   spdlog::debug("node link: connecting to the root's hyrun at {}:{}", choice.address, *record.link_port);
-  return NodeLink::connect(choice.address, *record.link_port, task, root_host, record.job_token);
+  return NodeLink::connect(choice.address, *record.link_port, task, root_host, record.job_token, node_timeout);
 }
 
 }  // namespace
@@ -136,7 +137,7 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
         }
         // The node link: a node whose hyrun is lost ends the job (docs/cli.md, Failures).
         if (peers) try {
-            link.emplace(NodeLink::listen());
+            link.emplace(NodeLink::listen(options.node_timeout));
             record.link_port = link->port();
           } catch (const SystemError& e) {
             spdlog::warn("the link among the nodes' hyrun processes is not available: {}", e.what());
@@ -183,7 +184,7 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
       }
       token = record.job_token;
       node->set_job_token(token);
-      link = connect_to_root(record, task, hosts.at(0));
+      link = connect_to_root(record, task, hosts.at(0), options.node_timeout);
       exchange.take_rendezvous(record, *node);
       if (record.root_address) node->set_root_address(*record.root_address);
     }

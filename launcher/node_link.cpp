@@ -47,10 +47,23 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a heartbeat must not wait for Nagle
 }
 
+// "15 s", "0.5 s": a limit as the messages say it.
+std::string seconds_text(std::chrono::milliseconds d) { return fmt::format("{:g} s", d.count() / 1000.0); }
+
+// The bye of a hyrun that ends may wait this long for its connect or its last bytes.
+constexpr auto kByeLimit = std::chrono::seconds(2);
+
 }  // namespace
 
-NodeLink NodeLink::listen() {
-  NodeLink link;
+std::chrono::milliseconds NodeLink::heartbeat_for(std::chrono::milliseconds silence_limit) {
+  return std::clamp(silence_limit / 5, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+}
+
+NodeLink::NodeLink(std::chrono::milliseconds silence_limit)
+    : silence_limit_(silence_limit), writer_(std::make_unique<LinkWriter>(heartbeat_for(silence_limit))) {}
+
+NodeLink NodeLink::listen(std::chrono::milliseconds silence_limit) {
+  NodeLink link(silence_limit);
   link.root_ = true;
   link.listener_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!link.listener_) throw SystemError("socket (the node link)", errno);
@@ -79,12 +92,13 @@ void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::stri
     peers_[task].heard = now;
     peers_[task].gone = static_cast<int>(task) == self;
   }
-  connect_deadline_ = now + kConnectLimit;
-  next_heartbeat_ = now;
+  // A node that is busy after the fence connects late; it is not lost before its silence would be.
+  connect_deadline_ = now + std::max<Clock::duration>(kConnectLimit, silence_limit_);
 }
 
-NodeLink NodeLink::connect(const std::string& address, int port, int self, std::string root_host, std::string token) {
-  NodeLink link;
+NodeLink NodeLink::connect(const std::string& address, int port, int self, std::string root_host, std::string token,
+                           std::chrono::milliseconds silence_limit) {
+  NodeLink link(silence_limit);
   link.self_ = self;
   link.token_ = std::move(token);
   Peer root;
@@ -100,12 +114,12 @@ NodeLink NodeLink::connect(const std::string& address, int port, int self, std::
     throw Error(fmt::format("the root's node link address '{}' is not an IPv4 address", address));
   const auto now = Clock::now();
   root.heard = now;
-  link.next_heartbeat_ = now;
   if (::connect(root.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     if (errno != EINPROGRESS)
       throw SystemError(fmt::format("connect to the root's hyrun at {}:{} (the node link)", address, port), errno);
     root.connecting = true;
   }
+  link.writer_->add(root.task, root.fd.get(), root.connecting);
   link.send(root, fmt::format("{} {} {}", kLinkHello, self, proof_of(link.token_, self)));
   link.peers_.push_back(std::move(root));
   return link;
@@ -113,10 +127,12 @@ NodeLink NodeLink::connect(const std::string& address, int port, int self, std::
 
 void NodeLink::add_poll_fds(std::vector<pollfd>& fds) {
   if (listener_) fds.push_back({listener_.get(), POLLIN, 0});
-  for (auto* list : {&peers_, &unidentified_})
-    for (const auto& p : *list)
-      if (p.fd && !p.gone)
-        fds.push_back({p.fd.get(), static_cast<short>(POLLIN | (p.connecting || !p.out.empty() ? POLLOUT : 0)), 0});
+  for (const auto& p : peers_)
+    if (p.fd && !p.gone)
+      fds.push_back(
+          {p.fd.get(), static_cast<short>(POLLIN | (p.connecting || writer_->wants_out(p.task) ? POLLOUT : 0)), 0});
+  for (const auto& p : unidentified_)
+    if (p.fd && !p.gone) fds.push_back({p.fd.get(), POLLIN, 0});
 }
 
 bool NodeLink::on_poll(const pollfd& p) {
@@ -137,8 +153,9 @@ bool NodeLink::on_poll(const pollfd& p) {
         }
         peer.connecting = false;
         peer.heard = Clock::now();
+        writer_->connected(peer.task);
       }
-      if (p.revents & POLLOUT) flush(peer);
+      if (p.revents & POLLOUT) writer_->flush(peer.task);
       if (!peer.gone && (p.revents & (POLLIN | POLLHUP | POLLERR))) on_readable(peer);
       if (list == &unidentified_)  // identified peers moved out; closed ones are dropped
         std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
@@ -167,7 +184,7 @@ void NodeLink::on_readable(Peer& peer) {
   for (;;) {
     const ssize_t n = ::recv(peer.fd.get(), buffer, sizeof buffer, 0);
     if (n > 0) {
-      peer.heard = Clock::now();
+      if (peer.task >= 0) peer.heard = Clock::now();  // an unidentified peer's deadline runs from accept
       peer.in.append(buffer, static_cast<std::size_t>(n));
       for (auto nl = peer.in.find('\n'); nl != std::string::npos && !peer.gone; nl = peer.in.find('\n')) {
         const std::string line = peer.in.substr(0, nl);
@@ -205,6 +222,7 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     }
     slot.fd = std::move(peer.fd);
     slot.heard = Clock::now();
+    writer_->add(task, slot.fd.get(), false);
     slot.in = std::move(peer.in);
     peer.gone = true;
     spdlog::debug("node link: the hyrun of task {} on {} connected", task, slot.host);
@@ -219,6 +237,7 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
   if (line == "alive") return;
   if (line == "bye") {
     peer.said_bye = true;
+    writer_->stop_heartbeats(peer.task);  // one that left reads no more
     return;
   }
   // "lost <task> <host> <why>": from the root, a node it lost and the job goes on without.
@@ -230,56 +249,39 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
   lose(peer, fmt::format("it sent '{:.40}', which is not the node link's protocol", line));
 }
 
-void NodeLink::send(Peer& peer, const std::string& line) {
-  if (peer.out.size() > 4096) return;  // the peer reads nothing: its silence is judged by what we hear
-  peer.out += line;
-  peer.out += '\n';
-  if (!peer.connecting) flush(peer);
-}
-
-void NodeLink::flush(Peer& peer) {
-  while (!peer.out.empty() && peer.fd && !peer.connecting) {
-    const ssize_t n = ::send(peer.fd.get(), peer.out.data(), peer.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      peer.out.erase(0, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return;  // EAGAIN: later; an error: the read side reports the loss
-  }
-}
+void NodeLink::send(Peer& peer, const std::string& line) { writer_->send(peer.task, line); }
 
 NodeLink::Clock::time_point NodeLink::wake_by() const {
-  auto t = next_heartbeat_;
-  for (const auto* list : {&peers_, &unidentified_})
-    for (const auto& p : *list)
-      if (!p.gone && !p.said_bye) t = std::min(t, (p.fd ? p.heard + kSilenceLimit : connect_deadline_));
+  auto t = Clock::now() + silence_limit_;
+  for (const auto& p : peers_)
+    if (!p.gone && !p.said_bye) t = std::min(t, (p.fd ? p.heard + silence_limit_ : connect_deadline_));
+  for (const auto& p : unidentified_)
+    if (!p.gone) t = std::min(t, p.heard + hello_limit());
   return t;
 }
 
 void NodeLink::on_tick() {
   const auto now = Clock::now();
-  if (now >= next_heartbeat_) {
-    for (auto& p : peers_)
-      if (p.fd && !p.gone && !p.said_bye) send(p, "alive");  // one that left reads no more
-    next_heartbeat_ = now + kHeartbeat;
-  }
   for (auto& p : peers_) {
     if (p.gone || p.said_bye) continue;
     if (!p.fd && now >= connect_deadline_)
-      lose(p, fmt::format("it did not connect within {} s of the fence",
-                          std::chrono::duration_cast<std::chrono::seconds>(kConnectLimit).count()));
-    else if (p.fd && now - p.heard >= kSilenceLimit)
-      lose(p, p.connecting ? "cannot connect: no answer within 1 s"
-                           : "silent for 1 s: its node is off the network or stuck");
+      lose(p, fmt::format("it did not connect within {} of the fence",
+                          seconds_text(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::max<Clock::duration>(kConnectLimit, silence_limit_)))));
+    else if (p.fd && now - p.heard >= silence_limit_)
+      lose(p, p.connecting ? fmt::format("cannot connect: no answer within {}", seconds_text(silence_limit_))
+                           : fmt::format("silent for {} (--node-timeout): its node is off the network or its hyrun "
+                                         "is stopped",
+                                         seconds_text(silence_limit_)));
   }
   for (auto& p : unidentified_)
-    if (now - p.heard >= kSilenceLimit) close_quietly(p);
+    if (now - p.heard >= hello_limit()) close_quietly(p);
   std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
 }
 
 void NodeLink::lose(Peer& peer, const std::string& why) {
   peer.gone = true;
+  writer_->remove(peer.task);
   peer.fd.reset();
   const Loss loss{peer.task, peer.host, why, false};
   if (!report(loss) || !root_) return;
@@ -297,43 +299,44 @@ bool NodeLink::report(const Loss& loss) {
 
 void NodeLink::close_quietly(Peer& peer) {
   peer.gone = true;
+  if (peer.task >= 0) writer_->remove(peer.task);
   peer.fd.reset();
 }
 
 void NodeLink::say_bye() {
   for (auto& p : peers_)
-    if (p.fd && !p.gone) send(p, "bye");
+    if (p.fd && !p.gone) {
+      send(p, "bye");
+      writer_->stop_heartbeats(p.task);
+    }
   // A short job may end before its connect completed or its hello left: finish them,
   // bounded, or the root would take this node's end for a loss.
-  const auto end = Clock::now() + kSilenceLimit;
+  const auto end = Clock::now() + std::min<Clock::duration>(kByeLimit, silence_limit_);
   for (;;) {
     std::vector<pollfd> fds;
     for (const auto& p : peers_)
-      if (p.fd && !p.gone && (p.connecting || !p.out.empty())) fds.push_back({p.fd.get(), POLLOUT, 0});
+      if (p.fd && !p.gone && (p.connecting || writer_->wants_out(p.task))) fds.push_back({p.fd.get(), POLLOUT, 0});
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
     if (fds.empty() || ms <= 0) return;
     if (::poll(fds.data(), fds.size(), static_cast<int>(ms)) < 0 && errno != EINTR) return;
     for (const auto& f : fds)
       for (auto& p : peers_)
-        if (p.fd && p.fd.get() == f.fd && f.revents) {
-          if (p.connecting) {
-            int error = 0;
-            socklen_t length = sizeof error;
-            ::getsockopt(p.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
-            if (error != 0) {
-              close_quietly(p);  // leaving anyway: nothing to report
-              continue;
-            }
-            p.connecting = false;
-          }
-          if (f.revents & (POLLERR | POLLHUP)) {
-            close_quietly(p);
-            continue;
-          }
-          flush(p);
-          if (!p.out.empty() && !(f.revents & POLLOUT)) close_quietly(p);
-        }
+        if (p.fd && p.fd.get() == f.fd && f.revents) finish_bye(p, f.revents);
   }
+}
+
+void NodeLink::finish_bye(Peer& p, short revents) {
+  if (p.connecting) {
+    int error = 0;
+    socklen_t length = sizeof error;
+    ::getsockopt(p.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error != 0) return close_quietly(p);  // leaving anyway: nothing to report
+    p.connecting = false;
+    writer_->connected(p.task);
+  }
+  if (revents & (POLLERR | POLLHUP)) return close_quietly(p);
+  writer_->flush(p.task);
+  if (writer_->wants_out(p.task) && !(revents & POLLOUT)) close_quietly(p);
 }
 
 void NodeLink::service() {

@@ -48,6 +48,8 @@ plan)
   run_cloudai "$plan" "$nodes" "$cap" "${extra[@]}" --validate-phase-failures --kineto
   [ "$RUN_RC" = 0 ] || fail "CloudAI's script exited $RUN_RC"
   python3 "$cloudai" check "$out" "$nodes" "$out/nixl-ep-plan.json" || fail "CloudAI's verdict"
+  # CloudAI's report reads 0 GB/s as no bandwidth: however slow, a phase that ran reads positive.
+  ! grep -hE 'bandwidth: [0.]+ GB/s' "$out"/nixl-ep-node-*.log | head -3 | grep . || fail "a bandwidth line reads 0 GB/s"
   launches=$(grep -c '^srun .* bash -c' "$out/run.sh")
   echo "ok: $launches launches of ep-elastic over $nodes nodes, every rank ended every phase"
   ;;

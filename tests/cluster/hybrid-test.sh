@@ -216,8 +216,9 @@ node-link-down)  # a node drops off the network: the others end the job, naming 
   trap 'ip netns exec "$ns" ip link set eth0 up 2>/dev/null || true; rm -rf "$WORK"' EXIT
   others=$(for t in 0 1 3; do ranks_of_hyrun "$(hyrun_of_task $t)"; done)
   start=$(now_ms); ip netns exec "$ns" ip link set eth0 down
-  # The other nodes' ranks end within a few seconds, while the node is still cut off.
-  for _ in $(seq 100); do
+  # The other nodes' ranks end a few seconds after the node timeout (30 s by default), while
+  # the node is still cut off.
+  for _ in $(seq 450); do
     alive=""; for p in $others; do [ -d "/proc/$p" ] && alive+="$p "; done
     [ -z "$alive" ] && break; sleep 0.1
   done
@@ -228,8 +229,21 @@ node-link-down)  # a node drops off the network: the others end the job, naming 
   wait_rc; cat "$WORK/out"
   echo "srun exited $(cat "$WORK/rc") $(( $(now_ms) - start )) ms after the link went down"
   [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
-  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(silent for 1 s" "$WORK/out" \
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(silent for 30 s \(--node-timeout\)" "$WORK/out" \
     || fail "no line named the silent node $victim_host"
+  ;;
+node-stalled)  # a node whose hyrun does not run for 5 s (busy, stalled) is not taken for lost (issue 20)
+  # SIGSTOP stops the whole hyrun, its heartbeat thread too: only the node timeout (30 s by
+  # default) keeps the others from ending a healthy job, as a 1 s limit once did.
+  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
+      --sleep 9 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  for _ in $(seq 100); do grep -q '^rank 7 ready' "$WORK/out" 2>/dev/null && break; sleep 0.1; done
+  grep -q '^rank 7 ready' "$WORK/out" || { cat "$WORK/out"; fail "rank 7 did not start"; }
+  victim=$(hyrun_of_task 2)
+  kill -STOP "$victim"; sleep 5; kill -CONT "$victim"
+  wait_rc; cat "$WORK/out"
+  [ "$(cat "$WORK/rc")" = 0 ] || fail "srun exited $(cat "$WORK/rc") after task 2's hyrun stalled for 5 s"
+  ! grep -q 'lost the hyrun' "$WORK/out" || fail "a stalled node was taken for lost"
   ;;
 missing-program-on-one-node)  # no --kill-on-bad-exit: node 1 cannot start its program, the job still ends at once
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \

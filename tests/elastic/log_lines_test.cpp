@@ -54,6 +54,28 @@ class RandomValues {
   std::mt19937_64 gen_{20261122};
 };
 
+// A phase slowed to a crawl still moved bytes: its bandwidth must read positive, with three
+// significant digits, in both lines (issue 20: 0.00 GB/s, which CloudAI takes for none).
+TEST(LogLines, ASlowPhaseShowsAPositiveBandwidth) {
+  RandomValues rnd;
+  for (int i = 0; i < 2000; ++i) {
+    const double gbps = std::pow(10.0, std::uniform_real_distribution<double>(-9, 0)(rnd.gen()));
+    std::smatch m;
+    const std::string line = bandwidth_line(1, {gbps, 950000.0, 477000.0, 1400000.0});
+    ASSERT_TRUE(std::regex_search(line, m, kBandwidth)) << line;
+    EXPECT_GT(std::stod(m[2]), 0.0) << line;
+    EXPECT_LE(std::abs(std::stod(m[2]) - gbps), gbps * 5e-3) << line << " vs " << gbps;
+    const std::string split = split_bandwidth_line(2, {gbps, 1.0, gbps / 3, 2.0});
+    ASSERT_TRUE(std::regex_search(split, m, kSplit)) << split;
+    EXPECT_GT(std::stod(m[2]), 0.0) << split;
+    EXPECT_GT(std::stod(m[4]), 0.0) << split;
+    EXPECT_LE(std::abs(std::stod(m[4]) - gbps / 3), gbps / 3 * 5e-3) << split;
+  }
+  EXPECT_EQ(gbps_text(0.0), "0.00") << "no bytes at all is still zero";
+  EXPECT_EQ(gbps_text(45.678), "45.68") << "from 1 GB/s on, the reference's two decimals";
+  EXPECT_EQ(gbps_text(0.012345), "0.0123");
+}
+
 TEST(LogLines, BandwidthLineMatchesCloudAiRegex) {
   RandomValues rnd;
   for (int i = 0; i < 2000; ++i) {

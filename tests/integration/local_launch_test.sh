@@ -170,6 +170,27 @@ planned-exit)  # the exit a rank announced (code 9 here) is not a failure
   expect_rc 0
   ! grep -q 'stopping' "$ERR" && pass "nothing was stopped" || fail "the planned exit was treated as a failure"
   ;;
+planned-kill-with-unread-notice)  # a planned kill announced with a death notice unread is still planned (issue 20)
+  # Rank 1 exits (planned); rank 2 waits until hyrun's notice of it is queued, leaves it
+  # unread, and (hyrun stopped meanwhile, so that it reads nothing before the death)
+  # announces a planned SIGKILL and dies: the announcement must not be lost.
+  mkdir "$WORK/pids"; OUT=$WORK/out; ERR=$WORK/err
+  timeout -k 5 30 "$HYRUN" -n 3 --bootstrap=none --log-level info -- "$TEST_RANK" --no-world --planned-exit-rank 1 \
+    --exit-code 0 --kill-with-unread-notice-rank 2 --go-file "$WORK/go" --pid-dir "$WORK/pids" --sleep 3 \
+    >"$OUT" 2>"$ERR" &
+  hy=$!
+  wait_for_files "$WORK" 'go.ready' 1 20
+  victim=$(cat "$WORK/pids/rank.2"); hyrun_pid=$(awk '{print $4}' "/proc/$victim/stat")
+  kill -STOP "$hyrun_pid"; touch "$WORK/go"
+  for _ in $(seq 200); do [ "$(awk '{print $3}' "/proc/$victim/stat" 2>/dev/null)" = Z ] && break; sleep 0.05; done
+  [ "$(awk '{print $3}' "/proc/$victim/stat" 2>/dev/null)" = Z ] && pass "rank 2 died while hyrun was stopped" \
+    || fail "rank 2 did not die while hyrun was stopped"
+  kill -CONT "$hyrun_pid"
+  wait $hy && RC=0 || RC=$?
+  expect_rc 0
+  expect_stderr "rank 2 \(pid [0-9]+\) was killed by signal 9 \(SIGKILL\), as it announced"
+  ! grep -q 'stopping' "$ERR" && pass "nothing was stopped" || fail "the planned kill was treated as a failure"
+  ;;
 planned-exit-other-code)  # a planned exit covers only the code it announced: announced 0, exited 42
   run_job 30 "$HYRUN" -n 3 --bootstrap=none -- "$TEST_RANK" --no-world --planned-exit-rank 1 --announced-code 0 \
     --exit-code 42 --sleep 20

@@ -1,7 +1,9 @@
 // test-rank: a rank program whose behaviour the integration tests choose, to exercise
 // hyrun's failure handling with real processes and the real worker-library bootstrap.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -34,6 +37,28 @@ void write_pid_file(const std::string& dir, const std::string& name, pid_t pid) 
   }
 }
 
+// Asks for death notices on the control socket (as the worker library does), waits until
+// hyrun has queued one, then dies with it unread right after announcing the death: the
+// order that once made hyrun lose the announcement (the kernel's ECONNRESET). With a
+// `go_file`, it first creates `go_file`.ready and waits for `go_file`, so that the test can
+// stop hyrun in between and hyrun reads nothing before the death.
+void kill_with_unread_notice(const std::string& go_file) {
+  const char* fd_text = std::getenv("HYRUN_CONTROL_FD");
+  if (!fd_text) throw hyrun::Error("--kill-with-unread-notice-rank: HYRUN_CONTROL_FD is not set");
+  const int fd = std::atoi(fd_text);
+  constexpr std::string_view kAsk = "handles-deaths v1";
+  if (::send(fd, kAsk.data(), kAsk.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(kAsk.size()))
+    throw hyrun::Error("--kill-with-unread-notice-rank: could not ask for death notices");
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 30000) != 1) throw hyrun::Error("--kill-with-unread-notice-rank: no death notice within 30 s");
+  if (!go_file.empty()) {
+    if (FILE* f = std::fopen((go_file + ".ready").c_str(), "w")) std::fclose(f);
+    for (int i = 0; i < 3000 && ::access(go_file.c_str(), F_OK) != 0; ++i) ::usleep(10000);
+  }
+  hyrun::announce_planned_kill(false, SIGKILL);
+  ::raise(SIGKILL);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,6 +68,8 @@ int main(int argc, char** argv) {
   int fail_rank = -1, exit_code = 1, signal_rank = -1, signal_number = SIGKILL, long_line_rank = -1;
   int wrong_token_rank = -1, flood_rank = -1, planned_exit_rank = -1, respawn_rank = -1;
   int announced_code = -1, announce_then_signal_rank = -1, respawn_forever_rank = -1;
+  int kill_with_unread_notice_rank = -1;
+  std::string go_file;
   long long long_line_bytes = 0, flood_lines = 0;
   std::size_t exchange_bytes = 0;
   int exchange_rounds = 100;
@@ -84,6 +111,11 @@ int main(int argc, char** argv) {
                  "this rank announces a planned exit with code 0, then raises --signal (not what it announced)");
   app.add_option("--respawn-forever-rank", respawn_forever_rank,
                  "every process of this rank announces a planned exit with restart and exits 0 (use with --no-world)");
+  app.add_option("--kill-with-unread-notice-rank", kill_with_unread_notice_rank,
+                 "this rank asks hyrun for death notices, waits until one is queued and leaves it unread, then "
+                 "announces a planned SIGKILL and raises it (use with --planned-exit-rank for the notice)");
+  app.add_option("--go-file", go_file,
+                 "--kill-with-unread-notice-rank: create FILE.ready once the notice is queued, then wait for FILE");
   CLI11_PARSE(app, argc, argv);
 
   const int rank = env_rank();
@@ -103,6 +135,10 @@ int main(int argc, char** argv) {
     if (rank == respawn_forever_rank) {
       hyrun::announce_planned_exit(true, 0);
       return 0;
+    }
+    if (rank == kill_with_unread_notice_rank) {
+      kill_with_unread_notice(go_file);
+      return 1;  // not reached unless no notice came
     }
     if (rank == announce_then_signal_rank) {
       hyrun::announce_planned_exit(false, 0);

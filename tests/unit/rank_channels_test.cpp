@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <string>
 #include <variant>
 
@@ -129,6 +131,26 @@ TEST(ControlChannel, ClosesWhenTheRankClosedItsEnd) {
   EXPECT_FALSE(channel);
   EXPECT_EQ(channel.fd(), -1);
   channel.tell_death(1, 7);  // a rank that is gone: logged, never a crash or a SIGPIPE
+}
+
+// A rank that dies with notices from hyrun still unread in its socket makes the kernel
+// flag our end with ECONNRESET, which a recv reports before the messages queued on our side.
+// The planned exit announced just before that death must be read all the same (issue 20:
+// the main job's planned kill of rank 6, a peer's exit notice unread, failed the job).
+TEST(ControlChannel, AMessageSentBeforeDyingWithUnreadNoticesIsStillRead) {
+  ControlChannel channel;
+  UniqueFd rank = channel.open();
+  channel.tell_death(6, 5);  // queued at the rank's end, never read
+  PlannedExit planned;
+  planned.signal = SIGKILL;
+  const std::string m = format_planned_exit(planned);
+  ASSERT_EQ(::send(rank.get(), m.data(), m.size(), 0), static_cast<ssize_t>(m.size()));
+  rank.reset();  // the rank's death: its end closes with a notice unread
+  const auto messages = channel.receive();
+  ASSERT_EQ(messages.size(), 1u) << "the planned exit was lost to the reset";
+  ASSERT_TRUE(std::holds_alternative<PlannedExit>(messages[0]));
+  EXPECT_EQ(std::get<PlannedExit>(messages[0]).signal, SIGKILL);
+  EXPECT_FALSE(channel) << "and the channel is seen closed";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "hyrun/common/error.hpp"
@@ -50,14 +51,20 @@ std::string unused_rank_line(int global_rank, int local_rank) {
   return fmt::format("{} no phase of the plan uses this rank; exiting with status 0", prefix(global_rank, local_rank));
 }
 
+std::string gbps_text(double gbps) {
+  int decimals = 2;
+  if (gbps > 0 && gbps < 1) decimals = std::min(17, 2 - static_cast<int>(std::floor(std::log10(gbps))));
+  return fmt::format("{:.{}f}", gbps, decimals);
+}
+
 std::string bandwidth_line(int rank, const BandwidthStats& s) {
   require_finite(rank, "gbps", s.gbps);
   require_finite(rank, "avg_us", s.avg_us);
   require_finite(rank, "min_us", s.min_us);
   require_finite(rank, "max_us", s.max_us);
   return fmt::format(
-      "[rank {}] Dispatch + combine bandwidth: {:.2f} GB/s, avg_t={:.2f} us, min_t={:.2f} us, max_t={:.2f} us", rank,
-      s.gbps, s.avg_us, s.min_us, s.max_us);
+      "[rank {}] Dispatch + combine bandwidth: {} GB/s, avg_t={:.2f} us, min_t={:.2f} us, max_t={:.2f} us", rank,
+      gbps_text(s.gbps), s.avg_us, s.min_us, s.max_us);
 }
 
 std::string split_bandwidth_line(int rank, const SplitBandwidth& s) {
@@ -66,8 +73,8 @@ std::string split_bandwidth_line(int rank, const SplitBandwidth& s) {
   require_finite(rank, "combine_gbps", s.combine_gbps);
   require_finite(rank, "combine_avg_us", s.combine_avg_us);
   return fmt::format(
-      "[rank {}] Dispatch bandwidth: {:.2f} GB/s, avg_t={:.2f} us | Combine bandwidth: {:.2f} GB/s, avg_t={:.2f} us",
-      rank, s.dispatch_gbps, s.dispatch_avg_us, s.combine_gbps, s.combine_avg_us);
+      "[rank {}] Dispatch bandwidth: {} GB/s, avg_t={:.2f} us | Combine bandwidth: {} GB/s, avg_t={:.2f} us", rank,
+      gbps_text(s.dispatch_gbps), s.dispatch_avg_us, gbps_text(s.combine_gbps), s.combine_avg_us);
 }
 
 }  // namespace hyrun::ep::report

@@ -1,5 +1,7 @@
 #include "hyrun/ep/report/summary_table.hpp"
 
+#include "hyrun/ep/report/log_lines.hpp"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -21,6 +23,10 @@ constexpr int kMarkWidth = 6;  // "active", "joined", "killed"
 std::string number_or_dash(const std::optional<double>& v, int width, int precision) {
   if (!v) return fmt::format("{:>{}}", "-", width);
   return fmt::format("{:>{}.{}f}", *v, width, precision);
+}
+
+std::string gbps_or_dash(const std::optional<double>& v, int width) {
+  return fmt::format("{:>{}}", v ? gbps_text(*v) : std::string("-"), width);
 }
 
 std::string mark(PhaseRole role, bool color) {
@@ -99,8 +105,8 @@ std::string format_summary(std::span<const PhaseSample> samples, std::size_t num
       lo = *std::min_element(gbps.begin(), gbps.end());
       hi = *std::max_element(gbps.begin(), gbps.end());
     }
-    out += fmt::format("  {}  {}  {}  {}  {}\n", number_or_dash(avg, 8, 2), number_or_dash(lo, 8, 2),
-                       number_or_dash(hi, 8, 2), number_or_dash(join_ms, 8, 1), number_or_dash(detect_ms, 9, 1));
+    out += fmt::format("  {}  {}  {}  {}  {}\n", gbps_or_dash(avg, 8), gbps_or_dash(lo, 8), gbps_or_dash(hi, 8),
+                       number_or_dash(join_ms, 8, 1), number_or_dash(detect_ms, 9, 1));
   }
 
   const auto mean = overall_mean_gbps(samples);
@@ -108,9 +114,9 @@ std::string format_summary(std::span<const PhaseSample> samples, std::size_t num
       std::count_if(samples.begin(), samples.end(), [](const PhaseSample& s) { return s.bandwidth.has_value(); });
   if (mean) {
     out += fmt::format(
-        "Overall mean dispatch + combine bandwidth: {:.2f} GB/s over {} rank-phase samples (logical bandwidth: bytes counted per "
+        "Overall mean dispatch + combine bandwidth: {} GB/s over {} rank-phase samples (logical bandwidth: bytes counted per "
         "selection, traffic to self included)\n",
-        *mean, count);
+        gbps_text(*mean), count);
   } else {
     out += "Overall mean dispatch + combine bandwidth: none measured (no rank-phase sample has a bandwidth)\n";
   }

@@ -31,6 +31,7 @@ class CommandLine {
   LaunchOptions options_;
   double bootstrap_timeout_s_ = 60;
   double grace_period_s_ = 10;
+  double node_timeout_s_ = std::chrono::duration<double>(kDefaultNodeTimeout).count();
   std::string bootstrap_name_ = "ucx";
   std::string mode_name_ = "auto";
   std::string mps_name_ = "auto";

@@ -15,12 +15,19 @@ enum class LaunchMode { kAuto, kLocal, kPmix };
 /// --mps: a private MPS daemon for ranks that share a GPU (launcher/mps_daemon.hpp).
 enum class MpsMode { kAuto, kOn, kOff };
 
+/// How long another node's hyrun may stay silent before it is taken for lost (--node-timeout).
+/// Long enough for a node that is only busy (a page-cache flush, a fork storm, a short
+/// network stall: seconds) and still a small part of what Slurm waits for a node (minutes);
+/// a hyrun that dies closes its link and is a loss at once (docs/cli.md, Failures).
+inline constexpr std::chrono::seconds kDefaultNodeTimeout{30};
+
 struct LaunchOptions {
   int ranks = 0;  ///< -n: ranks this hyrun starts (per node in hybrid mode)
   LaunchMode mode = LaunchMode::kAuto;
   BootstrapMode bootstrap = BootstrapMode::kUcx;
   std::chrono::milliseconds bootstrap_timeout{60000};
   std::chrono::milliseconds grace_period{10000};
+  std::chrono::milliseconds node_timeout{kDefaultNodeTimeout};  ///< --node-timeout
   bool label = false;
   bool timestamp_output = false;      ///< prefix every output line with the UTC time it was forwarded
   std::string output_filename;        ///< --output-filename DIR: also DIR/rank.N/stdout and stderr

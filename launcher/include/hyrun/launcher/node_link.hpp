@@ -1,19 +1,23 @@
 #pragma once
 // The link among the hyrun processes of one job, so that a node whose hyrun dies or drops
-// off the network ends the job within about a second without help from srun options.
+// off the network ends the job without help from srun options.
 // A star: the root hyrun (PMIx rank 0) listens on a TCP port that it puts in its record;
 // every other hyrun connects after the fence and proves that it holds the job token
-// (HMAC-SHA256 of its task number). Both ends send a heartbeat every 200 ms. A link that
-// closes (the peer died) or stays silent for 1 s (the peer's node is off the network)
-// without the peer having said "bye" is a loss. A loss ends the job, unless the job goes on
-// without that node (its ranks handle deaths): the root then tells the other nodes ("lost").
+// (HMAC-SHA256 of its task number). Both ends send heartbeats from a thread of their own
+// (LinkWriter), so that a busy main loop never silences them. A link that closes (the peer
+// died) is a loss at once; one that stays silent for the node timeout (--node-timeout: the
+// peer's node is off the network, or its hyrun is stopped) without the peer having said
+// "bye" is a loss then. A loss ends the job, unless the job goes on without that node (its
+// ranks handle deaths): the root then tells the other nodes ("lost").
 // Wire format: docs/architecture.md.
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hyrun/launcher/link_writer.hpp"
 #include "hyrun/launcher/poll_participant.hpp"
 #include "hyrun/launcher/signal_events.hpp"
 #include "hyrun/launcher/unique_fd.hpp"
@@ -23,10 +27,10 @@ namespace hyrun {
 class NodeLink : public PollParticipant {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr auto kHeartbeat = std::chrono::milliseconds(200);
-  static constexpr auto kSilenceLimit = std::chrono::milliseconds(1000);
-  /// How long after the fence the root waits for a node's hyrun to connect.
+  /// How long after the fence the root waits at least for a node's hyrun to connect.
   static constexpr auto kConnectLimit = std::chrono::seconds(10);
+  /// The heartbeat period for a silence limit: five beats fit in it, at most one a second.
+  static std::chrono::milliseconds heartbeat_for(std::chrono::milliseconds silence_limit);
 
   struct Loss {
     int task = -1;         ///< the lost node's task (PMIx rank)
@@ -39,14 +43,16 @@ class NodeLink : public PollParticipant {
   /// loss that ends the job, no more are reported.
   using LossHandler = std::function<bool(const Loss& loss)>;
 
-  /// The root's listening socket on every address, any free port. Throws SystemError.
-  static NodeLink listen();
+  /// The root's listening socket on every address, any free port; a peer silent for
+  /// `silence_limit` is lost. Throws SystemError.
+  static NodeLink listen(std::chrono::milliseconds silence_limit);
   int port() const { return port_; }
 
   /// Root: awaits a connection from every task but `self` of `hosts` (host name per task).
   void expect(const std::vector<std::string>& hosts, int self, std::string token);
   /// Other nodes: connects (without blocking) to the root at `address`:`port`, as `self`.
-  static NodeLink connect(const std::string& address, int port, int self, std::string root_host, std::string token);
+  static NodeLink connect(const std::string& address, int port, int self, std::string root_host, std::string token,
+                          std::chrono::milliseconds silence_limit);
 
   void on_loss(LossHandler handler) { on_loss_ = std::move(handler); }
   /// True once a loss that ends the job was reported.
@@ -60,8 +66,8 @@ class NodeLink : public PollParticipant {
   /// that ends the job.
   bool await_byes(SignalEvents& signals);
 
-  /// Handles what is ready now and sends what is due, without waiting: for work outside the
-  /// poll loop that takes a while (starting many ranks), so that heartbeats keep flowing.
+  /// Handles what is ready now, without waiting: for work outside the poll loop that takes
+  /// a while (starting many ranks), so that a peer's loss is seen there too.
   void service();
 
   void add_poll_fds(std::vector<pollfd>& fds) override;
@@ -80,18 +86,22 @@ class NodeLink : public PollParticipant {
     std::string host;
     bool connecting = false;  // our non-blocking connect is in progress
     bool said_bye = false;
-    bool gone = false;  // lost, or closed after its bye
-    Clock::time_point heard{};
+    bool gone = false;          // lost, or closed after its bye
+    Clock::time_point heard{};  // identified: the last bytes read; unidentified: accepted
     std::string in;
-    std::string out;
   };
-  NodeLink() = default;
+  explicit NodeLink(std::chrono::milliseconds silence_limit);
 
   void accept_all();
   void on_readable(Peer& peer);
   void on_line(Peer& peer, const std::string& line);
   void send(Peer& peer, const std::string& line);
-  void flush(Peer& peer);
+  /// say_bye's end for one peer whose socket polled `revents`.
+  void finish_bye(Peer& peer, short revents);
+  /// How long an accepted connection may take to prove it is a hyrun of this job, from accept.
+  std::chrono::milliseconds hello_limit() const {
+    return std::min<std::chrono::milliseconds>(silence_limit_, std::chrono::seconds(5));
+  }
   void lose(Peer& peer, const std::string& why);
   /// Hands `loss` to the handler; returns true when it was absorbed.
   bool report(const Loss& loss);
@@ -104,10 +114,12 @@ class NodeLink : public PollParticipant {
   UniqueFd listener_;
   std::vector<Peer> peers_;         // root: one per expected task (fd empty until hello); others: the root
   std::vector<Peer> unidentified_;  // root: accepted, hello not read yet
-  Clock::time_point next_heartbeat_{};
+  std::chrono::milliseconds silence_limit_;
   Clock::time_point connect_deadline_{};
   LossHandler on_loss_;
   bool lost_ = false;
+  // Last: destroyed first, so that its thread has stopped before the peers' sockets close.
+  std::unique_ptr<LinkWriter> writer_;
 };
 
 }  // namespace hyrun

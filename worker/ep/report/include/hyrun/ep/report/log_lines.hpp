@@ -35,7 +35,12 @@ struct BandwidthStats {
   double max_us = 0;
 };
 
-/// "[rank {r}] Dispatch + combine bandwidth: {gbps:.2f} GB/s, avg_t={:.2f} us, min_t={:.2f} us, max_t={:.2f} us"
+/// A bandwidth in GB/s as every line prints it: two decimals (the reference's format), and
+/// three significant digits below 1 GB/s, so that a slow phase never reads 0.00 (CloudAI takes
+/// that for no bandwidth). Always plain decimals, which CloudAI's regex reads.
+std::string gbps_text(double gbps);
+
+/// "[rank {r}] Dispatch + combine bandwidth: {gbps} GB/s, avg_t={:.2f} us, min_t={:.2f} us, max_t={:.2f} us"
 std::string bandwidth_line(int rank, const BandwidthStats& stats);
 
 /// Dispatch and combine measured separately.
@@ -46,7 +51,7 @@ struct SplitBandwidth {
   double combine_avg_us = 0;
 };
 
-/// "[rank {r}] Dispatch bandwidth: {:.2f} GB/s, avg_t={:.2f} us | Combine bandwidth: {:.2f} GB/s, avg_t={:.2f} us"
+/// "[rank {r}] Dispatch bandwidth: {gbps} GB/s, avg_t={:.2f} us | Combine bandwidth: {gbps} GB/s, avg_t={:.2f} us"
 std::string split_bandwidth_line(int rank, const SplitBandwidth& split);
 
 }  // namespace hyrun::ep::report

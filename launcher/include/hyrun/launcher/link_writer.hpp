@@ -1,0 +1,63 @@
+#pragma once
+// The sending side of the node link (node_link.hpp): every line to a peer hyrun, and the
+// heartbeats, which a thread of its own sends. So no work of hyrun's main loop (starting
+// many ranks, a flood of output, a slow PMIx call) keeps this node's heartbeats from
+// leaving, and a busy node is not taken for a lost one. Lines stay whole on the wire: the
+// thread and the main loop append to one buffer per peer under one lock, and what a send
+// leaves is sent first the next time.
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace hyrun {
+
+class LinkWriter {
+ public:
+  /// Starts the thread, which sends "alive" to every registered peer each `heartbeat`.
+  explicit LinkWriter(std::chrono::milliseconds heartbeat);
+  /// Stops the thread; the sockets stay their owners'.
+  ~LinkWriter();
+  LinkWriter(const LinkWriter&) = delete;
+  LinkWriter& operator=(const LinkWriter&) = delete;
+
+  /// Registers the socket of peer `task` (owned by the caller, who calls remove() before
+  /// closing it). A `connecting` socket is written once connected() or once the thread finds
+  /// its non-blocking connect complete.
+  void add(int task, int fd, bool connecting);
+  /// The non-blocking connect of `task` completed: what was queued goes now.
+  void connected(int task);
+  /// Forgets `task`: nothing is written to its socket any more. Call before closing it.
+  void remove(int task);
+  /// Queues `line` and a newline for `task` and sends what the socket takes now. A peer
+  /// that has taken nothing for 4 KiB gets no more (its silence is judged by what we hear).
+  void send(int task, std::string_view line);
+  /// Sends what is queued for `task` (its socket became writable).
+  void flush(int task);
+  /// Whether `task` waits for its socket to be writable (connecting, or bytes queued).
+  bool wants_out(int task) const;
+  /// No more heartbeats to `task` (it said bye, or we did).
+  void stop_heartbeats(int task);
+
+ private:
+  struct Out {
+    int fd = -1;
+    bool connecting = false;
+    bool beats = true;
+    std::string pending;
+  };
+  void run(std::chrono::milliseconds heartbeat);
+  static void flush_locked(Out& out);
+  static void check_connected_locked(Out& out);
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::map<int, Out> peers_;
+  std::thread thread_;
+};
+
+}  // namespace hyrun

@@ -1,0 +1,127 @@
+// The node link's sending side: heartbeats from its own thread while the main loop sends its
+// own lines, each line whole on the wire, and nothing written to a peer once it is removed.
+#include "hyrun/launcher/link_writer.hpp"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "hyrun/launcher/unique_fd.hpp"
+
+namespace hyrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct SocketPair {
+  UniqueFd ours, theirs;
+  SocketPair() {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    ours = UniqueFd(fds[0]);
+    theirs = UniqueFd(fds[1]);
+    set_nonblocking(ours.get());
+  }
+};
+
+// Everything `fd` receives within `limit` (or until its writer closes).
+std::string read_for(int fd, std::chrono::milliseconds limit) {
+  std::string all;
+  const auto end = Clock::now() + limit;
+  char buffer[4096];
+  while (Clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10) <= 0) continue;
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n <= 0) break;
+    all.append(buffer, static_cast<std::size_t>(n));
+  }
+  return all;
+}
+
+TEST(LinkWriter, HeartbeatsFlowWithoutTheMainLoop) {
+  SocketPair pair;
+  LinkWriter writer(std::chrono::milliseconds(10));
+  writer.add(3, pair.ours.get(), false);
+  const std::string got = read_for(pair.theirs.get(), std::chrono::milliseconds(300));
+  std::istringstream lines(got);
+  int beats = 0;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_EQ(line, "alive");
+    ++beats;
+  }
+  EXPECT_GE(beats, 5) << "heartbeats every 10 ms for 300 ms, with nobody calling the writer";
+  writer.remove(3);
+}
+
+TEST(LinkWriter, LinesStayWholeWhileHeartbeatsInterleave) {
+  // Long random lines from this thread while the writer's thread beats every millisecond and
+  // a slow reader keeps the socket full: every line arrives whole, in order, once.
+  SocketPair pair;
+  std::string received;
+  std::thread reader([&] { received = read_for(pair.theirs.get(), std::chrono::seconds(3)); });
+  std::mt19937 random(std::random_device{}());
+  std::vector<std::string> sent;
+  {
+    LinkWriter writer(std::chrono::milliseconds(1));
+    writer.add(1, pair.ours.get(), false);
+    for (int i = 0; i < 300; ++i) {
+      std::string line = "line " + std::to_string(i) + " ";
+      line.append(random() % 200, static_cast<char>('a' + random() % 26));
+      writer.send(1, line);
+      sent.push_back(line);
+      // What the socket did not take is sent when it drains, as the poll loop would.
+      while (writer.wants_out(1)) {
+        pollfd p{pair.ours.get(), POLLOUT, 0};
+        ::poll(&p, 1, 10);
+        writer.flush(1);
+      }
+    }
+  }
+  reader.join();
+  std::istringstream lines(received);
+  std::size_t next = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "alive") continue;
+    ASSERT_LT(next, sent.size()) << "an extra line: " << line;
+    ASSERT_EQ(line, sent[next]) << "line " << next << " was cut or mixed";
+    ++next;
+  }
+  EXPECT_EQ(next, sent.size());
+}
+
+TEST(LinkWriter, NothingIsWrittenToARemovedOrByePeer) {
+  SocketPair a, b;
+  LinkWriter writer(std::chrono::milliseconds(5));
+  writer.add(1, a.ours.get(), false);
+  writer.add(2, b.ours.get(), false);
+  writer.stop_heartbeats(1);
+  writer.remove(2);
+  writer.send(2, "never");
+  EXPECT_EQ(read_for(a.theirs.get(), std::chrono::milliseconds(100)), "");
+  EXPECT_EQ(read_for(b.theirs.get(), std::chrono::milliseconds(100)), "");
+  writer.send(1, "bye");  // lines still go to a peer without heartbeats
+  EXPECT_EQ(read_for(a.theirs.get(), std::chrono::milliseconds(100)), "bye\n");
+}
+
+TEST(LinkWriter, AConnectingPeerGetsItsQueuedLinesOnceConnected) {
+  SocketPair pair;
+  LinkWriter writer(std::chrono::seconds(10));  // no heartbeat during the test
+  writer.add(0, pair.ours.get(), true);
+  writer.send(0, "hello");
+  EXPECT_TRUE(writer.wants_out(0));
+  EXPECT_EQ(read_for(pair.theirs.get(), std::chrono::milliseconds(50)), "");
+  writer.connected(0);
+  EXPECT_FALSE(writer.wants_out(0));
+  EXPECT_EQ(read_for(pair.theirs.get(), std::chrono::milliseconds(100)), "hello\n");
+}
+
+}  // namespace
+}  // namespace hyrun
