@@ -137,25 +137,26 @@ node-hyrun-killed-no-kob | root-hyrun-killed-no-kob)  # no --kill-on-bad-exit: t
   ! grep -E '^hyrun\[[^]]+\]: lost the hyrun' "$WORK/out" | grep -vq "node $victim_host " || fail "another node was named lost"
   ;;
 ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on without a node whose hyrun is killed
-  # Phase 0 uses every rank and runs long enough to kill task 2's hyrun (ranks 4 and 5) in
-  # it; phase 1 does without them. The survivors must be told as for a killed rank.
+  # Phase 0 uses every rank; task 2's ranks (4 and 5) stop themselves at its first timed
+  # call, so phase 0 cannot end without them however fast this machine runs it (a fixed
+  # iteration count once let it end first: "task 2's hyrun has no ranks"). The node hangs
+  # first, then dies: the survivors take in what they had sent, then the SIGKILL of its hyrun
+  # takes its ranks; phase 1 does without them, told as for a killed rank. (Killed with
+  # writes in flight over tcp, a survivor may abort inside UCX 1.13: its software RMA
+  # answers a put from a peer whose endpoint just failed with "Fatal: unexpected error",
+  # docs/ep.md.)
   ( set +e; "${ucx[@]}" timeout -k 5 120 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$EP_BENCH" \
       --plan '[[0,1,2,3,4,5,6,7],[0,1,2,3,6,7]]' --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 \
-      --iters 300 --timeout-ms 20000 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
-  for _ in $(seq 300); do grep -q 'global_rank=4, local_rank=0 -> start phase 0' "$WORK/out" && break; sleep 0.1; done
-  grep -q 'global_rank=4, local_rank=0 -> start phase 0' "$WORK/out" || { cat "$WORK/out"; fail "rank 4 did not start phase 0"; }
-  # The node hangs first, then dies: its ranks stop (at once: phase 0 cannot end without
-  # them, however fast this machine runs it), the survivors take in what they had sent,
-  # then the SIGKILL of its hyrun takes them. (Killed with writes in flight over tcp, a
-  # survivor may abort inside UCX 1.13: its software RMA answers a put from a peer whose
-  # endpoint just failed with "Fatal: unexpected error", docs/ep.md.)
-  victim=$(hyrun_of_task 2)
-  victim_ranks=$(ranks_of_hyrun "$victim")
-  [ -n "$victim_ranks" ] || fail "task 2's hyrun has no ranks"
-  # shellcheck disable=SC2086  # one pid per word
-  kill -STOP $victim_ranks
+      --iters 20 --timeout-ms 20000 --test-stop-in-first-phase 4,5 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  stopped=""
+  for _ in $(seq 300); do
+    victim=$(hyrun_of_task 2 2>/dev/null) && victim_ranks=$(ranks_of_hyrun "$victim") && [ -n "$victim_ranks" ] &&
+      stopped=$(for p in $victim_ranks; do awk '$3 == "T" {print $1}' "/proc/$p/stat" 2>/dev/null; done | wc -l)
+    [ "${stopped:-0}" = 2 ] && break
+    sleep 0.1
+  done
+  [ "${stopped:-0}" = 2 ] || { cat "$WORK/out"; fail "task 2's ranks did not stop in phase 0"; }
   victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
-  sleep 1
   kill -9 "$victim"
   wait_rc; cat "$WORK/out"
   echo "srun exited $(cat "$WORK/rc")"

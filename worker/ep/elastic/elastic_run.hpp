@@ -34,6 +34,10 @@ struct BenchOptions {
   Backend backend = Backend::kHost;  ///< resolved --backend (choose_backend)
   StagedLaunch staged;
   bool kineto = false;  ///< also time dispatch and combine apart and print the split line
+  /// For failure tests (a hidden option): these ranks stop themselves (SIGSTOP) at the first
+  /// timed call of the first phase, so that a test holds them inside a phase, without a race,
+  /// before it takes their node away.
+  std::vector<int> stop_in_first_phase;
 };
 
 /// Runs every plan on this process's part. Returns the process's exit code (0).

@@ -56,6 +56,11 @@ int main(int argc, char** argv) {
   app.add_flag("--restart-returning", options.staged.restart_returning,
                "staged launch: rank 0's launch also starts the new processes of its ranks that the plan brings back")
       ->needs("--launch-ranks");
+  // Hidden: for failure tests (tests/cluster/hybrid-test.sh, ep-bench-node-lost).
+  app.add_option("--test-stop-in-first-phase", options.stop_in_first_phase,
+                 "these ranks stop themselves (SIGSTOP) at the first timed call of the first phase")
+      ->delimiter(',')
+      ->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -103,6 +103,10 @@ PhaseOutcome PhaseLoop::run(const GlobalPhase& g, std::size_t gi, bool doomed, c
   std::vector<double> samples_us, dispatch_us, combine_us;
   const int total = p.warmup + p.iters;
   for (int i = 0; i < total;) {
+    if (gi == 0 && i == p.warmup &&
+        std::find(options_.stop_in_first_phase.begin(), options_.stop_in_first_phase.end(), me_) !=
+            options_.stop_in_first_phase.end())
+      ::raise(SIGSTOP);  // a failure test holds this rank here (BenchOptions::stop_in_first_phase)
     if (doomed && i == p.warmup) {
       // Really killed, during the phase's dispatch/combine: hyrun is told first so that
       // it neither fails the job nor forgets to restart the rank if the plan brings it back.
