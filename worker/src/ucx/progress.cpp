@@ -3,6 +3,8 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
+
 namespace hyrun::ucx {
 
 void Progress::operator()(ucp_worker_h worker) {
@@ -11,8 +13,9 @@ void Progress::operator()(ucp_worker_h worker) {
     return;
   }
   if (sleeping_) {
-    timespec pause{0, 200'000};
+    const timespec pause{0, static_cast<long>(std::chrono::nanoseconds(sleep_).count())};
     nanosleep(&pause, nullptr);
+    sleep_ = std::min(sleep_ * 2, kLongestSleep);
     return;
   }
   if (++idle_ % kYieldEvery != 0) return;

@@ -13,9 +13,12 @@ namespace hyrun::ucx {
 /// spins takes the core from the very peer it waits for.
 ///  - every kYieldEvery-th poll in a row that made no progress yields the CPU (the polls
 ///    between keep short gaps, data in flight, fast);
-///  - once nothing has happened for kSleepAfterIdle, every idle poll sleeps 200 us
-///    (sched_yield gives other processes almost nothing while several waiters spin: a Slurm
-///    step starting on the same cores waited seconds behind three idle ranks).
+///  - once nothing has happened for kSleepAfterIdle, every idle poll sleeps, 200 us at
+///    first, twice as long each time up to kLongestSleep (sched_yield gives other processes
+///    almost nothing while several waiters spin: a Slurm step starting on the same cores
+///    waited seconds behind three idle ranks; and 63 ranks each waking every 200 us took
+///    both cores of a 16-node test bed from rank 0, whose address table they waited for,
+///    past the 60 s bootstrap limit).
 /// A poll that made progress, or restart(), starts over.
 class Progress {
  public:
@@ -27,6 +30,7 @@ class Progress {
   void restart() noexcept {
     idle_ = 0;
     sleeping_ = false;
+    sleep_ = kFirstSleep;
   }
 
  private:
@@ -35,9 +39,15 @@ class Progress {
   static constexpr uint64_t kYieldEvery = 64;
   /// Waits for data in flight end long before; past this, the peer is busy elsewhere.
   static constexpr std::chrono::milliseconds kSleepAfterIdle{20};
+  /// The first and the longest sleep of an idle poll: a waiter idle this long already
+  /// notices its data at most kLongestSleep late, and 64 idle waiters take a few percent
+  /// of one core instead of all of two.
+  static constexpr std::chrono::microseconds kFirstSleep{200};
+  static constexpr std::chrono::microseconds kLongestSleep{2000};
   uint64_t idle_ = 0;
   Clock::time_point idle_since_{};
   bool sleeping_ = false;
+  std::chrono::microseconds sleep_{kFirstSleep};
 };
 
 }  // namespace hyrun::ucx
