@@ -9,11 +9,6 @@
 
 namespace hyrun {
 
-void UniqueFd::reset(int fd) noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 Pipe make_pipe(int extra_flags) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC | extra_flags) != 0) throw SystemError("creating a pipe", errno);

@@ -1,5 +1,6 @@
 // results.json, plan.json and the gnuplot plot written into a temporary directory and read back.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -27,6 +28,28 @@ std::string read(const fs::path& path) {
 
 bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
+const std::string kPngMagic("\x89PNG\r\n\x1a\n", 8);
+
+// A program for ReportOptions::gnuplot: a shell script `body`, in a directory of the test's own.
+fs::path write_program(const fs::path& dir, const std::string& body) {
+  fs::create_directories(dir);
+  const fs::path path = dir / "fake-gnuplot";
+  { std::ofstream(path) << "#!/bin/sh\n" << body; }
+  fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                            fs::perms::others_exec);
+  return path;
+}
+
+// The message of the UsageError that check_report_dir throws for `dir`, or "" when it accepts it.
+std::string check_report_dir_error(const fs::path& dir) {
+  try {
+    check_report_dir(dir);
+    return "";
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+}
+
 class RunReport : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -34,7 +57,13 @@ class RunReport : public ::testing::Test {
                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    fs::remove_all(helper_dir());
+  }
+
+  // Files of the test itself (fake programs, what they record, the victim): outside dir_.
+  fs::path helper_dir() const { return fs::path(dir_.string() + "-helper"); }
 
   static RunResults run() {
     RunResults r{.parameters = {},
@@ -143,7 +172,7 @@ TEST_F(RunReport, DrawsThePlotWithGnuplot) {
   ASSERT_EQ(files.plot_png, dir_ / "bandwidth.png");
   const std::string png = read(files.plot_png);
   ASSERT_GE(png.size(), 8u);
-  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(png.substr(0, 8), kPngMagic);
   EXPECT_TRUE(fs::exists(dir_ / "bandwidth.gp"));
   EXPECT_TRUE(fs::exists(dir_ / "bandwidth.dat"));
   EXPECT_TRUE(fs::exists(dir_ / "transitions.dat"));
@@ -232,6 +261,171 @@ TEST_F(RunReport, PlantedSymlinksAreNotFollowed) {
       EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
     }
   }
+}
+
+// Another user who can write the report directory wins the race against gnuplot: the moment
+// gnuplot starts, every script in the directory is one that runs a command. gnuplot must run
+// ep-bench's own script (fed on its stdin), not whatever a name in the directory holds then.
+TEST_F(RunReport, AScriptSwappedInWhileGnuplotStartsIsNotRun) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  fs::create_directories(dir_);
+  const fs::path pwned = helper_dir() / "pwned";
+  const auto attacker = write_program(helper_dir(), fmt::format(R"(for f in '{0}'/.* '{0}'/*; do
+  case "$f" in *.gp*) printf "system 'touch {1}'\n" > "$f.new"; mv -f "$f.new" "$f" ;; esac
+done
+exec gnuplot "$@"
+)",
+                                                                dir_.string(), pwned.string()));
+  const auto files = write_report(dir_, run(), {.plot = true, .gnuplot = attacker.string()});
+  EXPECT_FALSE(fs::exists(pwned)) << "gnuplot ran a script planted in the report directory";
+  EXPECT_EQ(files.plot_warning, "");
+  ASSERT_EQ(files.plot_png, dir_ / "bandwidth.png");
+  EXPECT_EQ(read(files.plot_png).substr(0, 8), kPngMagic);
+}
+
+// The same race against the image: while gnuplot runs, every PNG-looking file in the report
+// directory becomes a link to a file of the victim outside it. Nothing may write through it.
+TEST_F(RunReport, AnImageSwappedForALinkIsNotWrittenThrough) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  fs::create_directories(dir_);
+  fs::create_directories(helper_dir());
+  const fs::path victim = helper_dir() / "victim";
+  { std::ofstream(victim) << "precious\n"; }
+  const auto attacker = write_program(helper_dir(), fmt::format(R"(for f in '{0}'/.* '{0}'/*; do
+  case "$f" in *png*|*.log*) ln -sfn '{1}' "$f" ;; esac
+done
+exec gnuplot "$@"
+)",
+                                                                dir_.string(), victim.string()));
+  const auto files = write_report(dir_, run(), {.plot = true, .gnuplot = attacker.string()});
+  const std::string victim_now = read(victim);
+  EXPECT_TRUE(victim_now == "precious\n") << "the file outside was overwritten: " << victim_now.size() << " bytes";
+  EXPECT_EQ(files.plot_warning, "");
+  ASSERT_EQ(files.plot_png, dir_ / "bandwidth.png");
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(files.plot_png))) << "bandwidth.png is a link";
+  EXPECT_EQ(read(files.plot_png).substr(0, 8), kPngMagic);
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir_ / "gnuplot.log")));
+}
+
+// gnuplot is given no name another user could swap: no argument, the script on stdin with its
+// data inline, and a working directory that is not the report directory.
+TEST_F(RunReport, GnuplotReadsItsScriptOnStdinAndNoPathInTheReportDirectory) {
+  const fs::path seen = helper_dir() / "seen";
+  fs::create_directories(seen);
+  const auto recorder =
+      write_program(helper_dir(), fmt::format(R"(for a in "$@"; do printf '%s\n' "$a"; done > '{0}/argv'
+pwd -P > '{0}/cwd'
+cat > '{0}/stdin'
+)",
+                                              seen.string()));
+  const auto files = write_report(dir_, run(), {.plot = true, .gnuplot = recorder.string()});
+  EXPECT_EQ(read(seen / "argv"), "") << "gnuplot was given arguments";
+  EXPECT_NE(read(seen / "cwd"), fs::canonical(dir_).string() + "\n");
+  const std::string script = read(seen / "stdin");
+  EXPECT_NE(script.find("set terminal png"), std::string::npos) << script;
+  EXPECT_NE(
+      script.find(
+          "$bandwidth << EOD\n# ep-bench: dispatch + combine bandwidth (logical GB/s); one block per rank: phase gbps\n# rank 0\n0 10\n1 20\n"),
+      std::string::npos)
+      << script;
+  EXPECT_NE(script.find("$transitions << EOD\n"), std::string::npos) << script;
+  EXPECT_EQ(script.find(dir_.string()), std::string::npos) << script;
+  EXPECT_EQ(script.find("'bandwidth.dat'"), std::string::npos) << "the script reads a file by name";
+  EXPECT_EQ(read(dir_ / "bandwidth.gp"), script) << "the kept bandwidth.gp is not the script gnuplot ran";
+  EXPECT_NE(files.plot_warning.find("wrote no"), std::string::npos) << files.plot_warning;  // it drew nothing
+  EXPECT_FALSE(fs::exists(dir_ / "bandwidth.png"));
+}
+
+TEST_F(RunReport, TheKeptScriptRedrawsThePlotByHand) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  const auto files = write_report(dir_, run());
+  ASSERT_EQ(files.plot_warning, "");
+  const std::string drawn = read(files.plot_png);
+  fs::remove(files.plot_png);
+  ASSERT_EQ(std::system(fmt::format("cd '{}' && gnuplot bandwidth.gp", dir_.string()).c_str()), 0);
+  const std::string redrawn = read(dir_ / "bandwidth.png");
+  ASSERT_GE(redrawn.size(), 8u);
+  EXPECT_EQ(redrawn.substr(0, 8), kPngMagic);
+  EXPECT_EQ(redrawn.size(), drawn.size());
+}
+
+TEST_F(RunReport, ADirectoryOthersCanWriteIsRefusedAndNothingIsWrittenThere) {
+  fs::create_directories(dir_);
+  ::chmod(dir_.c_str(), 0777);
+  try {
+    write_report(dir_, run());
+    FAIL() << "a directory everyone can write was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir_.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("chmod go-w"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+TEST(CheckReportDir, RefusesADirectoryItsGroupOrOthersCanWriteUnlessSticky) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("hyrun-check-report-mode-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const mode_t mode : {0777, 0775, 0757, 0770, 0702}) {
+    ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
+    const std::string error = check_report_dir_error(dir);
+    EXPECT_NE(error.find("--report-dir " + dir.string()), std::string::npos) << std::oct << mode << ": " << error;
+    EXPECT_NE(error.find("writable"), std::string::npos) << error;
+    EXPECT_NE(error.find("chmod go-w " + dir.string()), std::string::npos) << error;
+  }
+  for (const mode_t mode : {0755, 0700, 01777, 01770}) {
+    ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
+    EXPECT_EQ(check_report_dir_error(dir), "") << std::oct << mode;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(CheckReportDir, RefusesADirectoryOfAnotherUser) {
+  fs::path dir = "/";  // not a directory of an unprivileged user's
+  const fs::path made = fs::temp_directory_path() / fmt::format("hyrun-check-report-owner-{}", ::getpid());
+  if (::geteuid() == 0) {
+    // root plays another user's directory: one owned by nobody (65534), even sticky.
+    fs::remove_all(made);
+    fs::create_directories(made);
+    ASSERT_EQ(::chown(made.c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chmod(made.c_str(), 01755), 0);
+    dir = made;
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  const std::string error = check_report_dir_error(dir);
+  EXPECT_NE(error.find("--report-dir " + dir.string()), std::string::npos) << error;
+  EXPECT_NE(error.find(fmt::format("owned by uid {}", st.st_uid)), std::string::npos) << error;
+  EXPECT_NE(error.find("a directory you own"), std::string::npos) << error;
+  if (::geteuid() == 0) {
+    EXPECT_THROW(write_report(made, RunResults{.parameters = {},
+                                               .plan = ElasticPlan::parse("[[0]]", 1),
+                                               .samples = {},
+                                               .phase_duration_ms = {}}),
+                 Error);
+    EXPECT_TRUE(fs::is_empty(made));
+  }
+  fs::remove_all(made);
+}
+
+TEST(CheckReportDir, ALinkToADirectoryIsFollowedOnlyWhenItIsYours) {
+  const fs::path base = fs::temp_directory_path() / fmt::format("hyrun-check-report-link-{}", ::getpid());
+  fs::remove_all(base);
+  fs::create_directories(base / "real");
+  fs::create_directory_symlink(base / "real", base / "link");
+  EXPECT_EQ(check_report_dir_error(base / "link"), "");
+  write_report(
+      base / "link",
+      RunResults{.parameters = {}, .plan = ElasticPlan::parse("[[0]]", 1), .samples = {}, .phase_duration_ms = {}},
+      {.plot = false});
+  EXPECT_TRUE(fs::is_regular_file(base / "real" / "results.json"));
+  if (::geteuid() == 0) {  // a link another user planted where the report directory was to be
+    ASSERT_EQ(::lchown((base / "link").c_str(), 65534, 65534), 0);
+    const std::string error = check_report_dir_error(base / "link");
+    EXPECT_NE(error.find("--report-dir " + (base / "link").string()), std::string::npos) << error;
+    EXPECT_NE(error.find("symbolic link owned by uid 65534"), std::string::npos) << error;
+  }
+  fs::remove_all(base);
 }
 
 TEST(CheckReportDir, CreatesAMissingDirectory) {

@@ -155,9 +155,10 @@ bad-options)  # option errors exit 2 (not CLI11's 105/109/114) with ep-bench's m
   expect_rc 2
   expect_stderr "--num-topk 3 is larger than the 2 experts of plan"
   ;;
-report-dir-checked-first)  # a --report-dir that cannot be written fails before the first phase, not after the run
+report-dir-checked-first)  # a --report-dir that cannot be written, or that others can write, fails before the first phase
   printf 'x\n' >"$WORK/a-file"
-  for dir in "$WORK/a-file" "$WORK/a-file/sub"; do
+  mkdir -m 0777 "$WORK/shared" && chmod 0777 "$WORK/shared"  # chmod: the umask does not decide
+  for dir in "$WORK/a-file" "$WORK/a-file/sub" "$WORK/shared"; do
     run_job 60 "$HYRUN" -n 4 -- "$EP_BENCH" --plan "$plans/expansion_contraction.json" "${small[@]}" --report-dir "$dir"
     expect_rc 2
     expect_stderr "^ep-bench: --report-dir $dir: "
@@ -166,6 +167,8 @@ report-dir-checked-first)  # a --report-dir that cannot be written fails before 
     expect_faster 10
   done
   [ "$(cat "$WORK/a-file")" = x ] && pass "the file is untouched" || fail "the file named as --report-dir was changed"
+  [ -z "$(ls -A "$WORK/shared")" ] && pass "nothing written into the shared directory" || fail "files written into a directory others can write"
+  grep -q "chmod go-w $WORK/shared" "$ERR" && pass "the refusal says what would be right" || fail "no 'chmod go-w' advice"
   ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac

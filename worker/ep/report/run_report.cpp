@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,19 +13,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <tuple>
 
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/unique_fd.hpp"
 
 extern char** environ;
 
 namespace hyrun::ep::report {
 namespace {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 
 json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
@@ -98,45 +100,247 @@ std::string gp_quote(std::string_view text) {
   return out + "'";
 }
 
-// Creates an empty file, readable by all (0644), beside `path` under a unique name
-// (".<name>.XXXXXX", O_EXCL); returns its path. The caller renames or removes it.
-std::filesystem::path new_temporary_file(const std::filesystem::path& path) {
-  std::string name = (path.parent_path() / fmt::format(".{}.XXXXXX", path.filename().string())).string();
-  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
-  if (fd < 0) throw SystemError(fmt::format("creating a temporary file for {}", path.string()), errno);
-  ::fchmod(fd, 0644);  // mkostemp's 0600 would hide the report from the other users it is for
-  ::close(fd);
-  return name;
-}
-
 std::string gp_value(const std::optional<double>& v) { return v ? fmt::format("{}", *v) : "-"; }
 
-// Runs gnuplot on `script`; returns "" on success, otherwise why not.
-// It runs in the script's directory: the script names its files relative to it.
-std::string run_gnuplot(const std::string& program, const std::filesystem::path& script,
-                        const std::filesystem::path& log) {
+// ---- Files in a directory named by its descriptor -------------------------------------
+// Every file of the report is created under a new unguessable name (O_CREAT | O_EXCL |
+// O_NOFOLLOW) and renamed into place relative to the directory's descriptor: nothing is ever
+// opened through a name someone else could have turned into a symlink.
+
+std::string random_name_part() {
+  static constexpr std::string_view kAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  unsigned char bytes[12];
+  if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes))
+    throw SystemError("getrandom for a temporary file name", errno);
+  std::string out;
+  for (unsigned char b : bytes) out += kAlphabet[b % kAlphabet.size()];
+  return out;
+}
+
+// A new, empty file ".<name>.<random>" in `dir_fd`; `tmp` receives its name.
+UniqueFd create_temporary_at(int dir_fd, const fs::path& dir, std::string_view name, std::string& tmp) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    tmp = fmt::format(".{}.{}", name, random_name_part());
+    UniqueFd fd(::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (fd) return fd;
+    if (errno != EEXIST)
+      throw SystemError(fmt::format("creating a temporary file for {}", (dir / name).string()), errno);
+  }
+  throw SystemError(fmt::format("creating a temporary file for {}", (dir / name).string()), EEXIST);
+}
+
+// Removes a temporary name on every path that does not rename it into place.
+struct TemporaryName {
+  int dir_fd;
+  std::string name;
+  ~TemporaryName() {
+    if (!name.empty()) ::unlinkat(dir_fd, name.c_str(), 0);
+  }
+};
+
+void write_all(int fd, std::string_view content, const fs::path& shown) {
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SystemError(fmt::format("writing {}", shown.string()), errno);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// The content of the regular file `name` in `dir_fd` (a link there is not followed);
+// nullopt when there is no such file.
+std::optional<std::string> read_file_at(int dir_fd, const char* name, const fs::path& shown) {
+  UniqueFd fd(::openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd && errno == ENOENT) return std::nullopt;
+  if (!fd) throw SystemError(fmt::format("opening {}", shown.string()), errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw SystemError(fmt::format("checking {}", shown.string()), errno);
+  if (!S_ISREG(st.st_mode)) throw Error(fmt::format("{} is not a regular file", shown.string()));
+  std::string out;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SystemError(fmt::format("reading {}", shown.string()), errno);
+    if (n == 0) return out;
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+// ---- The report directory ----------------------------------------------------------------
+
+// Refuses a directory another user could change files in while ep-bench writes them: its
+// owner, or anyone its mode lets create and rename names (the sticky bit stops that).
+void check_only_ours(int fd, const fs::path& dir, std::string_view label) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw SystemError(fmt::format("{} {}: checking it", label, dir.string()), errno);
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me) {
+    throw UsageError(fmt::format(
+        "{} {}: the directory is owned by uid {}, not by you (uid {}): its owner could replace the report's files "
+        "while ep-bench writes them; choose a directory you own (ep-bench creates a missing one)",
+        label, dir.string(), st.st_uid, me));
+  }
+  const bool group = (st.st_mode & S_IWGRP) != 0, others = (st.st_mode & S_IWOTH) != 0;
+  if ((group || others) && (st.st_mode & S_ISVTX) == 0) {
+    throw UsageError(fmt::format(
+        "{} {}: the directory is writable by {} (mode {:04o}) and has no sticky bit: they could replace the "
+        "report's files while ep-bench writes them; run 'chmod go-w {}' or choose a directory only you can write",
+        label, dir.string(),
+        group && others ? "its group and all users"
+        : group         ? "its group"
+                        : "all users",
+        st.st_mode & 07777, dir.string()));
+  }
+}
+
+// `name` in `parent_fd` is not a directory (O_NOFOLLOW refused it): follows it once when it is
+// a link of yours (or root's) to a directory; refuses anything else.
+UniqueFd open_through_link(int parent_fd, const std::string& name, const fs::path& dir, std::string_view label) {
+  struct stat link {};
+  if (::fstatat(parent_fd, name.c_str(), &link, AT_SYMLINK_NOFOLLOW) != 0)
+    throw SystemError(fmt::format("{} {}: checking it", label, dir.string()), errno);
+  const std::string not_a_directory = fmt::format(
+      "{} {}: it exists and is not a directory; name a directory (it is created when missing)", label, dir.string());
+  if (!S_ISLNK(link.st_mode)) throw UsageError(not_a_directory);
+  if (link.st_uid != ::geteuid() && link.st_uid != 0) {
+    // Who owns a link decides where it leads: one planted by another user must not send the report elsewhere.
+    throw UsageError(fmt::format(
+        "{} {}: it is a symbolic link owned by uid {}, not by you (uid {}); remove it or name the directory itself",
+        label, dir.string(), link.st_uid, ::geteuid()));
+  }
+  UniqueFd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd && errno == ENOTDIR) throw UsageError(not_a_directory);
+  if (!fd) throw SystemError(fmt::format("{} {}: opening the directory its link names", label, dir.string()), errno);
+  spdlog::debug("{} {} is a symbolic link; the report goes into the directory it names", label, dir.string());
+  return fd;
+}
+
+// Opens (creating it, 0755, when missing) the report directory and checks, on the descriptor
+// returned and used for every write after, that no other user can change names in it.
+// The directories above it are trusted, as in any path the user names.
+UniqueFd open_report_dir(const fs::path& dir, std::string_view label) {
+  fs::path path = dir.lexically_normal();
+  if (!path.has_filename() && path.has_relative_path()) path = path.parent_path();  // "out/" names "out"
+  const fs::path parent = !path.has_filename() ? path : path.has_parent_path() ? path.parent_path() : ".";
+  const std::string name = path.has_filename() ? path.filename().string() : ".";
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw SystemError(fmt::format("{} {}: cannot create it", label, dir.string()), ec.value());
+  const UniqueFd parent_fd(::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!parent_fd) throw SystemError(fmt::format("{} {}: cannot create it", label, dir.string()), errno);
+  if (::mkdirat(parent_fd.get(), name.c_str(), 0755) != 0 && errno != EEXIST)
+    throw SystemError(fmt::format("{} {}: cannot create it", label, dir.string()), errno);
+  UniqueFd fd(::openat(parent_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd && (errno == ELOOP || errno == ENOTDIR)) fd = open_through_link(parent_fd.get(), name, dir, label);
+  if (!fd) throw SystemError(fmt::format("{} {}: cannot open it", label, dir.string()), errno);
+  check_only_ours(fd.get(), dir, label);
+  return fd;
+}
+
+// ---- gnuplot ---------------------------------------------------------------------------------
+
+// A new directory only this user can enter (mkdtemp: mode 0700, a fresh name) where gnuplot
+// runs and writes the image and its log; removed with what is in it.
+class PrivateDirectory {
+ public:
+  PrivateDirectory() {
+    std::string name = (fs::temp_directory_path() / "ep-bench-plot.XXXXXX").string();
+    if (::mkdtemp(name.data()) == nullptr) throw SystemError(fmt::format("creating {}", name), errno);
+    path_ = name;
+    fd_.reset(::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd_) {
+      const int err = errno;
+      ::rmdir(name.c_str());  // the destructor does not run for a constructor that throws
+      throw SystemError(fmt::format("opening {}", name), err);
+    }
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
+      throw Error(fmt::format("{} is not the private directory mkdtemp made", name));  // a $TMPDIR others can write
+  }
+  ~PrivateDirectory() {
+    // By name: nobody else can enter it, and its name in the (sticky) temporary directory is ours.
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  PrivateDirectory(const PrivateDirectory&) = delete;
+  PrivateDirectory& operator=(const PrivateDirectory&) = delete;
+  int fd() const { return fd_.get(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  UniqueFd fd_;
+};
+
+// SIGPIPE blocked on this thread while it writes to a child that may have stopped reading:
+// the write fails with EPIPE instead of killing ep-bench. A SIGPIPE it raised is consumed.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlocked() {
+    if (!was_pending_) {
+      const timespec zero{};
+      while (sigtimedwait(&pipe_, nullptr, &zero) == SIGPIPE) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_{}, old_{};
+  bool was_pending_ = false;
+};
+
+struct SpawnActions {
   posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  const std::string dir = script.parent_path().empty() ? std::string(".") : script.parent_path().string();
-  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  const std::string log_name = log.filename().string();  // log lies beside the script
-  // A fresh log (the old one, or a link planted in its place, is removed first; O_EXCL
-  // fails rather than follow a link planted again in between).
-  std::error_code ignored;
-  std::filesystem::remove(log, ignored);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
-                                   0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  std::string script_arg = script.filename().string();
+  SpawnActions() { posix_spawn_file_actions_init(&actions); }
+  ~SpawnActions() { posix_spawn_file_actions_destroy(&actions); }
+  SpawnActions(const SpawnActions&) = delete;
+  SpawnActions& operator=(const SpawnActions&) = delete;
+};
+
+// Runs `program` (no argument) with `script` on its stdin, in the directory `cwd_fd`, its
+// stdout and stderr into `log_fd`; returns "" on success, otherwise why not. gnuplot is given
+// no name at all: what it runs cannot be swapped, whoever can write the report directory.
+std::string run_gnuplot(const std::string& program, std::string_view script, int cwd_fd, int log_fd,
+                        const fs::path& log_shown) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw SystemError("creating a pipe for gnuplot's input", errno);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  SpawnActions spawn;
+  posix_spawn_file_actions_addfchdir_np(&spawn.actions, cwd_fd);
+  posix_spawn_file_actions_adddup2(&spawn.actions, read_end.get(), STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&spawn.actions, log_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&spawn.actions, log_fd, STDERR_FILENO);
   std::string program_arg = program;
-  char* argv[] = {program_arg.data(), script_arg.data(), nullptr};
+  char* argv[] = {program_arg.data(), nullptr};
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, program.c_str(), &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
+  const int rc = posix_spawnp(&pid, program.c_str(), &spawn.actions, nullptr, argv, environ);
   if (rc != 0) {
     return fmt::format("cannot run '{}': {} (install gnuplot-nox, see scripts/install-deps.sh)", program,
                        std::strerror(rc));
+  }
+  read_end.reset();
+  {
+    // A gnuplot that stops reading early (EPIPE) is judged by its exit status below.
+    SigpipeBlocked blocked;
+    try {
+      write_all(write_end.get(), script, "gnuplot's input");
+    } catch (const SystemError& e) {
+      if (e.errnum() != EPIPE) spdlog::warn("ep-bench: {}", e.what());
+    }
+    write_end.reset();
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
@@ -145,110 +349,113 @@ std::string run_gnuplot(const std::string& program, const std::filesystem::path&
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
   const std::string how = WIFEXITED(status) ? fmt::format("exited with status {}", WEXITSTATUS(status))
                                             : fmt::format("was killed by signal {}", WTERMSIG(status));
-  return fmt::format("'{} {}' {}; its output is in {}", program, script.string(), how, log.string());
+  return fmt::format("'{}' (bandwidth.gp on its input) {}; its output is in {}", program, how, log_shown.string());
 }
 
-std::string plot_files(const std::filesystem::path& dir, const RunResults& r, const ReportOptions& options,
-                       std::filesystem::path& png) {
-  const auto bandwidth_dat = dir / "bandwidth.dat";
-  const auto transitions_dat = dir / "transitions.dat";
-  const auto script = dir / "bandwidth.gp";
-  const auto image = dir / "bandwidth.png";
-  const auto num_phases = r.plan.num_phases();
+// ---- The plot ----------------------------------------------------------------------------------
 
-  // One gnuplot data block (index) per rank: "phase gbps" rows.
+struct PlotData {
+  std::string bandwidth;    ///< bandwidth.dat: one block (index) per rank, "phase gbps" rows
+  std::string transitions;  ///< transitions.dat: "phase max_join_ms max_detect_ms"
+  std::string rank_words;   ///< the ranks of the blocks, in order, space-separated
+  bool any_transition = false;
+};
+
+PlotData plot_data(const RunResults& r) {
+  PlotData d;
   std::map<int, std::vector<std::pair<int, double>>> per_rank;
   for (const auto& s : r.samples)
     if (s.bandwidth) per_rank[s.rank].emplace_back(s.phase, s.bandwidth->gbps);
-  std::string data = "# ep-bench: dispatch + combine bandwidth (logical GB/s); one block per rank: phase gbps\n";
-  std::string rank_words;
+  d.bandwidth = "# ep-bench: dispatch + combine bandwidth (logical GB/s); one block per rank: phase gbps\n";
   for (auto& [rank, points] : per_rank) {
     std::sort(points.begin(), points.end());
-    data += fmt::format("# rank {}\n", rank);
+    d.bandwidth += fmt::format("# rank {}\n", rank);
     for (std::size_t i = 0; i < points.size(); ++i) {
       // A blank line breaks the line: a rank absent from a phase must not look measured there.
-      if (i > 0 && points[i].first != points[i - 1].first + 1) data += "\n";
-      data += fmt::format("{} {}\n", points[i].first, points[i].second);
+      if (i > 0 && points[i].first != points[i - 1].first + 1) d.bandwidth += "\n";
+      d.bandwidth += fmt::format("{} {}\n", points[i].first, points[i].second);
     }
-    data += "\n\n";
-    rank_words += fmt::format("{}{}", rank_words.empty() ? "" : " ", rank);
+    d.bandwidth += "\n\n";
+    d.rank_words += fmt::format("{}{}", d.rank_words.empty() ? "" : " ", rank);
   }
-  write_file_atomically(bandwidth_dat, data);
-
   const auto phases = by_phase(r.samples);
-  std::string transitions = "# phase max_join_ms max_detect_ms ('-' = none)\n";
-  bool any_transition = false;
-  for (std::size_t p = 0; p < num_phases; ++p) {
+  d.transitions = "# phase max_join_ms max_detect_ms ('-' = none)\n";
+  for (std::size_t p = 0; p < r.plan.num_phases(); ++p) {
     std::optional<double> join, detect;
     if (auto it = phases.find(static_cast<int>(p)); it != phases.end()) {
       join = phase_max(it->second, [](const PhaseSample& s) { return s.join_ms; });
       detect = phase_max(it->second, [](const PhaseSample& s) { return s.detect_ms; });
     }
-    any_transition = any_transition || join || detect;
-    transitions += fmt::format("{} {} {}\n", p, gp_value(join), gp_value(detect));
+    d.any_transition = d.any_transition || join || detect;
+    d.transitions += fmt::format("{} {} {}\n", p, gp_value(join), gp_value(detect));
   }
-  write_file_atomically(transitions_dat, transitions);
+  return d;
+}
 
+// bandwidth.gp: its data inline (gnuplot data blocks), so that it reads no file, and its image
+// written to 'bandwidth.png' in the directory it runs in (ep-bench's private one).
+std::string plot_script(const RunResults& r, const PlotData& d) {
   std::string title = "ep-bench plan " + r.plan.to_json();
   if (title.size() > 100) title = title.substr(0, 97) + "...";
-  std::string gp;
-  gp += "# Drawn by ep-bench; rerun with: gnuplot bandwidth.gp\n";
-  gp += "set terminal png size 1100,900\n";
-  // gnuplot opens its output by name and would follow a planted link: it writes into a new
-  // file of ours instead, renamed into place afterwards. bandwidth.gp names the real file.
-  const auto image_tmp = new_temporary_file(image);
-  struct RemoveUnlessRenamed {
-    std::filesystem::path path;
-    ~RemoveUnlessRenamed() {
-      std::error_code ignored;
-      std::filesystem::remove(path, ignored);
-    }
-  } image_tmp_guard{image_tmp};
-  gp += fmt::format("set output {}\n", gp_quote(image.filename().string()));
+  std::string gp = "# Drawn by ep-bench (gnuplot read this on its input); redraw with: gnuplot bandwidth.gp\n";
+  gp += "# The data are inline; bandwidth.dat and transitions.dat hold the same rows.\n";
+  gp += "$bandwidth << EOD\n" + d.bandwidth + "EOD\n";
+  gp += "$transitions << EOD\n" + d.transitions + "EOD\n";
+  gp += "set terminal png size 1100,900\nset output 'bandwidth.png'\n";
   gp += "set datafile missing '-'\n";
   gp += fmt::format("set multiplot layout 2,1 title {}\n", gp_quote(title));
   gp += "set grid\nset xtics 1\n";
-  gp += fmt::format("set xrange [-0.5:{}]\n", static_cast<double>(num_phases) - 0.5);
+  gp += fmt::format("set xrange [-0.5:{}]\n", static_cast<double>(r.plan.num_phases()) - 0.5);
   gp += "set xlabel 'phase'\nset key outside right\n";
   gp += "set title 'Dispatch + combine bandwidth per phase and rank (logical GB/s)'\nset ylabel 'GB/s'\n";
-  if (rank_words.empty()) {
+  if (d.rank_words.empty()) {
     gp +=
         "set yrange [0:1]\nset label 1 'no bandwidth measured' at graph 0.5, 0.5 center\nplot -1 notitle\nunset label 1\nset autoscale y\n";
   } else {
-    gp += fmt::format("ranks = '{}'\n", rank_words);
-    gp += fmt::format(
-        "plot for [i=1:words(ranks)] {} index (i-1) using 1:2 with linespoints title 'rank '.word(ranks, i)\n",
-        gp_quote(bandwidth_dat.filename().string()));
+    gp += fmt::format("ranks = '{}'\n", d.rank_words);
+    gp +=
+        "plot for [i=1:words(ranks)] $bandwidth index (i-1) using 1:2 with linespoints title 'rank '.word(ranks, i)\n";
   }
   gp += "set title 'Phase transitions (largest over ranks)'\nset ylabel 'ms'\n";
-  if (!any_transition) {
+  if (!d.any_transition) {
     gp += "set yrange [0:1]\nset label 1 'no joins or detected failures' at graph 0.5, 0.5 center\nplot -1 notitle\n";
   } else {
     gp += "set yrange [0:*]\nset style fill solid 0.6\nset boxwidth 0.3\n";
-    gp += fmt::format(
-        "plot {0} using ($1-0.15):2 with boxes title 'join ms', {0} using ($1+0.15):3 with boxes title 'failure detection ms'\n",
-        gp_quote(transitions_dat.filename().string()));
+    gp +=
+        "plot $transitions using ($1-0.15):2 with boxes title 'join ms', $transitions using ($1+0.15):3 with boxes title 'failure detection ms'\n";
   }
-  gp += "unset multiplot\n";
-  write_file_atomically(script, gp);
-  // The script run now differs from the one kept only in its output name.
-  const auto run_script = new_temporary_file(script);
-  RemoveUnlessRenamed run_script_guard{run_script};
-  std::string run_gp = gp;
-  const std::string kept_output = fmt::format("set output {}\n", gp_quote(image.filename().string()));
-  run_gp.replace(run_gp.find(kept_output), kept_output.size(),
-                 fmt::format("set output {}\n", gp_quote(image_tmp.filename().string())));
-  write_file_atomically(run_script, run_gp);
+  return gp + "unset multiplot\n";
+}
 
-  std::filesystem::remove(image);  // a stale image must not pass for this run's
-  if (auto why = run_gnuplot(options.gnuplot, run_script, dir / "gnuplot.log"); !why.empty()) return why;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(image_tmp, ec) || std::filesystem::file_size(image_tmp, ec) == 0) {
-    return fmt::format("gnuplot ran but wrote no {}; see {}", image.string(), (dir / "gnuplot.log").string());
+// Writes the plot files into the report directory `dir_fd` and draws bandwidth.png; returns ""
+// or why there is no plot. gnuplot reads its script from a pipe and writes into a private
+// directory; the image and log reach the report directory as every other file does.
+std::string plot_files(int dir_fd, const fs::path& dir, const RunResults& r, const ReportOptions& options,
+                       fs::path& png) {
+  const PlotData data = plot_data(r);
+  write_file_atomically(dir_fd, dir, "bandwidth.dat", data.bandwidth);
+  write_file_atomically(dir_fd, dir, "transitions.dat", data.transitions);
+  const std::string script = plot_script(r, data);
+  write_file_atomically(dir_fd, dir, "bandwidth.gp", script);
+  if (::unlinkat(dir_fd, "bandwidth.png", 0) != 0 && errno != ENOENT)  // a stale image must not pass for this run's
+    throw SystemError(fmt::format("removing the old {}", (dir / "bandwidth.png").string()), errno);
+
+  const PrivateDirectory work;
+  std::string why;
+  {
+    const UniqueFd log(::openat(work.fd(), "gnuplot.log", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!log) throw SystemError(fmt::format("creating {}", (work.path() / "gnuplot.log").string()), errno);
+    why = run_gnuplot(options.gnuplot, script, work.fd(), log.get(), dir / "gnuplot.log");
   }
-  if (::rename(image_tmp.c_str(), image.c_str()) != 0)
-    return fmt::format("renaming {} to {}: {}", image_tmp.string(), image.string(), std::strerror(errno));
-  png = image;
+  const auto log_path = dir / "gnuplot.log";
+  write_file_atomically(dir_fd, dir, "gnuplot.log",
+                        read_file_at(work.fd(), "gnuplot.log", work.path() / "gnuplot.log").value_or(""));
+  if (!why.empty()) return why;
+  const auto image = read_file_at(work.fd(), "bandwidth.png", work.path() / "bandwidth.png");
+  if (!image || image->empty())
+    return fmt::format("gnuplot ran but wrote no {}; see {}", (dir / "bandwidth.png").string(), log_path.string());
+  write_file_atomically(dir_fd, dir, "bandwidth.png", *image);
+  png = dir / "bandwidth.png";
   return "";
 }
 
@@ -319,74 +526,52 @@ std::string results_json(const RunResults& r) {
   return doc.dump(2) + "\n";
 }
 
-void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
-  // A new file under a name nobody can guess (mkostemp: O_CREAT | O_EXCL), so a link planted
-  // in a shared directory is never written through; rename then replaces a link at `path`.
-  const auto tmp = new_temporary_file(path);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw SystemError(fmt::format("opening {}", tmp.string()), err);
-  }
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw SystemError(fmt::format("writing {}", tmp.string()), err);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw SystemError(fmt::format("flushing {}", tmp.string()), err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw SystemError(fmt::format("renaming {} to {}", tmp.string(), path.string()), err);
-  }
+void write_file_atomically(int dir_fd, const std::filesystem::path& dir, std::string_view name,
+                           std::string_view content) {
+  const fs::path shown = dir / name;
+  TemporaryName tmp{dir_fd, {}};
+  UniqueFd fd = create_temporary_at(dir_fd, dir, name, tmp.name);
+  ::fchmod(fd.get(), 0644);  // the temporary file's 0600 would hide the report from the other users it is for
+  write_all(fd.get(), content, shown);
+  if (::fsync(fd.get()) != 0) throw SystemError(fmt::format("flushing {}", shown.string()), errno);
+  if (::close(fd.release()) != 0) throw SystemError(fmt::format("closing {}", shown.string()), errno);
+  const std::string target(name);
+  if (::renameat(dir_fd, tmp.name.c_str(), dir_fd, target.c_str()) != 0)
+    throw SystemError(fmt::format("renaming {} to {}", (dir / tmp.name).string(), shown.string()), errno);
+  tmp.name.clear();  // renamed: nothing left to remove
 }
 
 void check_report_dir(const std::filesystem::path& dir) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(dir, ec);
-  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status))
-    throw UsageError(
-        fmt::format("--report-dir {}: it exists and is not a directory; name a directory (it is created "
-                    "when missing)",
-                    dir.string()));
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw UsageError(fmt::format("--report-dir {}: cannot create it: {}", dir.string(), ec.message()));
+  UniqueFd fd;
+  try {
+    fd = open_report_dir(dir, "--report-dir");
+  } catch (const SystemError& e) {
+    throw UsageError(e.what());
+  }
   // Writable? Ask the file system itself (permissions, a read-only mount, a full disk for
   // the directory entry): create a file and remove it.
-  std::string probe = (dir / ".ep-bench-write-check.XXXXXX").string();
-  const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
-  if (fd < 0)
-    throw UsageError(fmt::format("--report-dir {}: cannot create files in it: {}", dir.string(), std::strerror(errno)));
-  ::close(fd);
-  ::unlink(probe.c_str());
+  TemporaryName probe{fd.get(), {}};
+  try {
+    create_temporary_at(fd.get(), dir, "ep-bench-write-check", probe.name);
+  } catch (const SystemError& e) {
+    throw UsageError(
+        fmt::format("--report-dir {}: cannot create files in it: {}", dir.string(), std::strerror(e.errnum())));
+  }
 }
 
 ReportFiles write_report(const std::filesystem::path& dir, const RunResults& results, const ReportOptions& options) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw SystemError(fmt::format("creating report directory {}", dir.string()), ec.value());
-
+  // Checked again, on the descriptor every file below is written through: the directory may
+  // have changed since check_report_dir, and a plan-N subdirectory is new.
+  const UniqueFd dir_fd = open_report_dir(dir, "report directory");
   ReportFiles files;
   files.plan_json = dir / "plan.json";
-  write_file_atomically(files.plan_json, results.plan.to_json() + "\n");
+  write_file_atomically(dir_fd.get(), dir, "plan.json", results.plan.to_json() + "\n");
   files.results_json = dir / "results.json";
-  write_file_atomically(files.results_json, results_json(results));
+  write_file_atomically(dir_fd.get(), dir, "results.json", results_json(results));
 
   if (options.plot) {
     try {
-      files.plot_warning = plot_files(dir, results, options, files.plot_png);
+      files.plot_warning = plot_files(dir_fd.get(), dir, results, options, files.plot_png);
     } catch (const std::exception& e) {
       files.plot_warning = e.what();
     }

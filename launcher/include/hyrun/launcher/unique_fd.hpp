@@ -1,30 +1,8 @@
 #pragma once
-// Owns one file descriptor; closes it exactly once.
-#include <utility>
+// The launcher's file-descriptor helpers; UniqueFd itself lives in hyrun_common.
+#include "hyrun/common/unique_fd.hpp"
 
 namespace hyrun {
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { reset(); }
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) noexcept;
-
- private:
-  int fd_ = -1;
-};
 
 struct Pipe {
   UniqueFd read;

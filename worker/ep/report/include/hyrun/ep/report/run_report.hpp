@@ -1,8 +1,11 @@
 #pragma once
 // The files ep-bench leaves in --report-dir: results.json (schema in docs/ep-bench.md), plan.json
 // (the plan as run) and bandwidth.png (gnuplot; with its bandwidth.gp script and .dat data files).
-// Each file is written atomically (a new temporary file + rename), so a reader never sees half a
-// file, and no file is written through a symlink someone planted in a shared directory.
+// The report directory must be one only its owner, the user running ep-bench, can change
+// names in (docs/security.md); it is checked on the descriptor every file is then written
+// through. Each file is written atomically (a new temporary file under an unguessable name,
+// O_EXCL | O_NOFOLLOW, then renameat), so a reader never sees half a file and no file is written
+// through a symlink. gnuplot reads its script on its stdin and draws into a private directory.
 // A missing or failing gnuplot gives a warning (spdlog and ReportFiles::plot_warning), never an error.
 #include <cstdint>
 #include <filesystem>
@@ -44,10 +47,12 @@ struct RunResults {
 /// The results.json document (pretty-printed, ends with a newline).
 std::string results_json(const RunResults& results);
 
-/// Writes `content` to `path` through a new temporary file (unique name, O_EXCL) in the same
-/// directory, fsync and rename: a symlink at `path` is replaced, never followed.
+/// Writes `content` to the file `name` of the directory open as `dir_fd` (shown as `dir` in
+/// errors) through a new temporary file (unguessable name, O_CREAT | O_EXCL | O_NOFOLLOW) in
+/// it, fsync and renameat: a symlink at `name` is replaced, never followed. The file is 0644.
 /// Throws hyrun::SystemError naming the file.
-void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+void write_file_atomically(int dir_fd, const std::filesystem::path& dir, std::string_view name,
+                           std::string_view content);
 
 struct ReportOptions {
   bool plot = true;                 ///< false: no plot files at all
@@ -61,13 +66,17 @@ struct ReportFiles {
   std::string plot_warning;        ///< why there is no plot (empty when drawn or not asked for)
 };
 
-/// Checks, before a run, that the report can be written: creates `dir` if needed and
-/// creates and removes a file in it. Throws hyrun::UsageError naming --report-dir and `dir`
-/// when it is not a directory or cannot be created or written.
+/// Checks, before a run, that the report can be written: creates `dir` if needed (0755; its
+/// parents as any mkdir -p), refuses a directory another user could change names in (not owned
+/// by the effective user, or group- or other-writable without the sticky bit) and creates and
+/// removes a file in it. A symlink at `dir` is followed once if it is the user's (or root's).
+/// Throws hyrun::UsageError naming --report-dir, `dir`, what is wrong and what would be right.
 void check_report_dir(const std::filesystem::path& dir);
 
-/// Creates `dir` if needed and writes results.json, plan.json and the plot files into it.
-/// Throws hyrun::SystemError when the directory or the JSON files cannot be written.
+/// Creates `dir` if needed and writes results.json, plan.json and the plot files into it, all
+/// through one descriptor of `dir` checked as check_report_dir checks it.
+/// Throws hyrun::UsageError for a directory it refuses, hyrun::SystemError when the directory
+/// or the JSON files cannot be written.
 ReportFiles write_report(const std::filesystem::path& dir, const RunResults& results,
                          const ReportOptions& options = {});
 
