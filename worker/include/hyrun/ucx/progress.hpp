@@ -16,12 +16,21 @@ namespace hyrun::ucx {
 ///  - once nothing has happened for kSleepAfterIdle, every idle poll sleeps 200 us
 ///    (sched_yield gives other processes almost nothing while several waiters spin: a Slurm
 ///    step starting on the same cores waited seconds behind three idle ranks).
+/// A wait that only the worker's events can end (a message) blocks on the worker's event fd
+/// instead of sleeping (wait_for_event): an idle rank then wakes when its message comes, not
+/// every 200 us (two such ranks, restarted for a later phase, slowed the other ranks'
+/// dispatch + combine 50 times on their shared cores: issue 20).
 /// A poll that made progress, or restart(), starts over.
 class Progress {
  public:
   using Clock = std::chrono::steady_clock;
 
   void operator()(ucp_worker_h worker);
+  /// One poll like operator(), but past kSleepAfterIdle it blocks until the worker has an
+  /// event (or ucp_worker_signal, or `until`) instead of sleeping. True when it blocked:
+  /// the caller then checks what no event reports (its deadline, hyrun's death notices).
+  /// Needs a context with UCP_FEATURE_WAKEUP (ucx::make_context); sleeps without it.
+  bool wait_for_event(ucp_worker_h worker, Clock::time_point until);
   /// Starts over: the caller begins a new wait, or saw progress that UCX cannot see
   /// (stores into memory mapped from a peer).
   void restart() noexcept {
@@ -35,6 +44,9 @@ class Progress {
   static constexpr uint64_t kYieldEvery = 64;
   /// Waits for data in flight end long before; past this, the peer is busy elsewhere.
   static constexpr std::chrono::milliseconds kSleepAfterIdle{20};
+  /// One poll: false once nothing has happened for kSleepAfterIdle (the caller pauses).
+  bool poll(ucp_worker_h worker);
+  static void sleep();
   uint64_t idle_ = 0;
   Clock::time_point idle_since_{};
   bool sleeping_ = false;
