@@ -360,14 +360,15 @@ ep-bench-idle-returnees-block)  # ranks restarted for a later phase block while 
     [ -n "${before[$r]:-}" ] || { wait_rc; cat "$WORK/out"; fail "no new process of rank $r was seen"; }
   done
   grep -q 'global_rank=0, local_rank=0 -> end phase 2' "$WORK/out" && fail "phase 2 ended before it was measured"
-  # Sampled until then (a rank that waits past the bootstrap limit exits first).
-  for _ in $(seq 1600); do
-    for r in 6 7; do n=$(switches "${pid[$r]}") && [ -n "$n" ] && woke[$r]=$((n - before[$r])); done
+  # Sampled until then, or until the job ends.
+  for _ in $(seq 1200); do
+    for r in 6 7; do
+      n=$(switches "${pid[$r]}") && [ -n "$n" ] && woke[$r]=$((n - before[$r]))
+      [ "${woke[$r]:-0}" -le 10 ] || fail "waiting rank $r woke ${woke[$r]} times before phase 3 (a timed poll)"
+    done
     grep -q 'global_rank=0, local_rank=0 -> end phase 2' "$WORK/out" && break
+    [ -s "$WORK/rc" ] && break
     sleep 0.05
-  done
-  for r in 6 7; do
-    [ "${woke[$r]:-0}" -le 10 ] || fail "waiting rank $r woke ${woke[$r]} times before phase 3 (a timed poll)"
   done
   wait_rc
   grep -E '^\[rank 0\] Dispatch' "$WORK/out" || true
