@@ -328,6 +328,56 @@ ep-check-4-nodes)  # EP dispatch/combine with every reference check, across 4 no
   ! grep -q ': FAIL' <<<"$RUN_OUT" || fail "a check failed"
   check_no_leftovers "$EP_CHECK"
   ;;
+ep-bench-idle-returnees-block)  # ranks restarted for a later phase block while they wait, never wake on a timer
+  # Issue 20: ranks 6 and 7 of node 2 are killed in phase 1 and return in phase 3; hyrun
+  # restarts them at once, so their new processes wait through phase 2 for rank 0's address
+  # table. Waking every 200 us there (the idle sleep of the progress policy), they took their
+  # shared cores from the working ranks: phase 2 ran 50 times slower. Blocked on the UCX
+  # worker's events, the main thread of an idle rank switches out only when it blocks for an
+  # event; it gets none before phase 3 (a few, from UCX's own keepalives at most).
+  plan='[[0,1,2,3,4,5,6,7],[0,1,2,3,4,5,-6,-7],[0,1,2,3,4,5],[0,1,2,3,4,5,6,7]]'
+  ( set +e; "${ucx[@]}" timeout -k 5 120 srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 4 -- "$EP_BENCH" \
+      --plan "$plan" --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 100 \
+      --validate-phase-failures >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  # new_pid R: the pid of rank R's restarted process (HYRUN_INCARNATION=1); switches PID: the
+  # voluntary context switches of its main thread.
+  new_pid() {
+    local p
+    for p in $(pgrep -x "$(basename "$EP_BENCH")"); do
+      grep -qzx "HYRUN_RANK=$1" "/proc/$p/environ" 2>/dev/null && grep -qzx 'HYRUN_INCARNATION=1' "/proc/$p/environ" &&
+        [ "$(readlink "/proc/$p/exe")" = "$EP_BENCH_EXE" ] && { echo "$p"; return 0; }
+    done
+    return 1
+  }
+  switches() { sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "/proc/$1/task/$1/status" 2>/dev/null; }
+  EP_BENCH_EXE=$(readlink -f "$EP_BENCH")
+  # Measured from when they are seen until rank 0 ends phase 2 (they hear of phase 3 after it).
+  declare -A pid=() before=() woke=()
+  for r in 6 7; do
+    for _ in $(seq 600); do
+      p=$(new_pid "$r") && pid[$r]=$p && before[$r]=$(switches "$p") && break
+      sleep 0.05
+    done
+    [ -n "${before[$r]:-}" ] || { wait_rc; cat "$WORK/out"; fail "no new process of rank $r was seen"; }
+  done
+  grep -q 'global_rank=0, local_rank=0 -> end phase 2' "$WORK/out" && fail "phase 2 ended before it was measured"
+  # Sampled until then, or until the job ends.
+  for _ in $(seq 1200); do
+    for r in 6 7; do
+      n=$(switches "${pid[$r]}") && [ -n "$n" ] && woke[$r]=$((n - before[$r]))
+      [ "${woke[$r]:-0}" -le 10 ] || fail "waiting rank $r woke ${woke[$r]} times before phase 3 (a timed poll)"
+    done
+    grep -q 'global_rank=0, local_rank=0 -> end phase 2' "$WORK/out" && break
+    [ -s "$WORK/rc" ] && break
+    sleep 0.05
+  done
+  wait_rc
+  grep -E '^\[rank 0\] Dispatch' "$WORK/out" || true
+  echo "main-thread wake-ups of the waiting new processes: rank 6: ${woke[6]}, rank 7: ${woke[7]}"
+  [ "$(cat "$WORK/rc")" = 0 ] || { cat "$WORK/out"; fail "srun exited $(cat "$WORK/rc")"; }
+  [ "$(grep -c -- '-> end phase 3' "$WORK/out")" = 8 ] || fail "not every rank ended phase 3"
+  check_no_leftovers "$EP_BENCH"
+  ;;
 ep-bench-4-nodes)  # every reference plan across 4 nodes in one srun each; kills detected as planned
   for plan in no_expansion single_expansion double_expansion expansion_contraction expansion_fault_contraction; do
     run_bounded 180 "${ucx[@]}" srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$EP_BENCH" \

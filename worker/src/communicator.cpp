@@ -60,6 +60,7 @@ Communicator::Communicator(RankEnvironment contract, const WorldOptions& options
   // (shared memory does the rest), not on every interface of the machine.
   context_ = ucx::make_context(options.extra_ucp_features, contract_.num_nodes == 1 ? "lo" : nullptr);
   worker_ = ucx::make_worker(context_.get());
+  if (notices_) notices_->wake_on_notice(worker_.get());  // a waiter blocked on its events notices the death
   own_id_ = auth::process_id(ucx::WorkerAddress(worker_.get()).bytes());
 }
 
@@ -231,8 +232,9 @@ std::pair<std::vector<std::byte>, auth::Envelope> Communicator::recv_authentic(u
     unsigned spins = 0;
     ucx::Progress progress;
     while ((message = ucp_tag_probe_nb(worker_.get(), t, mask, 1, &info)) == nullptr) {
-      progress(worker_.get());
-      if (++spins % 256 == 0) {
+      // Blocks once idle: a message, a failed endpoint or a death notice wakes it.
+      const bool blocked = progress.wait_for_event(worker_.get(), until);
+      if (++spins % 256 == 0 || blocked) {
         if (from >= 0 && is_failed(from)) peer_died(from, fmt::format("waiting for {}", what));
         if (Clock::now() > until)
           throw TimeoutError(

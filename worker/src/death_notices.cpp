@@ -60,6 +60,11 @@ void DeathNotices::forget(int rank) {
   dead_[static_cast<std::size_t>(rank)].store(false, std::memory_order_release);
 }
 
+void DeathNotices::wake_on_notice(ucp_worker_h worker) {
+  std::lock_guard lock(mutex_);
+  worker_ = worker;
+}
+
 bool DeathNotices::read_queued() {
   char message[256];
   for (;;) {
@@ -70,6 +75,7 @@ bool DeathNotices::read_queued() {
         if (*rank != own_rank_) {
           worker_log().debug("rank {}: hyrun reports that rank {} died", own_rank_, *rank);
           dead_[static_cast<std::size_t>(*rank)].store(true, std::memory_order_release);
+          if (worker_) ucp_worker_signal(worker_);  // thread-safe: writes the worker's event fd
         }
       } else {
         worker_log().warn("rank {}: an unknown message from hyrun on {} was ignored: '{:.60}'", own_rank_,

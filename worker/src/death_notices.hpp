@@ -6,6 +6,8 @@
 // question. hyrun sees its own ranks die (and, through the node link, the ranks of a lost
 // node), so endpoints to ranks of this node need no UCX peer error handling, which would
 // cost them shared memory (UCX 1.13).
+#include <ucp/api/ucp.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -27,6 +29,10 @@ class DeathNotices {
   /// `rank` has a new process: forgets its death. Every notice hyrun sent before is read
   /// first (hyrun sends it before it starts the new process), so none can land after.
   void forget(int rank);
+  /// Signals `worker` (ucp_worker_signal) at every notice from now on: a rank blocked on
+  /// the worker's events (ucx::Progress::wait_for_event) then checks dead() at once. The
+  /// worker must outlive this object.
+  void wake_on_notice(ucp_worker_h worker);
 
  private:
   void run();
@@ -39,7 +45,8 @@ class DeathNotices {
   int own_rank_;
   int stop_fd_ = -1;  // eventfd: wakes the reader to end
   std::unique_ptr<std::atomic<bool>[]> dead_;
-  std::mutex mutex_;  // one reader at a time: the thread, or forget()
+  std::mutex mutex_;  // one reader at a time: the thread, or forget(); guards worker_
+  ucp_worker_h worker_ = nullptr;
   std::thread reader_;
 };
 

@@ -22,7 +22,9 @@ Context make_context(uint64_t extra_features, const char* default_net_devices) {
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_TAG | extra_features;
+  // WAKEUP: an idle wait blocks on the worker's event fd (Progress::wait_for_event). It
+  // only keeps transports without events (self) off the message lanes; RMA lanes stay.
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | extra_features;
   ucp_context_h context = nullptr;
   const ucs_status_t status = ucp_init(&params, config, &context);
   ucp_config_release(config);

@@ -19,12 +19,21 @@ namespace hyrun::ucx {
 ///    waited seconds behind three idle ranks; and 63 ranks each waking every 200 us took
 ///    both cores of a 16-node test bed from rank 0, whose address table they waited for,
 ///    past the 60 s bootstrap limit).
+/// A wait that only the worker's events can end (a message) blocks on the worker's event fd
+/// instead of sleeping (wait_for_event): an idle rank then wakes when its message comes, not
+/// every 200 us (two such ranks, restarted for a later phase, slowed the other ranks'
+/// dispatch + combine 50 times on their shared cores: issue 20).
 /// A poll that made progress, or restart(), starts over.
 class Progress {
  public:
   using Clock = std::chrono::steady_clock;
 
   void operator()(ucp_worker_h worker);
+  /// One poll like operator(), but past kSleepAfterIdle it blocks until the worker has an
+  /// event (or ucp_worker_signal, or `until`) instead of sleeping. True when it blocked:
+  /// the caller then checks what no event reports (its deadline, hyrun's death notices).
+  /// Needs a context with UCP_FEATURE_WAKEUP (ucx::make_context); sleeps without it.
+  bool wait_for_event(ucp_worker_h worker, Clock::time_point until);
   /// Starts over: the caller begins a new wait, or saw progress that UCX cannot see
   /// (stores into memory mapped from a peer).
   void restart() noexcept {
@@ -44,6 +53,10 @@ class Progress {
   /// of one core instead of all of two.
   static constexpr std::chrono::microseconds kFirstSleep{200};
   static constexpr std::chrono::microseconds kLongestSleep{2000};
+  /// One poll: false once nothing has happened for kSleepAfterIdle (the caller pauses).
+  bool poll(ucp_worker_h worker);
+  /// The pause of an idle poll: sleep_, then twice as long next time (up to kLongestSleep).
+  void sleep();
   uint64_t idle_ = 0;
   Clock::time_point idle_since_{};
   bool sleeping_ = false;
