@@ -126,7 +126,7 @@ NodeLink NodeLink::connect(const std::string& address, int port, int self, std::
 }
 
 void NodeLink::add_poll_fds(std::vector<pollfd>& fds) {
-  if (listener_) fds.push_back({listener_.get(), POLLIN, 0});
+  if (listener_ && Clock::now() >= accept_paused_until_) fds.push_back({listener_.get(), POLLIN, 0});
   for (const auto& p : peers_)
     if (p.fd && !p.gone)
       fds.push_back(
@@ -168,15 +168,38 @@ void NodeLink::accept_all() {
   for (;;) {
     UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN, or out of descriptors: the peer's hello deadline reports it
+      const int error = errno;
+      if (error == EINTR || error == ECONNABORTED) continue;
+      if (error == EAGAIN || error == EWOULDBLOCK) return;
+      // Out of descriptors (EMFILE, ENFILE) or memory: the connection stays in the backlog and
+      // the listener readable, so polling it again at once would spin. A node's connect waits.
+      accept_paused_until_ = Clock::now() + kAcceptPause;
+      accept_failures_.warn(fmt::format("node link: cannot accept a connection ({}); not accepting for {} ms",
+                                        std::strerror(error), kAcceptPause.count()));
+      return;
     }
     set_nodelay(fd.get());
+    if (unidentified_.size() >= kMaxUnidentified) make_room();
     Peer peer;
     peer.fd = std::move(fd);
     peer.heard = Clock::now();
     unidentified_.push_back(std::move(peer));
   }
+}
+
+void NodeLink::make_room() {
+  // A hyrun sends its hello at once: read what the waiting ones sent before closing any.
+  for (auto& p : unidentified_)
+    if (p.fd && !p.gone) on_readable(p);
+  std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
+  if (unidentified_.size() < kMaxUnidentified) return;
+  // The oldest, not the newest: connections held open by someone else must not keep a
+  // node that connects later out (its hello is read before the next one is closed).
+  unidentified_.erase(unidentified_.begin());
+  refusals_.warn(
+      fmt::format("node link: {} connections were waiting for their hello, the most allowed: the oldest "
+                  "was closed",
+                  kMaxUnidentified));
 }
 
 void NodeLink::on_readable(Peer& peer) {
@@ -212,12 +235,12 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     const int task = hello ? hello->task : -1;
     if (!hello || task >= static_cast<int>(peers_.size()) || task == self_ ||
         !same(hello->proof, proof_of(token_, task))) {
-      spdlog::warn("node link: a connection that is not a hyrun of this job was refused");
+      refusals_.warn("node link: a connection that is not a hyrun of this job was refused");
       return close_quietly(peer);
     }
     Peer& slot = peers_[static_cast<std::size_t>(task)];
     if (slot.fd || slot.gone) {
-      spdlog::warn("node link: a second connection for task {} was refused", task);
+      refusals_.warn(fmt::format("node link: a second connection for task {} was refused", task));
       return close_quietly(peer);
     }
     slot.fd = std::move(peer.fd);
@@ -257,6 +280,7 @@ NodeLink::Clock::time_point NodeLink::wake_by() const {
     if (!p.gone && !p.said_bye) t = std::min(t, (p.fd ? p.heard + silence_limit_ : connect_deadline_));
   for (const auto& p : unidentified_)
     if (!p.gone) t = std::min(t, p.heard + hello_limit());
+  if (listener_ && accept_paused_until_ > Clock::now()) t = std::min(t, accept_paused_until_);
   return t;
 }
 
@@ -277,6 +301,8 @@ void NodeLink::on_tick() {
   for (auto& p : unidentified_)
     if (now - p.heard >= hello_limit()) close_quietly(p);
   std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
+  refusals_.flush(now);
+  accept_failures_.flush(now);
 }
 
 void NodeLink::lose(Peer& peer, const std::string& why) {

@@ -26,11 +26,32 @@ void RankOutputFiles::open(int rank) {
   if (::mkdirat(top.get(), sub.c_str(), 0755) != 0 && errno != EEXIST) throw fail(dir_ + "/" + sub, errno);
   UniqueFd rank_dir(::openat(top.get(), sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!rank_dir) throw fail(dir_ + "/" + sub, errno);
-  for (const auto& [destination, name] : {std::pair{1, "stdout"}, std::pair{2, "stderr"}}) {
-    UniqueFd file(::openat(rank_dir.get(), name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!file) throw fail(fmt::format("{}/{}/{}", dir_, sub, name), errno);
-    files_.emplace(std::pair{rank, destination}, std::move(file));
-  }
+  for (const auto& [destination, name] : {std::pair{1, "stdout"}, std::pair{2, "stderr"}})
+    files_.emplace(std::pair{rank, destination}, open_regular(rank_dir.get(), fmt::format("{}/{}", sub, name), name));
+}
+
+UniqueFd RankOutputFiles::open_regular(int dir_fd, const std::string& relative, const char* name) const {
+  const std::string path = fmt::format("{}/{}", dir_, relative);
+  // O_NONBLOCK: open() of a FIFO planted there would wait for a reader, deaf to SIGTERM; this
+  // way it returns at once (ENXIO without a reader) and fstat() refuses what is not a file.
+  UniqueFd file(::openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644));
+  const auto refuse = [&](const char* kind) {
+    return UsageError(
+        fmt::format("--output-filename {}: {} is {}, not a regular file; remove it or give another "
+                    "directory",
+                    dir_, path, kind));
+  };
+  if (!file && errno == ENXIO) throw refuse("a FIFO");
+  if (!file)
+    throw UsageError(fmt::format("--output-filename {}: cannot create {}: {}", dir_, path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0)
+    throw UsageError(fmt::format("--output-filename {}: cannot check {}: {}", dir_, path, std::strerror(errno)));
+  if (S_ISFIFO(st.st_mode)) throw refuse("a FIFO");
+  if (!S_ISREG(st.st_mode)) throw refuse("a device or socket");
+  // Writes to a regular file never block; clear it anyway so that the fd is as before.
+  ::fcntl(file.get(), F_SETFL, ::fcntl(file.get(), F_GETFL) & ~O_NONBLOCK);
+  return file;
 }
 
 int RankOutputFiles::fd(int rank, int destination) const {

@@ -5,8 +5,12 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "hyrun/common/error.hpp"
 #include "join_protocol.hpp"
@@ -119,6 +123,63 @@ TEST_F(JoinServerTest, AProbeOrGarbageAssignsNothingAndTheServerGoesOn) {
   EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 4, "node-b", 5s).ranks,
             (std::vector<int>{2, 3, 4, 5}));
   EXPECT_THROW(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s), Error) << "none left";
+}
+
+// What the default logger writes while it lives ("<level> <message>" lines). Made before the
+// server, dropped after it: the server's thread logs.
+struct CapturedLog {
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
+  CapturedLog() {
+    sink->set_pattern("%l %v");
+    spdlog::default_logger()->sinks().push_back(sink);
+  }
+  ~CapturedLog() { std::erase(spdlog::default_logger()->sinks(), sink); }
+  std::vector<std::string> lines() { return sink->last_formatted(); }
+};
+
+bool printable(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= ' ' && c < 127; });
+}
+
+TEST(JoinServerRefusals, NeitherLogNorReplyEchoesThePeerAndTheWarningsAreBounded) {
+  // A line that CloudAI's check takes for a failed run, with terminal escapes: sent to the
+  // port during a run, none of it may reach the job's log (or the peer, as a reflector).
+  const std::string hostile = "Traceback (most recent call last):\x1b[2J\r\x07 srun: error: x";
+  CapturedLog log;
+  std::vector<std::string> replies;
+  {
+    RankPool pool{2, 6};
+    JoinServer server{0, "the-token", join::Grant{{}, {}, 6, 2, 0, "00ff"}, "root-host", pool};
+    for (int i = 0; i < 30; ++i) {
+      const int fd = connect_to(server.port());
+      const auto greeting = join::read_line(fd, join::Clock::now() + 5s, "test");
+      ASSERT_TRUE(greeting && join::parse_greeting(*greeting));
+      join::write_all(fd, hostile + "\n", "test");
+      const auto reply = join::read_line(fd, join::Clock::now() + 5s, "test");
+      ::close(fd);
+      ASSERT_TRUE(reply);
+      replies.push_back(*reply);
+    }
+    // The server goes on: a real launch still joins.
+    EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s).ranks,
+              (std::vector<int>{2}));
+  }
+  for (const auto& reply : replies) {
+    EXPECT_TRUE(reply.starts_with("refused ")) << reply;
+    EXPECT_TRUE(printable(reply)) << reply;
+    EXPECT_EQ(reply.find("Traceback"), std::string::npos) << reply;
+    EXPECT_EQ(reply.find("srun"), std::string::npos) << reply;
+  }
+  EXPECT_NE(replies[0].find("not the join protocol"), std::string::npos) << replies[0];
+  int warnings = 0;
+  for (const auto& line : log.lines()) {
+    EXPECT_EQ(line.find("Traceback"), std::string::npos) << line;
+    EXPECT_EQ(line.find("srun"), std::string::npos) << line;
+    EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
+    warnings += line.starts_with("warning ");
+  }
+  EXPECT_LE(warnings, 11) << "30 refusals: the first 10 one by one, then at most a summary";
+  EXPECT_GE(warnings, 1);
 }
 
 TEST(JoinClient, NamesTheServerThatNeverAnswers) {

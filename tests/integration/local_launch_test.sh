@@ -87,6 +87,13 @@ output-filename)  # mpirun's --output-filename DIR: every rank's lines also in D
   expect_rc 2
   expect_stderr "^hyrun: --output-filename .*/a-file: cannot create"
   ;;
+output-filename-fifo)  # a FIFO planted where a rank's output goes is refused at once, not opened and waited on
+  mkdir -p "$WORK/fifo/rank.0"; mkfifo "$WORK/fifo/rank.0/stdout"
+  run_job 20 "$HYRUN" -n 1 --output-filename "$WORK/fifo" --bootstrap=none -- echo hi
+  expect_rc 2
+  expect_stderr "^hyrun: --output-filename .*/fifo: .*/fifo/rank.0/stdout is a FIFO, not a regular file"
+  expect_faster 10
+  ;;
 rank-exit-code)  # a rank exiting 3 makes hyrun exit 3 and no other rank survives
   mkdir "$WORK/pids"
   run_job 60 "$HYRUN" -n 4 -- "$TEST_RANK" --pid-dir "$WORK/pids" --fail-rank 2 --exit-code 3 --sleep 60

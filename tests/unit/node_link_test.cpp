@@ -2,12 +2,20 @@
 // what hybrid mode relies on to tell a lost node from one that finished.
 #include "hyrun/launcher/node_link.hpp"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -207,6 +215,138 @@ TEST(NodeLink, AConnectionWithoutTheJobTokenIsRefused) {
   ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.node_loss.has_value(); }));
   EXPECT_EQ(pair.node_loss->why, "connection closed");
   EXPECT_FALSE(pair.root_loss);
+}
+
+// A plain TCP connection to the root's port, as anyone on the network can open.
+UniqueFd connect_raw(int port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+// True when the root closed `fd` (EOF now), false while it is open and silent.
+bool closed_by_peer(int fd) {
+  char c;
+  return ::recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+// What the default logger writes while it lives ("<level> <message>" lines).
+struct CapturedLog {
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
+  CapturedLog() {
+    sink->set_pattern("%l %v");
+    spdlog::default_logger()->sinks().push_back(sink);
+  }
+  ~CapturedLog() { std::erase(spdlog::default_logger()->sinks(), sink); }
+  int warnings() {
+    const auto lines = sink->last_formatted();
+    return static_cast<int>(
+        std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("warning "); }));
+  }
+};
+
+// True when `node`, linked to `root` as n2, is lost by name when it dies: the root had identified it.
+bool linked(NodeLink& root, std::optional<NodeLink>& node, std::optional<Loss>& root_loss) {
+  pump(
+      {&root, &*node}, [] { return false; }, std::chrono::milliseconds(300));
+  node.reset();
+  return pump({&root}, [&] { return root_loss.has_value(); }) && root_loss->host == "n2" &&
+         root_loss->why == "connection closed";
+}
+
+TEST(NodeLink, IdleConnectionsAreCappedAndARealNodeStillLinks) {
+  CapturedLog log;
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2"}, 0, kToken);
+  std::optional<Loss> root_loss;
+  root.on_loss([&](const NodeLink::Loss& l) { return root_loss = Loss{l.host, l.why}, false; });
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 100; ++i) idle.push_back(connect_raw(root.port()));
+  pump(
+      {&root}, [] { return false; }, std::chrono::milliseconds(300));  // under the 1 s hello limit
+  const auto closed =
+      std::count_if(idle.begin(), idle.end(), [](const UniqueFd& f) { return closed_by_peer(f.get()); });
+  EXPECT_GE(closed, 100 - 64) << "at most 64 connections wait for their hello at once";
+  EXPECT_LE(log.warnings(), 11) << "the connections closed at the cap are not warned of one by one";
+  std::optional<NodeLink> node(NodeLink::connect("127.0.0.1", root.port(), 1, "n1", kToken, kLimit));
+  EXPECT_TRUE(linked(root, node, root_loss)) << (root_loss ? root_loss->why : "no loss");
+}
+
+TEST(NodeLink, RefusalWarningsAreBounded) {
+  CapturedLog log;
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2"}, 0, kToken);
+  std::vector<UniqueFd> refused;
+  for (int i = 0; i < 50; ++i) {
+    refused.push_back(connect_raw(root.port()));
+    ASSERT_EQ(::send(refused.back().get(), "hyrun-link v1 1 00\n", 19, MSG_NOSIGNAL), 19);
+  }
+  ASSERT_TRUE(pump({&root}, [&] {
+    return std::all_of(refused.begin(), refused.end(), [](const UniqueFd& f) { return closed_by_peer(f.get()); });
+  }));
+  const int warnings = log.warnings();
+  EXPECT_GE(warnings, 1);
+  EXPECT_LE(warnings, 11) << "50 refusals: the first 10 one by one, then at most a summary";
+}
+
+// CPU seconds this process used so far (every thread).
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The child's side of the test below: the root's loop for 1 s with no descriptor left for
+// accept. Returns the CPU milliseconds it took, negative when the root did not link a node
+// once descriptors were free again.
+int root_out_of_descriptors() {
+  NodeLink root = NodeLink::listen(std::chrono::seconds(5));
+  root.expect({"n1", "n2"}, 0, kToken);
+  std::optional<Loss> root_loss;
+  root.on_loss([&](const NodeLink::Loss& l) { return root_loss = Loss{l.host, l.why}, false; });
+  std::vector<UniqueFd> pending;
+  for (int i = 0; i < 4; ++i) pending.push_back(connect_raw(root.port()));  // in the listener's backlog
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = 64;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return -2;
+  std::vector<UniqueFd> filler;  // every descriptor under the limit taken: accept4 fails with EMFILE
+  for (UniqueFd f(::open("/dev/null", O_RDONLY | O_CLOEXEC)); f;
+       f = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)))
+    filler.push_back(std::move(f));
+  const double start = cpu_seconds();
+  pump(
+      {&root}, [] { return false; }, std::chrono::seconds(1));
+  const double used = cpu_seconds() - start;
+  filler.clear();
+  std::optional<NodeLink> node(NodeLink::connect("127.0.0.1", root.port(), 1, "n1", kToken, std::chrono::seconds(5)));
+  if (!linked(root, node, root_loss)) return -1;
+  return static_cast<int>(used * 1000);
+}
+
+TEST(NodeLink, OutOfDescriptorsTheRootNeitherSpinsNorStopsAccepting) {
+  int result[2];
+  ASSERT_EQ(::pipe(result), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int ms = root_out_of_descriptors();
+    ::_exit(::write(result[1], &ms, sizeof ms) == sizeof ms ? 0 : 1);
+  }
+  ::close(result[1]);
+  int ms = -3;
+  pollfd p{result[0], POLLIN, 0};
+  if (::poll(&p, 1, 20000) > 0 && ::read(result[0], &ms, sizeof ms) != sizeof ms) ms = -3;
+  ::close(result[0]);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_GE(ms, 0) << "-1: no node linked once descriptors were free; -2: setrlimit failed; -3: no answer in 20 s";
+  EXPECT_LT(ms, 100) << "CPU milliseconds in 1 s of the root's loop while accept4 fails with EMFILE";
 }
 
 }  // namespace

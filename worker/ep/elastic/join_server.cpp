@@ -95,6 +95,7 @@ JoinServer::~JoinServer() {
 
 void JoinServer::serve() {
   while (!stop_) {
+    refusals_.flush();
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     sockaddr_storage from{};
@@ -108,7 +109,7 @@ void JoinServer::serve() {
       handle(fd, host);
     } catch (const std::exception& e) {
       // Anyone can connect: nothing a client does may end the server or the job.
-      spdlog::warn("join server: a connection from {} failed: {}", host, e.what());
+      refusals_.warn(fmt::format("join server: a connection from {} failed: {}", host, e.what()));
     }
     ::close(fd);
   }
@@ -125,11 +126,13 @@ void JoinServer::handle(int fd, const std::string& peer) {
     return;
   }
   const auto refuse = [&](const std::string& why) {
-    spdlog::warn("join server: refused a join from {}: {}", peer, why);
+    refusals_.warn(fmt::format("join server: refused a join from {}: {}", peer, why));
     join::write_all(fd, join::format_refusal(why), what);
   };
   const auto request = join::parse_request(*line);
-  if (!request) return refuse(fmt::format("not a join request: '{:.60}'", *line));
+  // Never the line itself: anyone can send it, and text such as CloudAI's failure patterns
+  // or terminal escapes would land in the job's log (and go back out as a reflection).
+  if (!request) return refuse(fmt::format("a line of {} bytes that is not the join protocol", line->size()));
   if (!join::proves(*request, token_, nonce))
     return refuse("its proof does not match this job's token (a launch of another job, or a wrong token file)");
   Placement placement;

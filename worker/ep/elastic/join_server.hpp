@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "hyrun/common/warning_limiter.hpp"
 #include "join_protocol.hpp"
 
 namespace hyrun::ep::elastic {
@@ -67,6 +68,8 @@ class JoinServer {
   join::Grant grant_;
   RankPool& pool_;
   std::map<std::string, int> nodes_;  // host -> node index (serve() thread only)
+  // Anyone can connect: the warnings they provoke are bounded (serve() thread only).
+  WarningLimiter refusals_{"refused or failed connections to the join server"};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

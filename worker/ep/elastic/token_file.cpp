@@ -11,6 +11,7 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
+#include "hyrun/common/unique_fd.hpp"
 
 namespace hyrun::ep::elastic {
 namespace {
@@ -46,27 +47,28 @@ void write_token_file(const std::string& path, const std::string& token) {
 }
 
 std::string read_token_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
+  // O_NONBLOCK: a FIFO planted at the path would hold open() until a writer came; with it,
+  // open() returns at once and fstat() below refuses what is not a regular file.
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd)
     throw UsageError(
         fmt::format("token file '{}': {}; the first launch (without --tcp-server) writes it, with the same "
                     "--plan and --token-file, or give the token in HYRUN_EP_TOKEN",
                     path, std::strerror(errno)));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw SystemError(fmt::format("token file '{}'", path), errno);
-  }
-  std::string problem;
+  if (::fstat(fd.get(), &st) != 0) throw SystemError(fmt::format("token file '{}'", path), errno);
   if (!S_ISREG(st.st_mode))
-    problem = "is not a regular file";
-  else if (st.st_uid != ::geteuid())
-    problem = fmt::format("belongs to user {}, not to this user ({})", st.st_uid, ::geteuid());
-  else if ((st.st_mode & 077) != 0)
-    problem = fmt::format("has mode {:o}: others can read or write it; it must be 0600", st.st_mode & 0777);
-  std::string token = problem.empty() ? read_all(fd) : "";
-  ::close(fd);
-  if (!problem.empty()) throw UsageError(fmt::format("token file '{}' {}", path, problem));
+    throw UsageError(
+        fmt::format("token file '{}' is not a regular file (a FIFO, socket or device is refused); remove "
+                    "it and start the first launch again",
+                    path));
+  if (st.st_uid != ::geteuid())
+    throw UsageError(
+        fmt::format("token file '{}' belongs to user {}, not to this user ({})", path, st.st_uid, ::geteuid()));
+  if ((st.st_mode & 077) != 0)
+    throw UsageError(fmt::format("token file '{}' has mode {:o}: others can read or write it; it must be 0600", path,
+                                 st.st_mode & 0777));
+  std::string token = read_all(fd.get());
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
   if (token.empty() || token.size() > kMaxToken ||
       !std::all_of(token.begin(), token.end(), [](char c) { return c > ' ' && c < 127; }))

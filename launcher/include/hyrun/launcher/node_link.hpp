@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "hyrun/common/warning_limiter.hpp"
 #include "hyrun/launcher/link_writer.hpp"
 #include "hyrun/launcher/poll_participant.hpp"
 #include "hyrun/launcher/signal_events.hpp"
@@ -29,6 +30,10 @@ class NodeLink : public PollParticipant {
   using Clock = std::chrono::steady_clock;
   /// How long after the fence the root waits at least for a node's hyrun to connect.
   static constexpr auto kConnectLimit = std::chrono::seconds(10);
+  /// At most this many accepted connections wait for their hello at once (anyone can connect).
+  static constexpr std::size_t kMaxUnidentified = 64;
+  /// How long the root stops accepting when accept fails for want of descriptors or memory.
+  static constexpr std::chrono::milliseconds kAcceptPause{100};
   /// The heartbeat period for a silence limit: five beats fit in it, at most one a second.
   static std::chrono::milliseconds heartbeat_for(std::chrono::milliseconds silence_limit);
 
@@ -93,6 +98,8 @@ class NodeLink : public PollParticipant {
   explicit NodeLink(std::chrono::milliseconds silence_limit);
 
   void accept_all();
+  /// At kMaxUnidentified: reads the hellos that came, then closes the oldest still waiting.
+  void make_room();
   void on_readable(Peer& peer);
   void on_line(Peer& peer, const std::string& line);
   void send(Peer& peer, const std::string& line);
@@ -117,6 +124,10 @@ class NodeLink : public PollParticipant {
   std::chrono::milliseconds silence_limit_;
   Clock::time_point connect_deadline_{};
   LossHandler on_loss_;
+  Clock::time_point accept_paused_until_{};  // out of descriptors: the listener is not polled until then
+  // What someone outside the job can provoke is logged bounded.
+  WarningLimiter refusals_{"refused or closed connections on the node link"};
+  WarningLimiter accept_failures_{"failed accepts on the node link", 1};
   bool lost_ = false;
   // Last: destroyed first, so that its thread has stopped before the peers' sockets close.
   std::unique_ptr<LinkWriter> writer_;

@@ -2,7 +2,8 @@
 // --output-filename DIR (mpirun's): every rank's stdout and stderr also go to
 // DIR/rank.<global rank>/stdout and .../stderr, as the rank wrote them (no label, no time).
 // A restarted rank appends to the files of its rank. No path component below DIR is
-// followed if it is a symlink (a shared DIR must not let others redirect the output).
+// followed if it is a symlink (a shared DIR must not let others redirect the output), and
+// a file there that is not a regular file (a planted FIFO) is refused without waiting on it.
 #include <map>
 #include <string>
 #include <utility>
@@ -24,6 +25,10 @@ class RankOutputFiles {
   int fd(int rank, int destination) const;
 
  private:
+  /// Opens `name` in `dir_fd` (DIR/`relative`) for writing: created, truncated, a regular
+  /// file. Throws UsageError naming the path otherwise.
+  UniqueFd open_regular(int dir_fd, const std::string& relative, const char* name) const;
+
   std::string dir_;
   std::map<std::pair<int, int>, UniqueFd> files_;
 };
