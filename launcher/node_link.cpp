@@ -225,7 +225,10 @@ void NodeLink::on_readable(Peer& peer) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     // EOF or an error: after its bye, the peer just left.
     if (peer.said_bye || peer.task < 0) return close_quietly(peer);
-    return lose(peer, n == 0 ? "connection closed" : fmt::format("connection lost: {}", std::strerror(errno)));
+    // A peer that died with our heartbeats unread resets the connection instead of closing
+    // it: the same end, said the same way.
+    const bool closed = n == 0 || errno == ECONNRESET;
+    return lose(peer, closed ? "connection closed" : fmt::format("connection lost: {}", std::strerror(errno)));
   }
 }
 

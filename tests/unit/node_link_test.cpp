@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace hyrun {
@@ -76,6 +77,20 @@ TEST(NodeLink, ANodeThatClosesWithoutByeIsLostByName) {
   pump(
       {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
   pair.node.reset();  // its hyrun died: the kernel closes the socket
+  ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
+  EXPECT_EQ(pair.root_loss->host, "n2");
+  EXPECT_EQ(pair.root_loss->why, "connection closed");
+}
+
+TEST(NodeLink, ANodeThatDiesWithHeartbeatsUnreadIsLostAsClosed) {
+  // Its socket holds the root's heartbeats, unread: the kernel resets the connection instead
+  // of closing it (hybrid.ep-bench-node-lost once read "connection lost: Connection reset by
+  // peer"). The loss reads the same either way.
+  Pair pair;
+  pump(
+      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(3 * NodeLink::heartbeat_for(kLimit));  // the root beats; the node reads nothing
+  pair.node.reset();
   ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
   EXPECT_EQ(pair.root_loss->host, "n2");
   EXPECT_EQ(pair.root_loss->why, "connection closed");
