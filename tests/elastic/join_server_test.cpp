@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "captured_log.hpp"
 #include "hyrun/common/error.hpp"
 #include "join_protocol.hpp"
 
@@ -125,17 +126,8 @@ TEST_F(JoinServerTest, AProbeOrGarbageAssignsNothingAndTheServerGoesOn) {
   EXPECT_THROW(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s), Error) << "none left";
 }
 
-// What the default logger writes while it lives ("<level> <message>" lines). Made before the
-// server, dropped after it: the server's thread logs.
-struct CapturedLog {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
-  CapturedLog() {
-    sink->set_pattern("%l %v");
-    spdlog::default_logger()->sinks().push_back(sink);
-  }
-  ~CapturedLog() { std::erase(spdlog::default_logger()->sinks(), sink); }
-  std::vector<std::string> lines() { return sink->last_formatted(); }
-};
+// Made before the server, dropped after it: the server's thread logs.
+using test_support::CapturedLog;
 
 bool printable(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= ' ' && c < 127; });

@@ -2,6 +2,8 @@
 // what hybrid mode relies on to tell a lost node from one that finished.
 #include "hyrun/launcher/node_link.hpp"
 
+#include "captured_log.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -246,20 +248,7 @@ bool closed_by_peer(int fd) {
   return ::recv(fd, &c, 1, MSG_DONTWAIT) == 0;
 }
 
-// What the default logger writes while it lives ("<level> <message>" lines).
-struct CapturedLog {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
-  CapturedLog() {
-    sink->set_pattern("%l %v");
-    spdlog::default_logger()->sinks().push_back(sink);
-  }
-  ~CapturedLog() { std::erase(spdlog::default_logger()->sinks(), sink); }
-  int warnings() {
-    const auto lines = sink->last_formatted();
-    return static_cast<int>(
-        std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("warning "); }));
-  }
-};
+using test_support::CapturedLog;
 
 // True when `node`, linked to `root` as n2, is lost by name when it dies: the root had identified it.
 bool linked(NodeLink& root, std::optional<NodeLink>& node, std::optional<Loss>& root_loss) {
