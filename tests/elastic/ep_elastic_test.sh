@@ -157,6 +157,52 @@ unplanned-death)  # a rank killed outside the plan: CloudAI's check must fail th
   grep -q "rank 2 (pid $victim) was killed by signal 9" "$log" && pass "hyrun names the dead rank" || fail "no line naming rank 2"
   ! verdict >/dev/null && pass "CloudAI's verdict: failed ($(verdict))" || fail "CloudAI's verdict passed an unplanned death"
   ;;
+later-launch-signalled)  # a later launch waiting for its join server ends at once on SIGTERM or SIGINT
+  # Two waits: nothing listens on the port; a port whose backlog is full (its kernel drops
+  # the handshake, which a blocking connect would retry for two minutes).
+  python3 - "$WORK/full-port" <<'PY' &
+import os, socket, sys, time
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(0)
+fillers = []
+for _ in range(4):
+    s = socket.socket()
+    s.setblocking(False)
+    try:
+        s.connect(listener.getsockname())
+    except BlockingIOError:
+        pass
+    fillers.append(s)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(listener.getsockname()[1]))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(300)
+PY
+  holder=$!
+  for _ in $(seq 100); do [ -s "$WORK/full-port" ] && break; sleep 0.1; done
+  full=$(cat "$WORK/full-port") || fail "no full port"
+  for target in "$port" "$full"; do
+    for sig in TERM INT; do
+      late_log=$WORK/late-$target-$sig.log
+      HYRUN_EP_TOKEN=t HYRUN_LOG_LEVEL=info "$EP_ELASTIC" --plan '[[0,1]]' --num-processes 1 --tcp-server 127.0.0.1 \
+        --port "$target" --timeout-ms 120000 >"$late_log" 2>&1 &
+      late=$!
+      # Signalled once it waits (its signals are taken over before it says so).
+      for _ in $(seq 300); do grep -q "asking the join server" "$late_log" && break; sleep 0.05; done
+      grep -q "asking the join server" "$late_log" || fail "port $target: the later launch never started to wait"
+      kill -s "$sig" "$late"
+      for _ in $(seq 100); do kill -0 "$late" 2>/dev/null || break; sleep 0.1; done
+      if kill -0 "$late" 2>/dev/null; then fail "port $target: SIG$sig ignored for 10 s"; kill -9 "$late"; fi
+      wait "$late"; rc=$?
+      want=$((128 + $(kill -l "$sig")))
+      [ "$rc" = "$want" ] && pass "port $target: SIG$sig ends the wait with exit $rc" || fail "port $target: SIG$sig gave exit $rc, not $want"
+      grep -q "received SIG$sig while waiting for the join server at 127.0.0.1:$target; nothing was started" "$late_log" \
+        && pass "the message names the signal and the server" || { fail "no message naming SIG$sig"; cat "$late_log"; }
+    done
+  done
+  kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+  ;;
 bad-options)  # elastic.py's options only (and hyrun's extras); anything else: exit 2, one clear line
   run_job 20 "$EP_ELASTIC" --plan '[[0,1]]' --num-procs 2
   expect_rc 2

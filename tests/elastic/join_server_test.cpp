@@ -10,10 +10,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <future>
+#include <thread>
 
 #include "captured_log.hpp"
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/unique_fd.hpp"
 #include "join_protocol.hpp"
 
 namespace hyrun::ep::elastic {
@@ -83,6 +93,18 @@ int connect_to(int port) {
   return fd;
 }
 
+/// A connection that only opens, as a flood's would: connect() without waiting for it.
+UniqueFd open_idle(int port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+  EXPECT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+  return fd;
+}
+
 class JoinServerTest : public ::testing::Test {
  protected:
   RankPool pool{2, 6};
@@ -124,6 +146,111 @@ TEST_F(JoinServerTest, AProbeOrGarbageAssignsNothingAndTheServerGoesOn) {
   EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 4, "node-b", 5s).ranks,
             (std::vector<int>{2, 3, 4, 5}));
   EXPECT_THROW(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s), Error) << "none left";
+}
+
+TEST_F(JoinServerTest, IdleConnectionsDoNotHoldALaunchBack) {
+  // Each held the server for its whole request deadline, one after another: 20 of them
+  // kept a real launch out for a minute.
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 20; ++i) idle.push_back(open_idle(server.port()));
+  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 2, "node-b", 2s).ranks,
+            (std::vector<int>{2, 3}));
+}
+
+TEST_F(JoinServerTest, AFloodOfConnectionsLeavesALaunchAdmitted) {
+  // More than the server keeps waiting from one peer and in all: it sheds the oldest, and a
+  // launch that asks within a round trip still gets in, during the flood and after it.
+  std::vector<UniqueFd> flood;
+  for (int i = 0; i < 300; ++i) flood.push_back(open_idle(server.port()));
+  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s).ranks, (std::vector<int>{2}));
+  for (int i = 0; i < 100; ++i) flood.push_back(open_idle(server.port()));
+  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s).ranks, (std::vector<int>{3}));
+  flood.clear();
+  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s).ranks, (std::vector<int>{4}));
+}
+
+TEST_F(JoinServerTest, ATricklingConnectionEndsAtTheDeadlineFromItsAccept) {
+  // One byte at a time, each before the previous read's deadline would have run out: the
+  // deadline still counts from the accept.
+  const int fd = connect_to(server.port());
+  const UniqueFd owner(fd);
+  ASSERT_TRUE(join::read_line(fd, join::Clock::now() + 5s, "test"));
+  const auto start = join::Clock::now();
+  bool closed = false;
+  for (int i = 0; i < 40 && !closed; ++i) {
+    std::this_thread::sleep_for(250ms);
+    closed = ::send(fd, "j", 1, MSG_NOSIGNAL) != 1;
+    char c;
+    closed = closed || ::recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+  }
+  EXPECT_TRUE(closed) << "a connection trickling one byte per 250 ms was held for 10 s";
+  EXPECT_LT(join::Clock::now() - start, 10s);
+}
+
+// CPU milliseconds this process used so far (every thread).
+long cpu_ms() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000L + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000L;
+}
+
+// The child's side of the test below: a join server, then (on the parent's word) every
+// descriptor under the limit taken; then the CPU milliseconds of 1 s of its loop.
+[[noreturn]] void serve_out_of_descriptors(int to_parent, int from_parent) {
+  RankPool pool{2, 6};
+  JoinServer server{0, "the-token", join::Grant{{}, {}, 6, 2, 0, "00ff"}, "root-host", pool};
+  int word = server.port();
+  char go;
+  if (::write(to_parent, &word, sizeof word) != sizeof word || ::read(from_parent, &go, 1) != 1) ::_exit(1);
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = 64;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(2);
+  std::vector<UniqueFd> filler;
+  for (UniqueFd f(::open("/dev/null", O_RDONLY | O_CLOEXEC)); f;
+       f = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)))
+    filler.push_back(std::move(f));
+  if (::write(to_parent, &word, sizeof word) != sizeof word || ::read(from_parent, &go, 1) != 1) ::_exit(1);
+  const long start = cpu_ms();
+  std::this_thread::sleep_for(1s);
+  word = static_cast<int>(cpu_ms() - start);
+  ::_exit(::write(to_parent, &word, sizeof word) == sizeof word ? 0 : 1);
+}
+
+TEST(JoinServerDescriptors, OutOfDescriptorsItShedsAWaitingConnectionAndNeverSpins) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "starves the process of descriptors, which the sanitizer runtime needs";
+#endif
+  int up[2], down[2];
+  ASSERT_EQ(::pipe(up), 0);
+  ASSERT_EQ(::pipe(down), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) serve_out_of_descriptors(up[1], down[0]);
+  const UniqueFd from_child(up[0]), to_child(down[1]), unused1(up[1]), unused2(down[0]);
+  const auto word = [&] {
+    int w = -1;
+    pollfd p{up[0], POLLIN, 0};
+    return ::poll(&p, 1, 20000) > 0 && ::read(up[0], &w, sizeof w) == sizeof w ? w : -1;
+  };
+  const int port = word();
+  std::vector<UniqueFd> idle;  // accepted and greeted: waiting connections the server may shed
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(UniqueFd(connect_to(port)));
+    ASSERT_TRUE(join::read_line(idle.back().get(), join::Clock::now() + 5s, "test"));
+  }
+  ASSERT_EQ(::write(down[1], "g", 1), 1);
+  EXPECT_GE(word(), 0) << "the child could not take its descriptors";
+  // Shorter than the waiting connections' deadline: only shedding one of them makes room.
+  EXPECT_EQ(join::request_ranks("127.0.0.1", port, "the-token", 1, "node-b", 2s).ranks, (std::vector<int>{2}));
+  std::this_thread::sleep_for(JoinServer::kRequestDeadline + 500ms);  // the rest expired: nothing left to shed
+  for (int i = 0; i < 4; ++i) idle.push_back(open_idle(port));        // in the backlog; accept4 gives EMFILE
+  ASSERT_EQ(::write(down[1], "g", 1), 1);
+  const int ms = word();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_GE(ms, 0) << "no answer from the child";
+  EXPECT_LT(ms, 100) << "CPU milliseconds in 1 s of the server's loop while accept4 fails with EMFILE";
 }
 
 // Made before the server, dropped after it: the server's thread logs.
@@ -182,6 +309,92 @@ TEST(JoinClient, NamesTheServerThatNeverAnswers) {
     port = gone.port();
   }
   EXPECT_THROW(join::request_ranks("127.0.0.1", port, "t", 1, "h", 500ms), TimeoutError);
+}
+
+/// A listening port that never accepts, its backlog filled: the kernel drops further
+/// handshakes, and a blocking connect() would retry them for about two minutes.
+struct FullBacklog {
+  UniqueFd listener{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  std::vector<UniqueFd> fillers;
+  int port = 0;
+  FullBacklog() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(listener.get(), 0), 0);
+    socklen_t length = sizeof a;
+    ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &length);
+    port = ntohs(a.sin_port);
+    for (int i = 0; i < 4; ++i) fillers.push_back(open_idle(port));
+  }
+};
+
+/// Runs `request` on a thread of its own and gives its outcome, or fails the test when it
+/// has not returned after `limit` (the thread is left behind: the test binary ends).
+std::optional<std::exception_ptr> outcome_within(std::function<void()> request, std::chrono::seconds limit) {
+  auto done = std::make_shared<std::promise<std::exception_ptr>>();
+  auto result = done->get_future();
+  std::thread([request = std::move(request), done] {
+    try {
+      request();
+      done->set_value(nullptr);
+    } catch (...) {
+      done->set_value(std::current_exception());
+    }
+  }).detach();
+  if (result.wait_for(limit) != std::future_status::ready) return std::nullopt;
+  return result.get();
+}
+
+TEST(JoinClient, HonoursItsTimeoutAgainstAServerWhoseBacklogIsFull) {
+  FullBacklog server;
+  const auto outcome =
+      outcome_within([port = server.port] { join::request_ranks("127.0.0.1", port, "t", 1, "h", 1000ms); }, 30s);
+  ASSERT_TRUE(outcome) << "a join with a 1000 ms timeout had not returned after 30 s";
+  try {
+    std::rethrow_exception(*outcome);
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("within 1000 ms"), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a timeout: " << e.what();
+  }
+}
+
+TEST(JoinClient, AStopSignalEndsEveryWait) {
+  // Waiting on a port with nothing behind it, on a full backlog, and for a server's answer:
+  // the stop check ends each wait, long before the timeout.
+  FullBacklog full;
+  RankPool pool(1, 2);
+  int nothing;
+  {
+    JoinServer gone(0, "t", join::Grant{{}, {}, 2, 1, 0, "00"}, "h", pool);
+    nothing = gone.port();
+  }
+  UniqueFd mute(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));  // accepts (backlog), never greets
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(mute.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(mute.get(), 16), 0);
+  socklen_t length = sizeof a;
+  ::getsockname(mute.get(), reinterpret_cast<sockaddr*>(&a), &length);
+  for (const int port : {nothing, full.port, static_cast<int>(ntohs(a.sin_port))}) {
+    const auto asked = join::Clock::now() + 300ms;
+    const auto outcome = outcome_within(
+        [port, asked] {
+          join::request_ranks("127.0.0.1", port, "t", 1, "h", 600s, [asked] {
+            if (join::Clock::now() >= asked) throw Error("stopped by SIGTERM", 128 + SIGTERM);
+          });
+        },
+        30s);
+    ASSERT_TRUE(outcome) << "port " << port << ": the stop check did not end the wait within 30 s";
+    try {
+      std::rethrow_exception(*outcome);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 128 + SIGTERM) << "port " << port << ": " << e.what();
+    }
+  }
 }
 
 }  // namespace

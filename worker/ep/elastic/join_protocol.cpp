@@ -1,5 +1,6 @@
 #include "join_protocol.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <netdb.h>
@@ -14,11 +15,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
+#include "hyrun/common/unique_fd.hpp"
 
 namespace hyrun::ep::elastic::join {
 namespace {
@@ -29,13 +33,52 @@ bool is_hex(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-/// A closed file descriptor on every path (sockets here are short-lived).
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
+/// A waiting client checks for a stop signal this often.
+constexpr int kStopCheckMs = 100;
+/// Between two attempts to reach a server that is not (yet) there.
+constexpr std::chrono::milliseconds kRetryPause{200};
+
+/// Sleeps until `until`, checking for a stop signal.
+void pause_before(Clock::time_point until, const StopCheck& check_stop) {
+  for (auto now = Clock::now(); now < until; now = Clock::now()) {
+    if (check_stop) check_stop();
+    std::this_thread::sleep_for(std::min<Clock::duration>(until - now, std::chrono::milliseconds(kStopCheckMs)));
   }
-};
+}
+
+/// A socket connected to one of `addresses` before `deadline`, or none (the reason in
+/// `last_error`). Never a blocking connect(): a server whose backlog is full drops the
+/// handshake, and the kernel would retry it for minutes.
+UniqueFd connect_before(const addrinfo* addresses, Clock::time_point deadline, const StopCheck& check_stop,
+                        std::string& last_error) {
+  for (const addrinfo* a = addresses; a; a = a->ai_next) {
+    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    if (!fd) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    int error = ::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    while (error == EINPROGRESS || error == EINTR) {
+      if (check_stop) check_stop();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        error = ETIMEDOUT;
+        break;
+      }
+      pollfd p{fd.get(), POLLOUT, 0};
+      if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, kStopCheckMs))) <= 0) continue;
+      socklen_t length = sizeof error;
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+    }
+    if (error == 0) {
+      // Blocking again: every later read and write is bounded by poll.
+      ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    last_error = std::strerror(error);
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -138,14 +181,16 @@ Grant parse_reply(std::string_view line, const std::string& server) {
   return g;
 }
 
-std::optional<std::string> read_line(int fd, Clock::time_point deadline, const std::string& what) {
+std::optional<std::string> read_line(int fd, Clock::time_point deadline, const std::string& what,
+                                     const StopCheck& check_stop) {
   std::string line;
   char c;
   for (;;) {
+    if (check_stop) check_stop();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) throw TimeoutError(fmt::format("{}: no complete line in time", what));
     pollfd p{fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, kStopCheckMs)));
     if (n < 0 && errno != EINTR) throw SystemError(fmt::format("{}: poll", what), errno);
     if (n <= 0) continue;
     // One byte at a time: the lines are short and nothing after the newline may be taken.
@@ -169,7 +214,7 @@ void write_all(int fd, std::string_view text, const std::string& what) {
 }
 
 Grant request_ranks(const std::string& server, int port, const std::string& token, int count, const std::string& host,
-                    std::chrono::milliseconds timeout) {
+                    std::chrono::milliseconds timeout, const StopCheck& check_stop) {
   const auto deadline = Clock::now() + timeout;
   const std::string where = fmt::format("{}:{}", server, port);
   addrinfo hints{};
@@ -178,39 +223,38 @@ Grant request_ranks(const std::string& server, int port, const std::string& toke
   addrinfo* found = nullptr;
   if (const int rc = ::getaddrinfo(server.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
     throw UsageError(fmt::format("--tcp-server {}: cannot resolve it: {}", server, gai_strerror(rc)));
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, &::freeaddrinfo);
-  Fd s;
-  int last_errno = 0;
+  const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, &::freeaddrinfo);
+  const std::string what = fmt::format("joining through {}", where);
+  std::string last_error = "none";
   for (;;) {
-    for (addrinfo* a = found; a && s.fd < 0; a = a->ai_next) {
-      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-      if (fd < 0) continue;
-      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-        s.fd = fd;
-      } else {
-        last_errno = errno;
-        ::close(fd);
+    if (UniqueFd s = connect_before(found, deadline, check_stop, last_error)) {
+      // Greeted, asked, answered; a connection the server shed before answering is tried again.
+      last_error = "the server closed the connection before it answered";
+      std::optional<std::string> reply;
+      try {
+        if (const auto hello = read_line(s.get(), deadline, what, check_stop)) {
+          const auto nonce = parse_greeting(*hello);
+          if (!nonce) throw Error(fmt::format("{}: the server there is not an ep-elastic join server", what));
+          write_all(s.get(), format_request({count, host, proof(token, *nonce, count, host)}), what);
+          reply = read_line(s.get(), deadline, what, check_stop);
+        }
+      } catch (const SystemError& e) {  // reset by the server: as a close
+        last_error = e.what();
+      }
+      if (reply) {
+        Grant g = parse_reply(*reply, where);
+        if (static_cast<int>(g.ranks.size()) != count)
+          throw Error(fmt::format("{}: asked for {} ranks, got {}", what, count, g.ranks.size()));
+        return g;
       }
     }
-    if (s.fd >= 0) break;
-    if (Clock::now() + std::chrono::milliseconds(200) > deadline)
+    if (Clock::now() + kRetryPause > deadline)
       throw TimeoutError(
           fmt::format("no join server answered at {} within {} ms (last error: {}); is the first launch "
                       "(without --tcp-server) running there with the same --port?",
-                      where, timeout.count(), std::strerror(last_errno)));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                      where, timeout.count(), last_error));
+    pause_before(Clock::now() + kRetryPause, check_stop);
   }
-  const std::string what = fmt::format("joining through {}", where);
-  const auto hello = read_line(s.fd, deadline, what);
-  const auto nonce = hello ? parse_greeting(*hello) : std::nullopt;
-  if (!nonce) throw Error(fmt::format("{}: the server there is not an ep-elastic join server", what));
-  write_all(s.fd, format_request({count, host, proof(token, *nonce, count, host)}), what);
-  const auto reply = read_line(s.fd, deadline, what);
-  if (!reply) throw Error(fmt::format("{}: the server closed the connection without an answer", what));
-  Grant g = parse_reply(*reply, where);
-  if (static_cast<int>(g.ranks.size()) != count)
-    throw Error(fmt::format("{}: asked for {} ranks, got {}", what, count, g.ranks.size()));
-  return g;
 }
 
 }  // namespace hyrun::ep::elastic::join

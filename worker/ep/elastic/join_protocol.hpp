@@ -12,6 +12,7 @@
 // bounded (kMaxLine) and every read has a deadline. A connection that sends nothing (a
 // readiness probe) is closed without a word and assigns nothing.
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,17 +57,24 @@ std::string format_refusal(const std::string& why);
 /// naming what is malformed.
 Grant parse_reply(std::string_view line, const std::string& server);
 
+/// Called at least every 100 ms while a client waits; it throws to end the wait (a stop
+/// signal: the caller knows which and what to say).
+using StopCheck = std::function<void()>;
+
 /// Reads one line (without its newline) of at most kMaxLine bytes before `deadline`.
 /// std::nullopt when the peer closed first; throws TimeoutError past the deadline and
 /// Error for an overlong line.
-std::optional<std::string> read_line(int fd, Clock::time_point deadline, const std::string& what);
+std::optional<std::string> read_line(int fd, Clock::time_point deadline, const std::string& what,
+                                     const StopCheck& check_stop = {});
 /// Writes all of `text` (MSG_NOSIGNAL); throws SystemError.
 void write_all(int fd, std::string_view text, const std::string& what);
 
-/// The client's side: connects to `server`:`port` (retrying a refused connection until the
-/// deadline: the server may still be starting), proves the token and asks for `count`
-/// ranks. Throws Error (refused, with the server's reason) or TimeoutError.
+/// The client's side: connects to `server`:`port`, proves the token and asks for `count`
+/// ranks. A refused connection, or one the server closed before it answered (it may still
+/// be starting, or have shed the connection under a flood), is tried again until the
+/// deadline; nothing blocks past it, whatever the network does. Throws Error (refused, with
+/// the server's reason), TimeoutError, or what `check_stop` throws.
 Grant request_ranks(const std::string& server, int port, const std::string& token, int count, const std::string& host,
-                    std::chrono::milliseconds timeout);
+                    std::chrono::milliseconds timeout, const StopCheck& check_stop = {});
 
 }  // namespace hyrun::ep::elastic::join

@@ -7,82 +7,50 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <vector>
 
 #include "hyrun/common/error.hpp"
 
 namespace hyrun::ep::elastic {
 namespace {
-/// Each connection gets this long for its request: a silent or slow client cannot hold
-/// the server (and the launches behind it) for longer.
-constexpr std::chrono::seconds kRequestDeadline{3};
+
+/// Out of descriptors, with nothing to shed: accept rests this long instead of spinning.
+constexpr std::chrono::milliseconds kAcceptRest{100};
+/// New connections taken per turn of the loop, so that those waiting are read in between.
+constexpr int kAcceptsPerTurn = 64;
+
+std::string address_of(const sockaddr_storage& from) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (from.ss_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&from)->sin_addr, host, sizeof host);
+  else if (from.ss_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&from)->sin6_addr, host, sizeof host);
+  return host;
+}
+
 }  // namespace
-
-RankPool::RankPool(int first_free, int world_size, const std::string& root_host)
-    : next_(first_free), world_size_(world_size) {
-  for (int r = 0; r < first_free; ++r) {
-    where_[r] = {root_host, r};
-    busy_[root_host].insert(r);
-  }
-}
-
-Placement RankPool::take(int count, const std::string& host) {
-  std::lock_guard lock(mutex_);
-  const int available = static_cast<int>(released_.size()) + (world_size_ - next_);
-  if (count > available)
-    throw Error(
-        fmt::format("the plan has {} rank(s) left to give (released: [{}], never given: {} of {}), this launch "
-                    "asks for {}",
-                    available, fmt::join(released_, ", "), world_size_ - next_, world_size_, count));
-  Placement placement;
-  auto& busy = busy_[host];
-  int slot = 0;
-  while (static_cast<int>(placement.ranks.size()) < count) {
-    int rank;
-    if (!released_.empty()) {
-      rank = *released_.begin();
-      released_.erase(released_.begin());
-    } else {
-      rank = next_++;
-    }
-    while (busy.contains(slot)) ++slot;
-    busy.insert(slot);
-    where_[rank] = {host, slot};
-    placement.ranks.push_back(rank);
-    placement.local_ranks.push_back(slot);
-  }
-  return placement;
-}
-
-void RankPool::release(int rank) {
-  std::lock_guard lock(mutex_);
-  released_.insert(rank);
-  if (const auto it = where_.find(rank); it != where_.end()) {
-    busy_[it->second.first].erase(it->second.second);
-    where_.erase(it);
-  }
-}
 
 JoinServer::JoinServer(int port, std::string token, join::Grant grant, std::string root_host, RankPool& pool)
     : token_(std::move(token)), grant_(std::move(grant)), pool_(pool) {
   nodes_[root_host] = 0;
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw SystemError("join server: socket", errno);
+  listen_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listen_) throw SystemError("join server: socket", errno);
   const int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_ANY);
   address.sin_port = htons(static_cast<uint16_t>(port));
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(listen_fd_, 64) != 0) {
-    const int e = errno;
-    ::close(listen_fd_);
-    throw SystemError(fmt::format("join server: listening on TCP port {} (give a free one with --port)", port), e);
-  }
+  // The longest backlog the kernel allows: connections arriving in a burst wait there, not
+  // in the client's SYN retries.
+  if (::bind(listen_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::listen(listen_.get(), SOMAXCONN) != 0)
+    throw SystemError(fmt::format("join server: listening on TCP port {} (give a free one with --port)", port), errno);
   socklen_t length = sizeof address;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
+  ::getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&address), &length);
   port_ = ntohs(address.sin_port);
   thread_ = std::thread([this] { serve(); });
 }
@@ -90,50 +58,138 @@ JoinServer::JoinServer(int port, std::string token, join::Grant grant, std::stri
 JoinServer::~JoinServer() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
-  ::close(listen_fd_);
 }
 
 void JoinServer::serve() {
+  std::vector<pollfd> fds;
   while (!stop_) {
     refusals_.flush();
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    sockaddr_storage from{};
-    socklen_t length = sizeof from;
-    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &length, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (from.ss_family == AF_INET)
-      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&from)->sin_addr, host, sizeof host);
-    try {
-      handle(fd, host);
-    } catch (const std::exception& e) {
-      // Anyone can connect: nothing a client does may end the server or the job.
-      refusals_.warn(fmt::format("join server: a connection from {} failed: {}", host, e.what()));
+    auto now = join::Clock::now();
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->deadline > now) {
+        ++it;
+        continue;
+      }
+      refusals_.warn(fmt::format("join server: closed a connection from {} that sent no request within {} s", it->peer,
+                                 kRequestDeadline.count()));
+      it = drop(it);
     }
-    ::close(fd);
+    fds.assign(1, pollfd{listen_.get(), static_cast<short>(now >= accept_again_ ? POLLIN : 0), 0});
+    for (const auto& w : waiting_) fds.push_back({w.fd.get(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
+    auto fd = fds.begin() + 1;
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++fd) {
+      const bool done = fd->revents != 0 && read_from(*it);
+      it = done ? drop(it) : std::next(it);
+    }
+    if (fds[0].revents & POLLIN) accept_new();
   }
 }
 
-void JoinServer::handle(int fd, const std::string& peer) {
-  const auto deadline = join::Clock::now() + kRequestDeadline;
-  const std::string what = fmt::format("join server: the request from {}", peer);
-  const std::string nonce = join::new_nonce();
-  join::write_all(fd, join::greeting(nonce), what);
-  const auto line = join::read_line(fd, deadline, what);
-  if (!line) {
-    spdlog::debug("join server: {} connected and closed (a readiness probe)", peer);
+void JoinServer::accept_new() {
+  for (int i = 0; i < kAcceptsPerTurn; ++i) {
+    sockaddr_storage from{};
+    socklen_t length = sizeof from;
+    UniqueFd fd(::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&from), &length, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (fd) {
+      admit(std::move(fd), address_of(from));
+      continue;
+    }
+    const int e = errno;
+    if (e == EAGAIN || e == EWOULDBLOCK) return;
+    if (e == EINTR || e == ECONNABORTED) continue;
+    // Out of descriptors or memory: the connection stays in the backlog, and accept would
+    // fail again at once. Make room by shedding a waiting connection, else rest.
+    if ((e == EMFILE || e == ENFILE) && shed("this process is out of file descriptors")) continue;
+    refusals_.warn(
+        fmt::format("join server: accept: {}; accepting again in {} ms", std::strerror(e), kAcceptRest.count()));
+    accept_again_ = join::Clock::now() + kAcceptRest;
     return;
   }
+}
+
+void JoinServer::admit(UniqueFd fd, const std::string& peer) {
+  if (per_peer_[peer] >= kMaxWaitingPerPeer)
+    shed_oldest_of(peer, fmt::format("{} connections from it were waiting", kMaxWaitingPerPeer));
+  else if (waiting_.size() >= kMaxWaiting)
+    shed(fmt::format("{} connections were waiting", kMaxWaiting));
+  Waiting w{std::move(fd), peer, join::new_nonce(), {}, join::Clock::now() + kRequestDeadline};
+  try {
+    join::write_all(w.fd.get(), join::greeting(w.nonce), "join server: the greeting");
+  } catch (const Error& e) {  // a fresh socket's buffer takes the greeting, unless the peer is gone
+    spdlog::debug("join server: {} left before its greeting: {}", peer, e.what());
+    return;
+  }
+  waiting_.push_back(std::move(w));
+  ++per_peer_[peer];
+}
+
+JoinServer::WaitingList::iterator JoinServer::drop(WaitingList::iterator it) {
+  if (const auto p = per_peer_.find(it->peer); p != per_peer_.end() && --p->second == 0) per_peer_.erase(p);
+  return waiting_.erase(it);
+}
+
+void JoinServer::shed_oldest_of(const std::string& peer, const std::string& why) {
+  const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const Waiting& w) { return w.peer == peer; });
+  if (it == waiting_.end()) return;
+  refusals_.warn(fmt::format("join server: closed the oldest waiting connection from {} ({})", peer, why));
+  drop(it);
+}
+
+bool JoinServer::shed(const std::string& why) {
+  if (waiting_.empty()) return false;
+  const auto most = std::max_element(per_peer_.begin(), per_peer_.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  shed_oldest_of(most->first, why);
+  return true;
+}
+
+bool JoinServer::read_from(Waiting& w) {
+  char buffer[1024];
+  for (;;) {
+    const ssize_t got = ::recv(w.fd.get(), buffer, sizeof buffer, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    if (got < 0) {
+      refusals_.warn(fmt::format("join server: a connection from {} failed: {}", w.peer, std::strerror(errno)));
+      return true;
+    }
+    if (got == 0) {
+      if (w.line.empty())
+        spdlog::debug("join server: {} connected and closed (a readiness probe)", w.peer);
+      else
+        refusals_.warn(fmt::format("join server: a connection from {} closed in the middle of its request", w.peer));
+      return true;
+    }
+    const std::string_view part(buffer, static_cast<std::size_t>(got));
+    const auto newline = part.find('\n');
+    w.line.append(part.substr(0, newline));
+    if (w.line.size() > join::kMaxLine) {
+      refusals_.warn(
+          fmt::format("join server: a connection from {} sent a line longer than {} bytes", w.peer, join::kMaxLine));
+      return true;
+    }
+    if (newline != std::string_view::npos) {
+      answer(w);
+      return true;
+    }
+  }
+}
+
+void JoinServer::answer(Waiting& w) {
+  const std::string what = fmt::format("join server: the answer to {}", w.peer);
   const auto refuse = [&](const std::string& why) {
-    refusals_.warn(fmt::format("join server: refused a join from {}: {}", peer, why));
-    join::write_all(fd, join::format_refusal(why), what);
+    refusals_.warn(fmt::format("join server: refused a join from {}: {}", w.peer, why));
+    try {
+      join::write_all(w.fd.get(), join::format_refusal(why), what);
+    } catch (const Error&) {  // the peer is gone: nothing else to tell it
+    }
   };
-  const auto request = join::parse_request(*line);
+  const auto request = join::parse_request(w.line);
   // Never the line itself: anyone can send it, and text such as CloudAI's failure patterns
   // or terminal escapes would land in the job's log (and go back out as a reflection).
-  if (!request) return refuse(fmt::format("a line of {} bytes that is not the join protocol", line->size()));
-  if (!join::proves(*request, token_, nonce))
+  if (!request) return refuse(fmt::format("a line of {} bytes that is not the join protocol", w.line.size()));
+  if (!join::proves(*request, token_, w.nonce))
     return refuse("its proof does not match this job's token (a launch of another job, or a wrong token file)");
   Placement placement;
   try {
@@ -141,19 +197,21 @@ void JoinServer::handle(int fd, const std::string& peer) {
   } catch (const Error& e) {
     return refuse(e.what());
   }
-  const auto& ranks = placement.ranks;
   join::Grant grant = grant_;
-  grant.ranks = ranks;
+  grant.ranks = placement.ranks;
   grant.local_ranks = placement.local_ranks;
   const auto [it, added] = nodes_.emplace(request->host, static_cast<int>(nodes_.size()));
   grant.node_rank = it->second;
-  spdlog::info("join server: host {} ({}) joins with rank(s) {}", request->host, peer, fmt::join(ranks, ", "));
   try {
-    join::write_all(fd, join::format_grant(grant), what);
-  } catch (const Error&) {
-    for (int r : ranks) pool_.release(r);  // nobody will run them
-    throw;
+    // A grant fits a fresh socket's buffer; one that does not go out whole goes to nobody.
+    join::write_all(w.fd.get(), join::format_grant(grant), what);
+  } catch (const Error& e) {
+    for (int r : grant.ranks) pool_.release(r);  // nobody will run them
+    spdlog::warn("join server: host {} ({}) was given rank(s) {}, but the answer failed ({}); they are free again",
+                 request->host, w.peer, fmt::join(grant.ranks, ", "), e.what());
+    return;
   }
+  spdlog::info("join server: host {} ({}) joins with rank(s) {}", request->host, w.peer, fmt::join(grant.ranks, ", "));
 }
 
 }  // namespace hyrun::ep::elastic

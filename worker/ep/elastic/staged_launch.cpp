@@ -13,6 +13,7 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
+#include "hyrun/launcher/wait_status.hpp"
 #include "join_protocol.hpp"
 #include "token_file.hpp"
 
@@ -95,8 +96,16 @@ int run_first_launch(StagedLaunchOptions o, SignalEvents& signals) {
 
 int run_joining_launch(StagedLaunchOptions o, SignalEvents& signals) {
   const std::string host = host_name();
+  // Nothing is started yet: a stop signal ends the wait for the join server at once.
+  const auto check_stop = [&] {
+    if (const auto sig = signals.pending_stop())
+      throw Error(fmt::format("received {} while waiting for the join server at {}:{}; nothing was started",
+                              signal_name(*sig), o.tcp_server, o.port),
+                  128 + *sig);
+  };
+  spdlog::info("asking the join server at {}:{} for {} rank(s)", o.tcp_server, o.port, o.num_processes);
   const join::Grant grant = join::request_ranks(o.tcp_server, o.port, o.token, o.num_processes, host,
-                                                std::chrono::milliseconds(o.timeout_ms));
+                                                std::chrono::milliseconds(o.timeout_ms), check_stop);
   if (grant.world_size != o.world_size)
     throw UsageError(
         fmt::format("the job at {} runs a plan of {} ranks, --plan here has {}: give every launch the same "
