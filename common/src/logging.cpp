@@ -16,7 +16,9 @@ void init_logging(const std::string& component, const std::string& level) {
   if (parsed == spdlog::level::off && level != "off")
     throw UsageError("log level '" + level + "' is unknown; use trace, debug, info, warn, error, critical or off");
   // Not registered by name, so that calling this again (tests, re-initialisation) is harmless.
-  auto logger = std::make_shared<spdlog::logger>(component, std::make_shared<spdlog::sinks::stderr_sink_st>());
+  // The thread-safe sink: the node link's heartbeat thread and ep-bench's join server log
+  // beside the main thread.
+  auto logger = std::make_shared<spdlog::logger>(component, std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern(component + ": %^%l%$: %v");
   logger->set_level(parsed);
   logger->flush_on(spdlog::level::trace);
