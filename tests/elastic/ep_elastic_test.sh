@@ -117,6 +117,34 @@ pairs = set(re.findall(r"global_rank=(\d+), local_rank=(\d+) ->", open(sys.argv[
 assert pairs and all(g == l for g, l in pairs), sorted(pairs)
 PY
   ;;
+staged-other-host)  # a later launch from another host (a UTS namespace: another host name, so another node)
+  # Its ranks and the first launch's must agree on how their endpoints handle errors (UCX
+  # refuses a pair that does not: "asymmetric endpoint configuration"), and a death of one
+  # of its ranks reaches the first launch's ranks through the transport, not their timeout.
+  command -v unshare >/dev/null && unshare --uts true 2>/dev/null || { echo "SKIP: no UTS namespaces here"; exit 77; }
+  plan=$WORK/plan.json; echo '[[0,1],[0,1,2,3],[0,1,-2,3],[0,3]]' >"$plan"
+  : >"$log"
+  timeout -k 5 120 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "${small[@]}" >>"$log" 2>&1 &
+  root=$!
+  wait_port || fail "no join server"
+  wait_end_phase 0 || fail "no end of phase 0"
+  timeout -k 5 120 unshare --uts sh -c 'hostname launch-b && exec "$@"' sh python3 "$ELASTIC_PY" --plan "$plan" \
+    --num-processes 2 --tcp-server 127.0.0.1 --port "$port" "${small[@]}" >>"$log" 2>&1; later_rc=$?
+  wait "$root"; RC=$?
+  [ "$later_rc" = 0 ] && pass "the later launch succeeded" || fail "the later launch exited $later_rc"
+  OUT=$log; ERR=$log
+  expect_rc 0
+  ! grep -q "asymmetric endpoint configuration" "$log" && pass "no endpoint mismatch" || fail "UCX: asymmetric endpoint configuration"
+  grep -q "host launch-b (127.0.0.1) joins with rank(s) 2, 3" "$log" || grep -q "launch-b" "$log" \
+    && pass "the later launch ran as host launch-b" || fail "no sign of host launch-b"
+  verdict "$plan" && pass "CloudAI's verdict: successful" || { fail "CloudAI's verdict"; show_output; }
+  python3 - "$log" <<'PY' && pass "every survivor detected rank 2's death without waiting for its timeout" || fail "a death waited for --timeout-ms"
+import re, sys
+times = [float(t) for t in re.findall(r"detected failed ranks \[2\] in ([0-9.]+) ms", open(sys.argv[1]).read())]
+print("detection times (ms):", times)
+assert len(times) == 3 and all(t < 10000 for t in times), times
+PY
+  ;;
 wrong-token)  # a launch with another token is refused and logged; the run ends naming the missing ranks
   plan=$WORK/plan.json; echo '[[0,1],[0,1,2,3]]' >"$plan"
   timeout -k 5 60 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "${small[@]}" --timeout-ms 3000 >"$log" 2>&1 &

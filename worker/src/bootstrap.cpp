@@ -134,7 +134,7 @@ std::vector<World::Rejoin> admit_rejoins(Communicator& comm, JoinAdmission& admi
     const auto sealed = comm.seal(t, comm.id_of(joined), encode_table(comm.table()));
     const auto what = fmt::format("the address table for restarted rank {}", joined);
     comm.wait(comm.start_send(joined, comm.endpoint_to(joined), t, sealed, what), what, joined);
-    admitted.push_back({joined, comm.table()[joined].address});
+    admitted.push_back({joined, comm.table()[joined].address, comm.table()[joined].node});
   }
   return admitted;
 }

@@ -94,10 +94,10 @@ std::vector<World::Rejoin> World::accept_rejoins() {
   return bootstrap::admit_rejoins(impl_->comm, impl_->admission);
 }
 
-void World::replace_peer(int peer, std::span<const std::byte> address) {
+void World::replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node) {
   if (peer < 0 || peer >= size() || peer == rank())
     throw Error(fmt::format("replace_peer: {} is not another rank of the world of {}", peer, size()));
-  impl_->comm.replace_peer(peer, address);
+  impl_->comm.replace_peer(peer, address, node);
 }
 
 std::vector<int> World::failed_peers() const {

@@ -39,8 +39,13 @@ Coordinator::Coordinator(World& world, const BenchOptions& options, const std::v
 Coordinator::~Coordinator() = default;
 
 int Coordinator::run() {
-  ranks_[0] = {world_.incarnation(), to_hex(world_.own_address()), to_hex(loop_.buffer().local_descriptor()), true,
-               node_name(),          world_.local_rank()};
+  ranks_[0] = {world_.incarnation(),
+               to_hex(world_.own_address()),
+               world_.node_rank(),
+               to_hex(loop_.buffer().local_descriptor()),
+               true,
+               node_name(),
+               world_.local_rank()};
   for (int r = 1; r < world_.size(); ++r) {
     if (!schedule_.used(r) || !schedule_.started_at_launch(r)) {
       ranks_[r].alive = false;
@@ -124,7 +129,7 @@ void Coordinator::admit_new_processes(const GlobalPhase& g, std::size_t gi) {
   const auto deadline = Clock::now() + limit;
   while (!waiting.empty()) {
     // A launch may start a rank before its phase: its join is kept until then.
-    for (auto& rejoin : world_.accept_rejoins()) early_[rejoin.rank] = std::move(rejoin.address);
+    for (auto& rejoin : world_.accept_rejoins()) early_[rejoin.rank] = std::move(rejoin);
     for (auto it = waiting.begin(); it != waiting.end();) {
       const auto found = early_.find(*it);
       if (found == early_.end()) {
@@ -134,7 +139,8 @@ void Coordinator::admit_new_processes(const GlobalPhase& g, std::size_t gi) {
       const msg::Register reg = expect<msg::Register>(world_, *it);
       auto& m = ranks_[*it];
       m.incarnation = ++admissions_[*it];  // peers attach a process once per admission
-      m.address = to_hex(found->second);
+      m.address = to_hex(found->second.address);
+      m.world_node = found->second.node;
       m.descriptor = reg.descriptor;
       m.alive = true;
       early_.erase(found);
@@ -167,7 +173,8 @@ void Coordinator::run_phase(const GlobalPhase& g, std::size_t gi, Clock::time_po
   const int phase = static_cast<int>(g.phase);
   msg::Phase announcement{gi, {}};
   for (int r : ranks_where(g.active))
-    announcement.peers.push_back({r, ranks_[r].incarnation, ranks_[r].address, ranks_[r].descriptor});
+    announcement.peers.push_back(
+        {r, ranks_[r].incarnation, ranks_[r].address, ranks_[r].world_node, ranks_[r].descriptor});
   std::vector<int> leaving;  // told to leave: they wait for Free
   for (int r = 1; r < world_.size(); ++r) {
     if (!(g.active[r] || g.departs[r]) || !ranks_[r].alive) continue;

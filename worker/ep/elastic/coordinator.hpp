@@ -42,6 +42,7 @@ class Coordinator {
   struct RankRecord {
     int incarnation = 0;     // admissions so far
     std::string address;     // hex World address of a restarted process
+    int world_node = 0;      // its World node (its launch's): peers' endpoints depend on it
     std::string descriptor;  // hex region descriptor
     bool alive = true;
     std::string node;  // from the rank's last result
@@ -73,8 +74,8 @@ class Coordinator {
   std::vector<char> requested_;  // started on request
   std::vector<char> released_;   // given back to the pool
   std::vector<int> admissions_;
-  std::map<int, std::vector<std::byte>> early_;  // admitted by the World, not yet by a phase
-  std::vector<std::string> invalid_;             // failed --validate checks
+  std::map<int, World::Rejoin> early_;  // admitted by the World, not yet by a phase
+  std::vector<std::string> invalid_;    // failed --validate checks
 };
 
 }  // namespace hyrun::ep::elastic

@@ -120,8 +120,11 @@ void from_json(const json& j, Register& m) {
 void to_json(json& j, const Phase& m) {
   json peers = json::array();
   for (const auto& p : m.peers)
-    peers.push_back(
-        {{"rank", p.rank}, {"incarnation", p.incarnation}, {"address", p.address}, {"descriptor", p.descriptor}});
+    peers.push_back({{"rank", p.rank},
+                     {"incarnation", p.incarnation},
+                     {"address", p.address},
+                     {"world_node", p.world_node},
+                     {"descriptor", p.descriptor}});
   j = {{"global_phase", m.global_phase}, {"peers", std::move(peers)}};
 }
 
@@ -130,7 +133,8 @@ void from_json(const json& j, Phase& m) {
   m.global_phase = f.unsigned_integer("global_phase");
   m.peers.clear();
   for (const Fields& p : f.objects("peers"))
-    m.peers.push_back({p.rank("rank"), p.integer("incarnation"), p.string("address"), p.string("descriptor")});
+    m.peers.push_back({p.rank("rank"), p.integer("incarnation"), p.string("address"), p.integer("world_node"),
+                       p.string("descriptor")});
 }
 
 void to_json(json& j, const Failed& m) {

@@ -48,6 +48,7 @@ struct Peer {
   int rank = 0;
   int incarnation = 0;     ///< admissions of the rank so far: a peer attaches each once
   std::string address;     ///< hex World address of a restarted process; empty for a first one
+  int world_node = 0;      ///< that process's World node (its launch's), for World::replace_peer
   std::string descriptor;  ///< hex region descriptor
 };
 

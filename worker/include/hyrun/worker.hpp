@@ -126,14 +126,17 @@ class World {
   struct Rejoin {
     int rank;
     std::vector<std::byte> address;
+    int node;  ///< the node it joined from (HYRUN_NODE_RANK of its launch)
   };
   /// Rank 0 only, non-blocking: admits every restarted rank whose join has arrived
   /// (token checked), replaces its endpoint, sends it the current address table, and
-  /// returns who rejoined with their new addresses (to pass on to the other ranks).
+  /// returns who rejoined with their new addresses and nodes (to pass on to the other ranks).
   std::vector<Rejoin> accept_rejoins();
   /// `peer`'s process was replaced: force-closes the old endpoint and connects to
-  /// `address`; clears the peer's failed mark.
-  void replace_peer(int peer, std::span<const std::byte> address);
+  /// `address`; clears the peer's failed mark. `node`: the new process's node, when it may
+  /// differ from the old one's (a rank brought by another launch). Both ends of a pair must
+  /// agree on it: it decides whether their endpoints use UCX's peer error handling.
+  void replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node = std::nullopt);
   /// Ranks whose endpoint reported a failure or that hyrun reported dead (only with
   /// peer_error_handling), ascending.
   std::vector<int> failed_peers() const;
