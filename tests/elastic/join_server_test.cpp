@@ -311,21 +311,29 @@ TEST(JoinClient, NamesTheServerThatNeverAnswers) {
   EXPECT_THROW(join::request_ranks("127.0.0.1", port, "t", 1, "h", 500ms), TimeoutError);
 }
 
-/// A listening port that never accepts, its backlog filled: the kernel drops further
-/// handshakes, and a blocking connect() would retry them for about two minutes.
-struct FullBacklog {
-  UniqueFd listener{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-  std::vector<UniqueFd> fillers;
+/// A loopback port that listens and never accepts: connections wait in its backlog.
+struct Listener {
+  UniqueFd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
   int port = 0;
-  FullBacklog() {
+  explicit Listener(int backlog) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(listener.get(), 0), 0);
+    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd.get(), backlog), 0);
     socklen_t length = sizeof a;
-    ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &length);
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &length);
     port = ntohs(a.sin_port);
+  }
+};
+
+/// A listening port whose backlog is full: the kernel drops further handshakes, and a
+/// blocking connect() would retry them for about two minutes.
+struct FullBacklog {
+  Listener listener{0};
+  int port = listener.port;
+  std::vector<UniqueFd> fillers;
+  FullBacklog() {
     for (int i = 0; i < 4; ++i) fillers.push_back(open_idle(port));
   }
 };
@@ -371,15 +379,8 @@ TEST(JoinClient, AStopSignalEndsEveryWait) {
     JoinServer gone(0, "t", join::Grant{{}, {}, 2, 1, 0, "00"}, "h", pool);
     nothing = gone.port();
   }
-  UniqueFd mute(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));  // accepts (backlog), never greets
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(mute.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(mute.get(), 16), 0);
-  socklen_t length = sizeof a;
-  ::getsockname(mute.get(), reinterpret_cast<sockaddr*>(&a), &length);
-  for (const int port : {nothing, full.port, static_cast<int>(ntohs(a.sin_port))}) {
+  const Listener mute(16);  // takes connections into its backlog, never greets
+  for (const int port : {nothing, full.port, mute.port}) {
     const auto asked = join::Clock::now() + 300ms;
     const auto outcome = outcome_within(
         [port, asked] {

@@ -127,29 +127,9 @@ void HostBackend::dispatch(const uint16_t* x, const int64_t* topk_idx, int num_t
 void HostBackend::send_dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
                                 Format f, const DispatchOutput* local) {
   const Shape& s = shape_;
-  if (num_tokens < 0 || num_tokens > s.max_tokens)
-    throw UsageError(fmt::format("EP dispatch: num_tokens={} outside [0, max_tokens={}]", num_tokens, s.max_tokens));
-  if (routing.num_ranks < 1 || routing.num_ranks > s.max_ranks || routing.num_ranks > transport_.num_ranks())
-    throw UsageError(fmt::format("EP dispatch: routing.num_ranks={} outside [1, min(max_ranks={}, transport ranks={})]",
-                                 routing.num_ranks, s.max_ranks, transport_.num_ranks()));
-  if (!routing.active.empty() && static_cast<int>(routing.active.size()) != routing.num_ranks)
-    throw UsageError(fmt::format("EP dispatch: routing.active has {} entries, num_ranks is {}", routing.active.size(),
-                                 routing.num_ranks));
   const int me = transport_.rank();
-  if (!routing.is_active(me)) throw UsageError(fmt::format("EP dispatch: rank {} is not active in the routing", me));
-
-  const int K0 = s.topk;
-  for (int i = 0; i < num_tokens; ++i)
-    for (int k = 0; k < K0; ++k) {
-      const int64_t g = topk_idx[static_cast<std::size_t>(i) * K0 + k];
-      if (g < 0) continue;
-      for (int k2 = 0; k2 < k; ++k2)
-        if (topk_idx[static_cast<std::size_t>(i) * K0 + k2] == g)
-          throw UsageError(
-              fmt::format("EP dispatch: token {} selects expert {} twice (top-k {} and {}); a token's "
-                          "experts must be distinct",
-                          i, g, k2, k));
-    }
+  check_dispatch_call(s, num_tokens, routing, me, transport_.num_ranks(), "transport ranks");
+  check_distinct_experts({topk_idx, static_cast<std::size_t>(num_tokens) * static_cast<std::size_t>(s.topk)}, s.topk);
 
   ++epoch_;
   routing_ = routing;
@@ -359,8 +339,7 @@ void HostBackend::send_combine(const uint16_t* expert_out, const DispatchOutput&
 void HostBackend::receive_combine(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out,
                                   const uint16_t* const* local_rows) {
   const Shape& s = shape_;
-  if (num_tokens < 0 || num_tokens > s.max_tokens)
-    throw UsageError(fmt::format("EP combine: num_tokens={} outside [0, max_tokens={}]", num_tokens, s.max_tokens));
+  check_combine_call(s, num_tokens);
   const auto active = active_ranks();
   const auto missing = transport_.wait_signals(active, layout_.combine_signals, epoch_, Clock::now() + timeout_);
   if (!missing.empty()) throw_missing("combine", missing);

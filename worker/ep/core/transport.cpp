@@ -9,8 +9,6 @@
 
 namespace hyrun::ep {
 
-std::string format_ranks(const std::vector<int>& ranks) { return fmt::format("{}", fmt::join(ranks, ", ")); }
-
 class InProcessFabric::RankTransport final : public Transport {
  public:
   RankTransport(InProcessFabric& f, int rank) : fabric_(f), rank_(rank) {}

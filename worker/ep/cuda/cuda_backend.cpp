@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cuda_kernels.hpp"
+#include "hyrun/common/error.hpp"
 
 namespace hyrun::ep::cuda {
 
@@ -270,15 +271,9 @@ void CudaBackend::upload_active(const Routing& routing) {
 void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
                                 Format f) {
   const Shape& s = shape_;
-  if (num_tokens < 0 || num_tokens > s.max_tokens)
-    throw UsageError(fmt::format("EP dispatch: num_tokens={} outside [0, max_tokens={}]", num_tokens, s.max_tokens));
-  if (routing.num_ranks < 1 || routing.num_ranks > num_peers_)
-    throw UsageError(
-        fmt::format("EP dispatch: routing.num_ranks={} outside [1, peer regions={}]", routing.num_ranks, num_peers_));
-  if (!routing.active.empty() && static_cast<int>(routing.active.size()) != routing.num_ranks)
-    throw UsageError(fmt::format("EP dispatch: routing.active has {} entries, num_ranks is {}", routing.active.size(),
-                                 routing.num_ranks));
-  if (!routing.is_active(rank_)) throw UsageError(fmt::format("EP dispatch: rank {} is not active", rank_));
+  // topk_idx is device memory: the distinct-experts check of the host backend would need a
+  // copy and a sync per call (docs/ep.md, "Argument checks").
+  check_dispatch_call(s, num_tokens, routing, rank_, num_peers_, "peer regions");
   for (int r = 0; r < routing.num_ranks; ++r)
     if (routing.is_active(r) && peer_regions_[static_cast<std::size_t>(r)] == nullptr && !host_mask_[r])
       throw UsageError(fmt::format("EP dispatch: rank {} is active but has no region (set_peer_region)", r));
@@ -328,9 +323,7 @@ void CudaBackend::combine_send(const uint16_t* expert_out, const DispatchOutput&
 }
 
 void CudaBackend::combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out) {
-  if (num_tokens < 0 || num_tokens > shape_.max_tokens)
-    throw UsageError(
-        fmt::format("EP combine: num_tokens={} outside [0, max_tokens={}]", num_tokens, shape_.max_tokens));
+  check_combine_call(shape_, num_tokens);
   const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
   const detail::PeerState ps{d_live_,
                              d_active_,

@@ -26,34 +26,11 @@
 #include <vector>
 
 #include "hyrun/common/error.hpp"
+#include "hyrun/ep/ep_call.hpp"
 
 namespace hyrun::ep {
 
 using Clock = std::chrono::steady_clock;
-
-/// A wait for peers' completion signals reached its deadline. ranks(): the silent ones.
-class PeerTimeoutError : public TimeoutError {
- public:
-  PeerTimeoutError(const std::string& message, std::vector<int> ranks)
-      : TimeoutError(message), ranks_(std::move(ranks)) {}
-  const std::vector<int>& ranks() const noexcept { return ranks_; }
-
- private:
-  std::vector<int> ranks_;
-};
-
-/// A put or flush to a peer failed (e.g. the peer died). ranks(): the failed peers.
-class PeerFailureError : public Error {
- public:
-  PeerFailureError(const std::string& message, std::vector<int> ranks) : Error(message), ranks_(std::move(ranks)) {}
-  const std::vector<int>& ranks() const noexcept { return ranks_; }
-
- private:
-  std::vector<int> ranks_;
-};
-
-/// "1, 3, 6"
-std::string format_ranks(const std::vector<int>& ranks);
 
 class Transport {
  public:

@@ -1,7 +1,7 @@
 #pragma once
 // CUDA backend of the low-latency EP dispatch/combine (library hyrun_ep_cuda, built
 // only when HYRUN_WITH_CUDA). Same semantics, region layout and message format as the
-// host backend (host_backend.hpp); the kernels call the shared per-token functions of
+// host backend (ep_call.hpp); the kernels call the shared per-token functions of
 // per_token.hpp, so for identical inputs every output is bit-identical to the host
 // backend's (ep-cuda-selftest checks that). Nothing of it has run on a GPU yet.
 //
@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "hyrun/ep/host_backend.hpp"
+#include "hyrun/ep/ep_call.hpp"
 #include "hyrun/ep/layout.hpp"
 
 struct CUstream_st;
