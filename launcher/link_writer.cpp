@@ -34,12 +34,13 @@ LinkWriter::~LinkWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void LinkWriter::add(int task, int fd, bool connecting) {
+void LinkWriter::add(int task, int fd, bool connecting, LinkSeal seal) {
   std::lock_guard lock(mutex_);
   Out& out = peers_[task];
   out.fd = fd;
   out.connecting = connecting;
   out.beats = true;
+  out.seal = std::move(seal);
 }
 
 void LinkWriter::connected(int task) {
@@ -55,13 +56,25 @@ void LinkWriter::remove(int task) {
   peers_.erase(task);
 }
 
-void LinkWriter::send(int task, std::string_view line) {
+void LinkWriter::send(int task, std::string_view body) {
   std::lock_guard lock(mutex_);
   auto it = peers_.find(task);
   if (it == peers_.end() || it->second.pending.size() > kMaxPending) return;
-  it->second.pending.append(line);
-  it->second.pending += '\n';
+  queue_locked(it->second, it->second.seal->seal(body));
   flush_locked(it->second);
+}
+
+void LinkWriter::send_hello(int task, std::string_view line) {
+  std::lock_guard lock(mutex_);
+  auto it = peers_.find(task);
+  if (it == peers_.end()) return;
+  queue_locked(it->second, line);
+  flush_locked(it->second);
+}
+
+void LinkWriter::queue_locked(Out& out, std::string_view line) {
+  out.pending.append(line);
+  out.pending += '\n';
 }
 
 void LinkWriter::flush(int task) {
@@ -107,7 +120,7 @@ void LinkWriter::run(std::chrono::milliseconds heartbeat) {
     for (auto& [task, out] : peers_) {
       if (out.connecting) check_connected_locked(out);
       if (out.connecting || !out.beats) continue;
-      if (out.pending.size() <= kMaxPending) out.pending += "alive\n";
+      if (out.pending.size() <= kMaxPending) queue_locked(out, out.seal->seal("alive"));
       flush_locked(out);
     }
   }

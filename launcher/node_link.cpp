@@ -4,8 +4,6 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,18 +19,8 @@
 namespace hyrun {
 namespace {
 
-constexpr std::size_t kMaxLine = 256;  // every message is a short line; more is not a hyrun
-
-// What a node sends to prove that it holds the job token: HMAC-SHA256(token, "hyrun-link v1 <task>").
-std::string proof_of(const std::string& token, int task) {
-  const std::string message = fmt::format("{} {}", kLinkHello, task);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (!HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-            reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &length))
-    throw Error("HMAC-SHA256 of the node link's hello failed");
-  return to_hex({reinterpret_cast<const std::byte*>(digest), length});
-}
+// Every message is a short line (a sealed "lost" about 300 bytes at most); more is not a hyrun.
+constexpr std::size_t kMaxLine = 512;
 
 // Constant time, so that a wrong proof tells nothing of the right one.
 bool same(const std::string& a, const std::string& b) {
@@ -119,8 +107,13 @@ NodeLink NodeLink::connect(const std::string& address, int port, int self, std::
       throw SystemError(fmt::format("connect to the root's hyrun at {}:{} (the node link)", address, port), errno);
     root.connecting = true;
   }
-  link.writer_->add(root.task, root.fd.get(), root.connecting);
-  link.send(root, fmt::format("{} {} {}", kLinkHello, self, proof_of(link.token_, self)));
+  // A fresh nonce per connection: the session's key derives from it (link_seal.hpp).
+  const std::string nonce = new_link_nonce();
+  link.writer_->add(root.task, root.fd.get(), root.connecting,
+                    LinkSeal(link.token_, self, nonce, LinkSeal::Direction::kToRoot));
+  link.writer_->send_hello(
+      root.task, fmt::format("{} {} {} {}", kLinkHello, self, nonce, link_hello_proof(link.token_, self, nonce)));
+  root.seal.emplace(link.token_, self, nonce, LinkSeal::Direction::kFromRoot);
   link.peers_.push_back(std::move(root));
   return link;
 }
@@ -237,7 +230,7 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     const auto hello = parse_link_hello(line);
     const int task = hello ? hello->task : -1;
     if (!hello || task >= static_cast<int>(peers_.size()) || task == self_ ||
-        !same(hello->proof, proof_of(token_, task))) {
+        !same(hello->proof, link_hello_proof(token_, task, hello->nonce))) {
       refusals_.warn("node link: a connection that is not a hyrun of this job was refused");
       return close_quietly(peer);
     }
@@ -248,7 +241,8 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     }
     slot.fd = std::move(peer.fd);
     slot.heard = Clock::now();
-    writer_->add(task, slot.fd.get(), false);
+    slot.seal.emplace(token_, task, hello->nonce, LinkSeal::Direction::kToRoot);
+    writer_->add(task, slot.fd.get(), false, LinkSeal(token_, task, hello->nonce, LinkSeal::Direction::kFromRoot));
     slot.in = std::move(peer.in);
     peer.gone = true;
     spdlog::debug("node link: the hyrun of task {} on {} connected", task, slot.host);
@@ -260,19 +254,25 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     }
     return;
   }
-  if (line == "alive") return;
-  if (line == "bye") {
+  // After the hello, only sealed lines: one made up, changed or replayed by someone who can
+  // write into the connection is the end of the link, as a cut would be.
+  const auto opened = peer.seal->open(line);
+  if (!opened)
+    return lose(peer, "it sent a line that fails the node link's authentication (made up, changed or replayed)");
+  const std::string& body = *opened;
+  if (body == "alive") return;
+  if (body == "bye") {
     peer.said_bye = true;
     writer_->stop_heartbeats(peer.task);  // one that left reads no more
     return;
   }
   // "lost <task> <host> <why>": from the root, a node it lost and the job goes on without.
   if (!root_)
-    if (const auto lost = parse_link_loss(line); lost && lost->task > 0 && lost->task != self_) {
+    if (const auto lost = parse_link_loss(body); lost && lost->task > 0 && lost->task != self_) {
       report(Loss{lost->task, lost->host, lost->why, true});
       return;
     }
-  lose(peer, fmt::format("it sent '{:.40}', which is not the node link's protocol", line));
+  lose(peer, fmt::format("it sent '{:.40}', which is not the node link's protocol", body));
 }
 
 void NodeLink::send(Peer& peer, const std::string& line) { writer_->send(peer.task, line); }

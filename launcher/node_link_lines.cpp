@@ -31,10 +31,12 @@ std::optional<LinkHello> parse_link_hello(std::string_view line) {
   if (!line.starts_with(kLinkHello) || line.substr(kLinkHello.size(), 1) != " ") return std::nullopt;
   std::string_view rest = line.substr(kLinkHello.size() + 1);
   const auto task = parse_task(take_word(rest));
+  const std::string_view nonce = take_word(rest);
   const std::string_view proof = rest;
-  if (!task || proof.empty() || proof.size() > kMaxWord || proof.find(' ') != std::string_view::npos)
+  const bool hex_nonce = nonce.size() == 32 && nonce.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+  if (!task || !hex_nonce || proof.empty() || proof.size() > kMaxWord || proof.find(' ') != std::string_view::npos)
     return std::nullopt;
-  return LinkHello{*task, std::string(proof)};
+  return LinkHello{*task, std::string(nonce), std::string(proof)};
 }
 
 std::optional<LinkLoss> parse_link_loss(std::string_view line) {

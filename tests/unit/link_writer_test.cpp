@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "hyrun/launcher/unique_fd.hpp"
 
@@ -46,14 +47,32 @@ std::string read_for(int fd, std::chrono::milliseconds limit) {
   return all;
 }
 
+// Both ends of one direction of a link (link_seal.hpp): the writer seals, the test opens.
+LinkSeal sealer() { return LinkSeal("token", 1, "00112233445566778899aabbccddeeff", LinkSeal::Direction::kToRoot); }
+
+// The bodies of the sealed lines in `got`, in order; a line that does not open fails the test.
+std::vector<std::string> bodies(const std::string& got) {
+  LinkSeal opener = sealer();
+  std::vector<std::string> out;
+  std::istringstream lines(got);
+  for (std::string line; std::getline(lines, line);) {
+    const auto body = opener.open(line);
+    if (!body) {
+      ADD_FAILURE() << "a line that is not the next sealed one: " << line;
+      break;
+    }
+    out.push_back(*body);
+  }
+  return out;
+}
+
 TEST(LinkWriter, HeartbeatsFlowWithoutTheMainLoop) {
   SocketPair pair;
   LinkWriter writer(std::chrono::milliseconds(10));
-  writer.add(3, pair.ours.get(), false);
+  writer.add(3, pair.ours.get(), false, sealer());
   const std::string got = read_for(pair.theirs.get(), std::chrono::milliseconds(300));
-  std::istringstream lines(got);
   int beats = 0;
-  for (std::string line; std::getline(lines, line);) {
+  for (const auto& line : bodies(got)) {
     EXPECT_EQ(line, "alive");
     ++beats;
   }
@@ -71,7 +90,7 @@ TEST(LinkWriter, LinesStayWholeWhileHeartbeatsInterleave) {
   std::vector<std::string> sent;
   {
     LinkWriter writer(std::chrono::milliseconds(1));
-    writer.add(1, pair.ours.get(), false);
+    writer.add(1, pair.ours.get(), false, sealer());
     for (int i = 0; i < 300; ++i) {
       std::string line = "line " + std::to_string(i) + " ";
       line.append(random() % 200, static_cast<char>('a' + random() % 26));
@@ -86,9 +105,8 @@ TEST(LinkWriter, LinesStayWholeWhileHeartbeatsInterleave) {
     }
   }
   reader.join();
-  std::istringstream lines(received);
   std::size_t next = 0;
-  for (std::string line; std::getline(lines, line);) {
+  for (const auto& line : bodies(received)) {
     if (line == "alive") continue;
     ASSERT_LT(next, sent.size()) << "an extra line: " << line;
     ASSERT_EQ(line, sent[next]) << "line " << next << " was cut or mixed";
@@ -100,22 +118,22 @@ TEST(LinkWriter, LinesStayWholeWhileHeartbeatsInterleave) {
 TEST(LinkWriter, NothingIsWrittenToARemovedOrByePeer) {
   SocketPair a, b;
   LinkWriter writer(std::chrono::milliseconds(5));
-  writer.add(1, a.ours.get(), false);
-  writer.add(2, b.ours.get(), false);
+  writer.add(1, a.ours.get(), false, sealer());
+  writer.add(2, b.ours.get(), false, sealer());
   writer.stop_heartbeats(1);
   writer.remove(2);
   writer.send(2, "never");
   EXPECT_EQ(read_for(a.theirs.get(), std::chrono::milliseconds(100)), "");
   EXPECT_EQ(read_for(b.theirs.get(), std::chrono::milliseconds(100)), "");
   writer.send(1, "bye");  // lines still go to a peer without heartbeats
-  EXPECT_EQ(read_for(a.theirs.get(), std::chrono::milliseconds(100)), "bye\n");
+  EXPECT_EQ(bodies(read_for(a.theirs.get(), std::chrono::milliseconds(100))), std::vector<std::string>{"bye"});
 }
 
 TEST(LinkWriter, AConnectingPeerGetsItsQueuedLinesOnceConnected) {
   SocketPair pair;
   LinkWriter writer(std::chrono::seconds(10));  // no heartbeat during the test
-  writer.add(0, pair.ours.get(), true);
-  writer.send(0, "hello");
+  writer.add(0, pair.ours.get(), true, sealer());
+  writer.send_hello(0, "hello");
   EXPECT_TRUE(writer.wants_out(0));
   EXPECT_EQ(read_for(pair.theirs.get(), std::chrono::milliseconds(50)), "");
   writer.connected(0);

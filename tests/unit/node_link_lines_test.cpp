@@ -4,32 +4,41 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace hyrun {
 namespace {
 
-TEST(NodeLinkLines, HelloGivesTaskAndProof) {
-  const auto hello = parse_link_hello("hyrun-link v1 3 0a1b2c");
+const std::string kNonce = "00112233445566778899aabbccddeeff";
+
+TEST(NodeLinkLines, HelloGivesTaskNonceAndProof) {
+  const auto hello = parse_link_hello("hyrun-link v2 3 " + kNonce + " 0a1b2c");
   ASSERT_TRUE(hello);
   EXPECT_EQ(hello->task, 3);
+  EXPECT_EQ(hello->nonce, kNonce);
   EXPECT_EQ(hello->proof, "0a1b2c");
 }
 
 TEST(NodeLinkLines, HelloWithATaskOverflowingIntIsRefused) {
   // 2^32 + 1 read as an int by sscanf's %d became task 1 on glibc.
-  EXPECT_FALSE(parse_link_hello("hyrun-link v1 4294967297 0a1b2c"));
-  EXPECT_FALSE(parse_link_hello("hyrun-link v1 99999999999999999999 0a1b2c"));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 4294967297 " + kNonce + " 0a1b2c"));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 99999999999999999999 " + kNonce + " 0a1b2c"));
 }
 
 TEST(NodeLinkLines, HelloWithGarbageIsRefused) {
-  EXPECT_FALSE(parse_link_hello("hyrun-link v1 3x 0a1b2c"));
-  EXPECT_FALSE(parse_link_hello("hyrun-link v1 3 0a1b2c extra"));
-  EXPECT_FALSE(parse_link_hello("hyrun-link v1 -3 0a1b2c"));
-  EXPECT_FALSE(parse_link_hello("hyrun-link v1 +3 0a1b2c"));
-  EXPECT_FALSE(parse_link_hello("hyrun-link v1 3"));
-  EXPECT_FALSE(parse_link_hello("hyrun-link v1 3 "));
-  EXPECT_FALSE(parse_link_hello("hyrun-link v2 3 0a1b2c"));
-  EXPECT_FALSE(parse_link_hello("hyrun-link v1 3 " + std::string(129, 'a')));
-  EXPECT_TRUE(parse_link_hello("hyrun-link v1 3 " + std::string(128, 'a')));
+  const std::string n = " " + kNonce;
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 3x" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 3" + n + " 0a1b2c extra"));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 -3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 +3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 3" + n));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 3" + n + " "));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 3 0a1b2c"));  // no nonce
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 3 " + kNonce.substr(1) + "g 0a1b2c"));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 3 " + kNonce + "0 0a1b2c"));
+  EXPECT_FALSE(parse_link_hello("hyrun-link v1 3" + n + " 0a1b2c"));  // the old protocol
+  EXPECT_FALSE(parse_link_hello("hyrun-link v2 3" + n + " " + std::string(129, 'a')));
+  EXPECT_TRUE(parse_link_hello("hyrun-link v2 3" + n + " " + std::string(128, 'a')));
 }
 
 TEST(NodeLinkLines, LossGivesTaskHostAndWhy) {

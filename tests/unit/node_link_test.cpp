@@ -3,6 +3,9 @@
 #include "hyrun/launcher/node_link.hpp"
 
 #include "captured_log.hpp"
+#include "hyrun/launcher/link_seal.hpp"
+
+#include <fmt/format.h>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -257,6 +260,48 @@ bool linked(NodeLink& root, std::optional<NodeLink>& node, std::optional<Loss>& 
   node.reset();
   return pump({&root}, [&] { return root_loss.has_value(); }) && root_loss->host == "n2" &&
          root_loss->why == "connection closed";
+}
+
+// A hyrun of the job as far as the hello goes (it holds the token), whose next line is not
+// sealed: what someone who can write into the connection would inject.
+TEST(NodeLink, AnUnsealedByeAfterTheHelloIsALossNotAGoodbye) {
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2"}, 0, kToken);
+  std::optional<Loss> root_loss;
+  root.on_loss([&](const NodeLink::Loss& l) { return root_loss = Loss{l.host, l.why}, false; });
+  const UniqueFd fd = connect_raw(root.port());
+  const std::string nonce = new_link_nonce();
+  const std::string lines = fmt::format("{} 1 {} {}\nbye\n", kLinkHello, nonce, link_hello_proof(kToken, 1, nonce));
+  ASSERT_EQ(::send(fd.get(), lines.data(), lines.size(), MSG_NOSIGNAL), static_cast<ssize_t>(lines.size()));
+  ASSERT_TRUE(pump({&root}, [&] { return root_loss.has_value(); })) << "the made-up bye was taken as the node's";
+  EXPECT_EQ(root_loss->host, "n2");
+  EXPECT_NE(root_loss->why.find("fails the node link's authentication"), std::string::npos) << root_loss->why;
+}
+
+// The node's side: a made-up "lost" line from where the root is (no seal of this session)
+// is not a relayed loss of another node; it ends the link to the root.
+TEST(NodeLink, AnUnsealedLossFromTheRootsAddressIsNotRelayed) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const UniqueFd owner(listener);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t length = sizeof a;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &length);
+  std::optional<NodeLink> node(NodeLink::connect("127.0.0.1", ntohs(a.sin_port), 1, "n1", kToken, kLimit));
+  std::vector<NodeLink::Loss> losses;
+  node->on_loss([&](const NodeLink::Loss& l) { return losses.push_back(l), true; });
+  const UniqueFd fake_root(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(fake_root);
+  const std::string line = "lost 2 n2 connection closed\n";
+  ASSERT_EQ(::send(fake_root.get(), line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+  ASSERT_TRUE(pump({&*node}, [&] { return !losses.empty(); }));
+  ASSERT_EQ(losses.size(), 1u);
+  EXPECT_FALSE(losses[0].relayed) << "a made-up loss of node 2 was relayed";
+  EXPECT_EQ(losses[0].task, 0);
+  EXPECT_NE(losses[0].why.find("fails the node link's authentication"), std::string::npos) << losses[0].why;
 }
 
 TEST(NodeLink, IdleConnectionsAreCappedAndARealNodeStillLinks) {

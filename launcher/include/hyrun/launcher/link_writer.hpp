@@ -9,9 +9,12 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+
+#include "hyrun/launcher/link_seal.hpp"
 
 namespace hyrun {
 
@@ -25,16 +28,18 @@ class LinkWriter {
   LinkWriter& operator=(const LinkWriter&) = delete;
 
   /// Registers the socket of peer `task` (owned by the caller, who calls remove() before
-  /// closing it). A `connecting` socket is written once connected() or once the thread finds
-  /// its non-blocking connect complete.
-  void add(int task, int fd, bool connecting);
+  /// closing it); `seal` seals every line sent to it (link_seal.hpp). A `connecting` socket
+  /// is written once connected() or once the thread finds its non-blocking connect complete.
+  void add(int task, int fd, bool connecting, LinkSeal seal);
   /// The non-blocking connect of `task` completed: what was queued goes now.
   void connected(int task);
   /// Forgets `task`: nothing is written to its socket any more. Call before closing it.
   void remove(int task);
-  /// Queues `line` and a newline for `task` and sends what the socket takes now. A peer
-  /// that has taken nothing for 4 KiB gets no more (its silence is judged by what we hear).
-  void send(int task, std::string_view line);
+  /// Queues `body` sealed and a newline for `task` and sends what the socket takes now. A
+  /// peer that has taken nothing for 4 KiB gets no more (its silence is judged by what we hear).
+  void send(int task, std::string_view body);
+  /// The same for the one line that goes unsealed: a node's hello.
+  void send_hello(int task, std::string_view line);
   /// Sends what is queued for `task` (its socket became writable).
   void flush(int task);
   /// Whether `task` waits for its socket to be writable (connecting, or bytes queued).
@@ -48,7 +53,9 @@ class LinkWriter {
     bool connecting = false;
     bool beats = true;
     std::string pending;
+    std::optional<LinkSeal> seal;
   };
+  static void queue_locked(Out& out, std::string_view line);
   void run(std::chrono::milliseconds heartbeat);
   static void flush_locked(Out& out);
   static void check_connected_locked(Out& out);

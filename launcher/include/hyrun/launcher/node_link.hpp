@@ -3,7 +3,8 @@
 // off the network ends the job without help from srun options.
 // A star: the root hyrun (PMIx rank 0) listens on a TCP port that it puts in its record;
 // every other hyrun connects after the fence and proves that it holds the job token
-// (HMAC-SHA256 of its task number). Both ends send heartbeats from a thread of their own
+// (HMAC-SHA256 of its task number and a fresh nonce); every later line, either way, is
+// sealed with the session's key (link_seal.hpp). Both ends send heartbeats from a thread of their own
 // (LinkWriter), so that a busy main loop never silences them. A link that closes (the peer
 // died) is a loss at once; one that stays silent for the node timeout (--node-timeout: the
 // peer's node is off the network, or its hyrun is stopped) without the peer having said
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "hyrun/common/warning_limiter.hpp"
+#include "hyrun/launcher/link_seal.hpp"
 #include "hyrun/launcher/link_writer.hpp"
 #include "hyrun/launcher/poll_participant.hpp"
 #include "hyrun/launcher/signal_events.hpp"
@@ -94,6 +96,7 @@ class NodeLink : public PollParticipant {
     bool gone = false;          // lost, or closed after its bye
     Clock::time_point heard{};  // identified: the last bytes read; unidentified: accepted
     std::string in;
+    std::optional<LinkSeal> seal;  // identified: opens the lines it sends
   };
   explicit NodeLink(std::chrono::milliseconds silence_limit);
 

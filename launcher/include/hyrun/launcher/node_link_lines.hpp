@@ -6,19 +6,21 @@
 #include <string>
 #include <string_view>
 
+#include "hyrun/launcher/link_seal.hpp"
+
 namespace hyrun {
 
-/// The first line a node sends: "hyrun-link v1 <task> <proof>".
-inline constexpr std::string_view kLinkHello = "hyrun-link v1";
-
+/// The first line a node sends: "hyrun-link v2 <task> <nonce> <proof>" (link_seal.hpp).
 struct LinkHello {
   int task = -1;      ///< the sender's task (PMIx rank)
-  std::string proof;  ///< hex HMAC of "hyrun-link v1 <task>" keyed with the job token
+  std::string nonce;  ///< 32 hex digits, fresh per connection: the session's key derives from it
+  std::string proof;  ///< link_hello_proof(token, task, nonce)
 };
 
-/// The fields of a hello line; nullopt unless it is exactly "hyrun-link v1 <task> <proof>"
-/// with <task> a decimal int (no sign, no overflow) and <proof> one word of at most 128
-/// characters. Whether the task and proof are right is the caller's check.
+/// The fields of a hello line; nullopt unless it is exactly "hyrun-link v2 <task> <nonce>
+/// <proof>" with <task> a decimal int (no sign, no overflow), <nonce> 32 lower-case hex
+/// digits and <proof> one word of at most 128 characters. Whether the task and proof are
+/// right is the caller's check.
 std::optional<LinkHello> parse_link_hello(std::string_view line);
 
 /// "lost <task> <host> <why>": the root lost node <task> and the job goes on without it.
