@@ -2,7 +2,13 @@
 // what hybrid mode relies on to tell a lost node from one that finished.
 #include "hyrun/launcher/node_link.hpp"
 
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "captured_log.hpp"
+#include "hyrun/common/hex.hpp"
+#include "hyrun/launcher/node_link_lines.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -292,6 +298,58 @@ TEST(NodeLink, RefusalWarningsAreBounded) {
   const int warnings = log.warnings();
   EXPECT_GE(warnings, 1);
   EXPECT_LE(warnings, 11) << "50 refusals: the first 10 one by one, then at most a summary";
+}
+
+// docs/security.md, the node link: an unidentified connection is closed when it has sent no
+// hello "within 5 s of the accept, however it trickles bytes" (here the test's limit, 1 s):
+// each byte it sends does not restart its deadline.
+TEST(NodeLink, ATricklingConnectionIsClosedAtTheHelloDeadlineFromItsAccept) {
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2"}, 0, kToken);
+  const UniqueFd trickler = connect_raw(root.port());
+  const std::string hello_start = "hyrun-link v1 1 ";
+  bool closed = false;
+  // One byte every 100 ms, never a whole line, for up to 5 times the limit.
+  for (std::size_t i = 0; i < 50 && !closed; ++i) {
+    closed = ::send(trickler.get(), &hello_start[i % hello_start.size()], 1, MSG_NOSIGNAL) != 1;
+    pump(
+        {&root}, [] { return false; }, std::chrono::milliseconds(100));
+    closed = closed || closed_by_peer(trickler.get());
+  }
+  EXPECT_TRUE(closed) << "a connection trickling a byte per 100 ms was kept for 5 s (its hello limit is 1 s)";
+}
+
+// The hello a node of this job sends for `task` (node_link.cpp: HMAC-SHA256 of the token).
+std::string hello_for(int task) {
+  const std::string message = fmt::format("{} {}", kLinkHello, task);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), kToken, 32, reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest,
+       &length);
+  return fmt::format("{} {}\n", message, to_hex({reinterpret_cast<const std::byte*>(digest), length}));
+}
+
+// docs/security.md: "A captured hello replayed is refused (its node is already connected)",
+// and the node that is linked stays linked.
+TEST(NodeLink, AReplayedHelloIsRefusedAndTheLinkedNodeKeepsItsLink) {
+  CapturedLog log;
+  Pair pair;
+  pump(
+      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  const UniqueFd replay = connect_raw(pair.root.port());
+  const std::string hello = hello_for(1);
+  ASSERT_EQ(::send(replay.get(), hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
+  ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return closed_by_peer(replay.get()); }))
+      << "the replayed hello was not refused";
+  const auto lines = log.lines();
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("a second connection for task 1 was refused") != std::string::npos;
+  }));
+  EXPECT_FALSE(pair.root_loss) << pair.root_loss->why;
+  EXPECT_FALSE(pair.node_loss) << pair.node_loss->why;
+  pair.node.reset();  // the genuine node is still the one linked: its end is seen by name
+  ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
+  EXPECT_EQ(pair.root_loss->host, "n2");
 }
 
 // CPU seconds this process used so far (every thread).
