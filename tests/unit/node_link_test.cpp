@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <functional>
 #include <optional>
 #include <string>
@@ -350,6 +351,38 @@ TEST(NodeLink, AReplayedHelloIsRefusedAndTheLinkedNodeKeepsItsLink) {
   pair.node.reset();  // the genuine node is still the one linked: its end is seen by name
   ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
   EXPECT_EQ(pair.root_loss->host, "n2");
+}
+
+// docs/security.md: "at most 64 such connections are kept at once: beyond, the oldest still
+// without a hello is closed (after the hellos that came are read)". A node's hello waits in the
+// oldest connection of all when 70 idle ones follow it: it is read and the node linked, and the
+// 6 oldest idle connections are the ones closed.
+// True when the root closed `fd`: EOF, or a reset (a close with our bytes unread resets).
+bool ended_by_peer(int fd) {
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+TEST(NodeLink, AtTheCapTheOldestIdleConnectionsCloseAfterTheHellosThatCameAreRead) {
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2"}, 0, kToken);
+  std::optional<Loss> root_loss;
+  root.on_loss([&](const NodeLink::Loss& l) { return root_loss = Loss{l.host, l.why}, false; });
+  std::optional<UniqueFd> node(connect_raw(root.port()));
+  const std::string hello = hello_for(1);
+  ASSERT_EQ(::send(node->get(), hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 70; ++i) idle.push_back(connect_raw(root.port()));
+  pump(
+      {&root}, [] { return false; }, std::chrono::milliseconds(300));  // under the 1 s hello limit
+  EXPECT_FALSE(ended_by_peer(node->get())) << "the node's hello was not read before its connection was closed";
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(closed_by_peer(idle[i].get())) << "idle connection " << i;
+  for (int i = 6; i < 70; ++i) EXPECT_FALSE(closed_by_peer(idle[i].get())) << "idle connection " << i;
+  node.reset();  // the node was linked: its end is a loss by name
+  ASSERT_TRUE(pump({&root}, [&] { return root_loss.has_value(); }));
+  EXPECT_EQ(root_loss->host, "n2");
+  EXPECT_EQ(root_loss->why, "connection closed");
 }
 
 // CPU seconds this process used so far (every thread).
