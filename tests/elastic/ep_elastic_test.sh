@@ -185,7 +185,7 @@ unplanned-death)  # a rank killed outside the plan: CloudAI's check must fail th
   grep -q "rank 2 (pid $victim) was killed by signal 9" "$log" && pass "hyrun names the dead rank" || fail "no line naming rank 2"
   ! verdict >/dev/null && pass "CloudAI's verdict: failed ($(verdict))" || fail "CloudAI's verdict passed an unplanned death"
   ;;
-later-launch-signalled)  # a later launch waiting for its join server ends at once on SIGTERM or SIGINT
+later-launch-signalled)  # a later launch waiting for its join server ends at once on SIGTERM, SIGINT or SIGHUP
   # Two waits: nothing listens on the port; a port whose backlog is full (its kernel drops
   # the handshake, which a blocking connect would retry for two minutes).
   python3 - "$WORK/full-port" <<'PY' &
@@ -211,7 +211,7 @@ PY
   for _ in $(seq 100); do [ -s "$WORK/full-port" ] && break; sleep 0.1; done
   full=$(cat "$WORK/full-port") || fail "no full port"
   for target in "$port" "$full"; do
-    for sig in TERM INT; do
+    for sig in TERM INT HUP; do  # docs/security.md: SIGTERM, SIGINT or SIGHUP
       late_log=$WORK/late-$target-$sig.log
       HYRUN_EP_TOKEN=t HYRUN_LOG_LEVEL=info "$EP_ELASTIC" --plan '[[0,1]]' --num-processes 1 --tcp-server 127.0.0.1 \
         --port "$target" --timeout-ms 120000 >"$late_log" 2>&1 &

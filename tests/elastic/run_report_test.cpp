@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -336,6 +337,56 @@ cat > '{0}/stdin'
   EXPECT_FALSE(fs::exists(dir_ / "bandwidth.png"));
 }
 
+// docs/security.md: gnuplot "runs in a new directory of ep-bench's own (mkdtemp, mode 0700,
+// under $TMPDIR)": nobody else can enter it to swap the image or the log, and it is gone after.
+TEST_F(RunReport, GnuplotRunsInAPrivateDirectoryUnderTmpdirRemovedAfter) {
+  const fs::path seen = helper_dir() / "seen";
+  const fs::path tmp = helper_dir() / "tmp";
+  fs::create_directories(seen);
+  fs::create_directories(tmp);
+  const auto recorder = write_program(helper_dir(), fmt::format(R"(pwd -P > '{0}/cwd'
+stat -c '%a %u' . > '{0}/mode'
+cat > /dev/null
+)",
+                                                                seen.string()));
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  write_report(dir_, run(), {.plot = true, .gnuplot = recorder.string()});
+  old_tmpdir ? ::setenv("TMPDIR", saved.c_str(), 1) : ::unsetenv("TMPDIR");
+  std::string cwd = read(seen / "cwd");
+  ASSERT_FALSE(cwd.empty()) << "the fake gnuplot did not run";
+  cwd.pop_back();
+  EXPECT_EQ(fs::path(cwd).parent_path(), fs::canonical(tmp)) << cwd << " is not a new directory under $TMPDIR";
+  EXPECT_EQ(read(seen / "mode"), fmt::format("700 {}\n", ::geteuid()));
+  EXPECT_FALSE(fs::exists(cwd)) << "gnuplot's directory was left behind";
+  EXPECT_TRUE(fs::is_empty(tmp));
+}
+
+// docs/security.md: "every file is then written through that same descriptor, so the
+// directory checked is the directory written". While gnuplot runs, DIR is moved away and a
+// link to another directory put in its place: the image and the log still reach the directory
+// that was checked, nothing reaches the other.
+TEST_F(RunReport, FilesGoToTheDirectoryCheckedEvenIfItsNameIsSwapped) {
+  if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  fs::create_directories(dir_);
+  fs::create_directories(helper_dir() / "other");
+  const fs::path moved = helper_dir() / "moved";
+  const auto swapper =
+      write_program(helper_dir(), fmt::format(R"(mv '{0}' '{1}' && ln -s '{2}' '{0}'
+exec gnuplot "$@"
+)",
+                                              dir_.string(), moved.string(), (helper_dir() / "other").string()));
+  const auto files = write_report(dir_, run(), {.plot = true, .gnuplot = swapper.string()});
+  EXPECT_EQ(files.plot_warning, "");
+  ASSERT_TRUE(fs::is_symlink(fs::symlink_status(dir_))) << "the fake gnuplot did not swap the directory";
+  EXPECT_TRUE(fs::is_empty(helper_dir() / "other")) << "a file was written into the directory swapped in";
+  for (const std::string name : {"results.json", "bandwidth.gp", "bandwidth.png", "gnuplot.log"})
+    EXPECT_TRUE(fs::is_regular_file(moved / name)) << name << " is not in the directory that was checked";
+  EXPECT_EQ(read(moved / "bandwidth.png").substr(0, 8), kPngMagic);
+  fs::remove(dir_);
+}
+
 TEST_F(RunReport, TheKeptScriptRedrawsThePlotByHand) {
   if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed";
   const auto files = write_report(dir_, run());
@@ -435,6 +486,24 @@ TEST(CheckReportDir, CreatesAMissingDirectory) {
   EXPECT_TRUE(fs::is_directory(dir));
   EXPECT_TRUE(fs::is_empty(dir));  // the write probe leaves nothing behind
   fs::remove_all(dir.parent_path().parent_path());
+}
+
+// docs/security.md: "A missing DIR is created (mode 0755, less what the umask takes)": never
+// writable by others, whatever the umask lets through.
+TEST(CheckReportDir, AMissingDirectoryIsCreated0755LessTheUmask) {
+  const fs::path base = fs::temp_directory_path() / fmt::format("hyrun-check-report-umask-{}", ::getpid());
+  fs::remove_all(base);
+  fs::create_directories(base);
+  for (const mode_t mask : {0000, 0022, 0077}) {
+    const fs::path dir = base / fmt::format("m{:o}", mask);
+    const mode_t old = ::umask(mask);
+    check_report_dir(dir);
+    ::umask(old);
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0755 & ~mask) << "umask " << std::oct << mask;
+  }
+  fs::remove_all(base);
 }
 
 TEST(CheckReportDir, AFileOrAnUncreatablePathIsAUsageErrorNamingIt) {

@@ -75,8 +75,33 @@ TEST(TokenFile, AFifoAtItsPathIsRefusedAtOnceNotWaitedOn) {
       std::chrono::seconds(5));
   EXPECT_EQ(rc, 0) << "-1: read_token_file hung in open() on the FIFO; 1: read it; 2: the error names no path or "
                       "problem; 3: another exception";
-  // Removing the token at the end of a run does not hang on it either.
+  // Removing the token at the end of a run does not hang on it either, and leaves it alone
+  // (docs/security.md: "the first launch's clean-up leaves it alone").
   EXPECT_EQ(in_child_within([&] { return remove_token_file(path, "x"), 0; }, std::chrono::seconds(5)), 0);
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0) << "the clean-up removed the FIFO";
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
+// docs/security.md: the token file is opened with O_NOFOLLOW: a link planted at its path
+// (here to a valid token file of the user's) is refused, naming the path, and the clean-up
+// removes neither the link nor what it leads to.
+TEST(TokenFile, ALinkAtItsPathIsRefusedNamingThePath) {
+  TempDir dir;
+  const std::string target = dir.path + "/elsewhere";
+  const std::string path = dir.path + "/token";
+  write_token_file(target, "abc123");
+  ASSERT_EQ(::symlink(target.c_str(), path.c_str()), 0);
+  try {
+    read_token_file(path);
+    ADD_FAILURE() << "a token read through a link";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'" + path + "'"), std::string::npos) << e.what();
+  }
+  remove_token_file(path, "abc123");
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << "the clean-up removed the link";
+  EXPECT_EQ(read_token_file(target), "abc123") << "the clean-up removed the file the link leads to";
 }
 
 }  // namespace

@@ -93,6 +93,31 @@ output-filename-fifo)  # a FIFO planted where a rank's output goes is refused at
   expect_rc 2
   expect_stderr "^hyrun: --output-filename .*/fifo: .*/fifo/rank.0/stdout is a FIFO, not a regular file"
   expect_faster 10
+  # docs/security.md: opened with O_NOFOLLOW, and anything but a regular file is refused, naming
+  # the path: a link planted at rank.0/stderr is not written through; a device is refused.
+  mkdir -p "$WORK/link/rank.0"; printf 'precious\n' >"$WORK/victim"; ln -s "$WORK/victim" "$WORK/link/rank.0/stderr"
+  run_job 20 "$HYRUN" -n 1 --output-filename "$WORK/link" --bootstrap=none -- sh -c 'echo pwned >&2'
+  expect_rc 2
+  expect_stderr "^hyrun: --output-filename .*/link: cannot create .*/link/rank.0/stderr: "
+  [ "$(cat "$WORK/victim")" = precious ] && pass "nothing written through the link" || fail "output written through the planted link"
+  mkdir -p "$WORK/dev/rank.0"
+  if mknod "$WORK/dev/rank.0/stdout" c 1 3 2>/dev/null; then  # /dev/null's numbers; needs CAP_MKNOD
+    run_job 20 "$HYRUN" -n 1 --output-filename "$WORK/dev" --bootstrap=none -- echo hi
+    expect_rc 2
+    expect_stderr "^hyrun: --output-filename .*/dev: .*/dev/rank.0/stdout is a device or socket, not a regular file"
+  else
+    echo "skipped the device: mknod is not allowed here"
+  fi
+  ;;
+control-socket-unnamed)  # docs/security.md: a rank's control socket is a socketpair with its hyrun, nobody else can write to it
+  # An unnamed AF_UNIX socket, connected to an unnamed peer: no path or address another process could connect to.
+  run_job 30 "$HYRUN" -n 2 --label --bootstrap=none -- /usr/bin/python3 -c '
+import os, socket
+s = socket.socket(fileno=int(os.environ["HYRUN_CONTROL_FD"]))
+print(s.family.name, repr(s.getsockname()), repr(s.getpeername()))
+s.detach()'
+  expect_rc 0
+  for r in 0 1; do expect_stdout "^$r: AF_UNIX '' ''\$"; done
   ;;
 rank-exit-code)  # a rank exiting 3 makes hyrun exit 3 and no other rank survives
   mkdir "$WORK/pids"

@@ -2,10 +2,10 @@
 // what hybrid mode relies on to tell a lost node from one that finished.
 #include "hyrun/launcher/node_link.hpp"
 
+#include <fmt/format.h>
+
 #include "captured_log.hpp"
 #include "hyrun/launcher/link_seal.hpp"
-
-#include <fmt/format.h>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <functional>
 #include <optional>
 #include <string>
@@ -337,6 +338,86 @@ TEST(NodeLink, RefusalWarningsAreBounded) {
   const int warnings = log.warnings();
   EXPECT_GE(warnings, 1);
   EXPECT_LE(warnings, 11) << "50 refusals: the first 10 one by one, then at most a summary";
+}
+
+// docs/security.md, the node link: an unidentified connection is closed when it has sent no
+// hello "within 5 s of the accept, however it trickles bytes" (here the test's limit, 1 s):
+// each byte it sends does not restart its deadline.
+TEST(NodeLink, ATricklingConnectionIsClosedAtTheHelloDeadlineFromItsAccept) {
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2"}, 0, kToken);
+  const UniqueFd trickler = connect_raw(root.port());
+  const std::string hello_start = "hyrun-link v1 1 ";
+  bool closed = false;
+  // One byte every 100 ms, never a whole line, for up to 5 times the limit.
+  for (std::size_t i = 0; i < 50 && !closed; ++i) {
+    closed = ::send(trickler.get(), &hello_start[i % hello_start.size()], 1, MSG_NOSIGNAL) != 1;
+    pump(
+        {&root}, [] { return false; }, std::chrono::milliseconds(100));
+    closed = closed || closed_by_peer(trickler.get());
+  }
+  EXPECT_TRUE(closed) << "a connection trickling a byte per 100 ms was kept for 5 s (its hello limit is 1 s)";
+}
+
+// The hello a node of this job sends for `task` (link_seal.hpp: a fresh nonce, its proof).
+std::string hello_for(int task) {
+  const std::string nonce = new_link_nonce();
+  return fmt::format("{} {} {} {}\n", kLinkHello, task, nonce, link_hello_proof(kToken, task, nonce));
+}
+
+// docs/security.md: "A captured hello replayed is refused (its node is already connected)",
+// and the node that is linked stays linked.
+TEST(NodeLink, AReplayedHelloIsRefusedAndTheLinkedNodeKeepsItsLink) {
+  CapturedLog log;
+  Pair pair;
+  pump(
+      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  const UniqueFd replay = connect_raw(pair.root.port());
+  const std::string hello = hello_for(1);
+  ASSERT_EQ(::send(replay.get(), hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
+  ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return closed_by_peer(replay.get()); }))
+      << "the replayed hello was not refused";
+  const auto lines = log.lines();
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("a second connection for task 1 was refused") != std::string::npos;
+  }));
+  EXPECT_FALSE(pair.root_loss) << pair.root_loss->why;
+  EXPECT_FALSE(pair.node_loss) << pair.node_loss->why;
+  pair.node.reset();  // the genuine node is still the one linked: its end is seen by name
+  ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
+  EXPECT_EQ(pair.root_loss->host, "n2");
+}
+
+// docs/security.md: "at most 64 such connections are kept at once: beyond, the oldest still
+// without a hello is closed (after the hellos that came are read)". A node's hello waits in the
+// oldest connection of all when 70 idle ones follow it: it is read and the node linked, and the
+// 6 oldest idle connections are the ones closed.
+// True when the root closed `fd`: EOF, or a reset (a close with our bytes unread resets).
+bool ended_by_peer(int fd) {
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+TEST(NodeLink, AtTheCapTheOldestIdleConnectionsCloseAfterTheHellosThatCameAreRead) {
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2"}, 0, kToken);
+  std::optional<Loss> root_loss;
+  root.on_loss([&](const NodeLink::Loss& l) { return root_loss = Loss{l.host, l.why}, false; });
+  std::optional<UniqueFd> node(connect_raw(root.port()));
+  const std::string hello = hello_for(1);
+  ASSERT_EQ(::send(node->get(), hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 70; ++i) idle.push_back(connect_raw(root.port()));
+  pump(
+      {&root}, [] { return false; }, std::chrono::milliseconds(300));  // under the 1 s hello limit
+  EXPECT_FALSE(ended_by_peer(node->get())) << "the node's hello was not read before its connection was closed";
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(closed_by_peer(idle[i].get())) << "idle connection " << i;
+  for (int i = 6; i < 70; ++i) EXPECT_FALSE(closed_by_peer(idle[i].get())) << "idle connection " << i;
+  node.reset();  // the node was linked: its end is a loss by name
+  ASSERT_TRUE(pump({&root}, [&] { return root_loss.has_value(); }));
+  EXPECT_EQ(root_loss->host, "n2");
+  EXPECT_EQ(root_loss->why, "connection closed");
 }
 
 // CPU seconds this process used so far (every thread).
