@@ -248,6 +248,25 @@ TEST_F(MessageChecksShortTimeout, AMessageThatNeverComesIsATimeoutNamingIt) {
   }
 }
 
+// The same limit for a collective contribution: one too large is refused unread, and the
+// collective takes the real contribution after it. And the default is 1 GiB, as documented.
+TEST_F(MessageChecksSmallLimit, ACollectiveContributionOverTheLimitIsRefusedUnread) {
+  EXPECT_EQ(WorldOptions{}.max_message_bytes, std::size_t{1} << 30) << "docs/security.md: 1 GiB by default";
+  connect_all();
+  const auto t = tag::make(tag::Kind::kCollective, 1, 1);
+  send_raw(b_, t, b_.seal(t, a_.id_of(0), std::vector<std::byte>(101, std::byte{'x'})));
+  std::vector<std::vector<std::byte>> b_result;
+  std::thread b_side([&] { b_result = b_.allgatherv(bytes_of("b1"), {0, 1}); });
+  const auto a_result = a_.allgatherv(bytes_of("a1"), {0, 1});
+  b_side.join();
+  EXPECT_EQ(text_of(a_result[1]), "b1");
+  EXPECT_EQ(log_.count(fmt::format("refused a collective message claiming rank 1 ({} bytes): larger than the 100 "
+                                   "bytes allowed, not read",
+                                   101 + auth::kTrailerBytes)),
+            1)
+      << log_.all();
+}
+
 // "the table at most that per rank": rank 1 joining refuses a table from rank 0 larger than a
 // table of the world's size can be, and takes the real one after it.
 TEST(MessageChecksTable, AnAddressTableOverItsLimitIsRefusedUnread) {
