@@ -214,7 +214,12 @@ TEST_F(MessageChecks, TheFirstHundredRefusalsAreWarningsAndLaterOnesAreNot) {
 // buffer: its payload is never read".
 class MessageChecksSmallLimit : public MessageChecks {
  protected:
-  MessageChecksSmallLimit() : MessageChecks(WorldOptions{.max_message_bytes = 100}) {}
+  MessageChecksSmallLimit() : MessageChecks(small_limit()) {}
+  static WorldOptions small_limit() {
+    WorldOptions o;
+    o.max_message_bytes = 100;
+    return o;
+  }
 };
 
 TEST_F(MessageChecksSmallLimit, AMessageOverTheLimitIsRefusedUnread) {
