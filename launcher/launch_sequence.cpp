@@ -12,13 +12,13 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
-#include "hyrun/launcher/job_events.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/node_link.hpp"
-#include "hyrun/launcher/process_ancestry.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
-#include "hyrun/launcher/wait_status.hpp"
+#include "hyrun/process/job_events.hpp"
+#include "hyrun/process/process_ancestry.hpp"
+#include "hyrun/process/wait_status.hpp"
 
 namespace hyrun {
 namespace {

@@ -12,10 +12,10 @@
 #include "hyrun/common/logging.hpp"
 #include "hyrun/launcher/cli_options.hpp"
 #include "hyrun/launcher/hybrid_mode.hpp"
-#include "hyrun/launcher/job_events.hpp"
 #include "hyrun/launcher/local_mode.hpp"
-#include "hyrun/launcher/open_file_limit.hpp"
-#include "hyrun/launcher/signal_events.hpp"
+#include "hyrun/process/job_events.hpp"
+#include "hyrun/process/open_file_limit.hpp"
+#include "hyrun/process/signal_events.hpp"
 
 namespace {
 // A closed 0, 1 or 2 would be taken by the next fd hyrun opens (a signalfd, a rank's pipe),

@@ -21,8 +21,8 @@
 
 #include "hyrun/common/death_notice.hpp"
 #include "hyrun/common/env_contract.hpp"
-#include "hyrun/launcher/job_events.hpp"
-#include "hyrun/launcher/open_file_limit.hpp"
+#include "hyrun/process/job_events.hpp"
+#include "hyrun/process/open_file_limit.hpp"
 
 namespace hyrun {
 

@@ -23,8 +23,8 @@
 #include "hyrun/common/job_token.hpp"
 #include "hyrun/common/logging.hpp"
 #include "hyrun/launcher/help_formatter.hpp"
-#include "hyrun/launcher/job_events.hpp"
-#include "hyrun/launcher/open_file_limit.hpp"
+#include "hyrun/process/job_events.hpp"
+#include "hyrun/process/open_file_limit.hpp"
 #include "staged_launch.hpp"
 #include "token_file.hpp"
 

@@ -12,17 +12,17 @@
 #include <vector>
 
 #include "hyrun/common/planned_exit.hpp"
-#include "hyrun/launcher/child_process.hpp"
-#include "hyrun/launcher/control_channel.hpp"
-#include "hyrun/launcher/input_forwarder.hpp"
 #include "hyrun/launcher/job_result.hpp"
-#include "hyrun/launcher/output_forwarder.hpp"
-#include "hyrun/launcher/poll_participant.hpp"
-#include "hyrun/launcher/process_group.hpp"
-#include "hyrun/launcher/publish_channel.hpp"
-#include "hyrun/launcher/signal_events.hpp"
 #include "hyrun/launcher/supervisor_options.hpp"
-#include "hyrun/launcher/wait_status.hpp"
+#include "hyrun/process/child_process.hpp"
+#include "hyrun/process/control_channel.hpp"
+#include "hyrun/process/input_forwarder.hpp"
+#include "hyrun/process/output_forwarder.hpp"
+#include "hyrun/process/poll_participant.hpp"
+#include "hyrun/process/process_group.hpp"
+#include "hyrun/process/publish_channel.hpp"
+#include "hyrun/process/signal_events.hpp"
+#include "hyrun/process/wait_status.hpp"
 
 namespace hyrun {
 
