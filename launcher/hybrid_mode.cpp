@@ -9,11 +9,11 @@
 #include <string_view>
 
 #include "hyrun/common/error.hpp"
-#include "hyrun/launcher/job_events.hpp"
 #include "hyrun/launcher/launch_sequence.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/root_exchange.hpp"
+#include "hyrun/process/job_events.hpp"
 
 namespace hyrun {
 namespace {

@@ -6,19 +6,20 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
-#include "hyrun/launcher/job_events.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/node_link.hpp"
-#include "hyrun/launcher/process_ancestry.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
-#include "hyrun/launcher/wait_status.hpp"
+#include "hyrun/process/job_events.hpp"
+#include "hyrun/process/process_ancestry.hpp"
+#include "hyrun/process/wait_status.hpp"
 
 namespace hyrun {
 namespace {
@@ -57,180 +58,263 @@ std::optional<NodeLink> connect_to_root(const RootRecord& record, int task, cons
   return NodeLink::connect(choice.address, *record.link_port, task, root_host, record.job_token, node_timeout);
 }
 
-}  // namespace
+// What the plan of this node's ranks came to. A failure before the exchange is said in this
+// node's record and the fence is still reached: every node then names it and ends by itself,
+// and no node (nor Slurm's step daemons) is left in a collective that one participant never
+// joined.
+struct NodePlan {
+  bool dry_run_shown = false;  // --dry-run: the plan was shown, nothing more to do
+  std::optional<Error> failure;
+};
 
-int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange& exchange) {
-  const int task = exchange.task();
-  const int tasks = exchange.tasks();
-  const bool peers = exchange.has_peers();
-
-  // Every way this node can end badly must reach the other nodes: they cannot see this
-  // node's ranks, and without srun --kill-on-bad-exit they would wait for them until their
-  // own bootstrap limit. Errors that every node found the same way (the root's error
-  // record, a different -n) end each node by itself; anything else aborts the job.
-  bool every_node_knows = false;
-  // The link among the nodes' hyrun processes; declared before the supervisor that polls it.
-  std::optional<NodeLink> link;
-  const auto abort_job = [&exchange, &link](int code, const std::string& why) {
-    if (link) link->say_bye();  // this node ends the job itself: its closing link is no loss
-    exchange.abort(code, why);  // does not return
+// Where the launch stands after the exchange of records. Past the fence every node reads the
+// same records, so what they say ends each node by itself (kEndedEverywhere); any other
+// error of the launch is this node's alone and ends the job everywhere (Launch::end_early).
+struct ExchangeOutcome {
+  enum class Kind {
+    kProceed,          // start the ranks
+    kNodeFailed,       // this node failed before the exchange and said so: end with `exit_code`
+    kEndedEverywhere,  // `error`, read in the records by every node
   };
+  Kind kind = Kind::kProceed;
+  int exit_code = 0;
+  std::exception_ptr error;
+  std::vector<std::string> hosts;  // every task's host name (kProceed)
+  std::optional<RootRecord> root;  // the root's record, on the other nodes
+};
 
-  RankEnvironment contract;
-  contract.world_size = tasks * options.ranks;
-  contract.local_world_size = options.ranks;
-  contract.node_rank = task;
-  contract.num_nodes = tasks;
-  contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
-  contract.output_terminal = ::isatty(STDOUT_FILENO) == 1;
-  std::optional<NodeLaunch> node;
-  // A failure before the exchange is said in this node's record and the fence is still
-  // reached: every node then names it and ends by itself, and no node (nor Slurm's step
-  // daemons) is left in a collective that one participant never joined.
-  std::optional<Error> node_failure;
-  try {
-    // Tasks of this job on the same node split what Slurm did not give each of them alone.
-    node.emplace(options, contract, task * options.ranks, exchange.task_share());
-    // The plan of many ranks takes a while and the loop is not running yet: a signal that
-    // came meanwhile ends hyrun here, before anything is started or printed.
-    if (const auto sig = signals.pending_stop())
-      throw Error(fmt::format("received {} while computing the binding plan; nothing was started", signal_name(*sig)),
-                  128 + *sig);
-    if (node->report_and_check()) return exit_code::kSuccess;  // --dry-run: each node shows its own plan
-  } catch (const Error& e) {
-    if (options.dry_run) throw;  // nothing was exchanged: every node reports its own plan's problem
-    job_event_line(e.what());
-    node_failure = e;
+// The stages of one launch, in order: plan_node, exchange, join_root (not on the root),
+// connect_link, start_ranks, and finish (or end_early). They share the node's plan and the
+// link among the nodes' hyrun processes, both declared before the supervisor that uses them.
+class Launch {
+ public:
+  Launch(const LaunchOptions& options, SignalEvents& signals, RootExchange& exchange)
+      : options_(options),
+        signals_(signals),
+        exchange_(exchange),
+        task_(exchange.task()),
+        tasks_(exchange.tasks()),
+        peers_(exchange.has_peers()) {}
+
+  NodePlan plan_node();
+  // Restarted ranks are launched from this node's plan.
+  void restart_through(RankSupervisor& supervisor);
+  ExchangeOutcome exchange(RankSupervisor& supervisor, const NodePlan& plan);
+  // Another node takes the token, the link and the rendezvous from the root's record.
+  void join_root(const RootRecord& record, const std::vector<std::string>& hosts);
+  void connect_link(RankSupervisor& supervisor, const std::vector<std::string>& hosts);
+  void start_ranks(RankSupervisor& supervisor);
+  int finish(RankSupervisor& supervisor);
+  // Stops and reaps what started, then rethrows `error` when every node learned it by itself
+  // (or there is no other node), else says it and aborts the job.
+  [[noreturn]] void end_early(RankSupervisor& supervisor, const std::exception_ptr& error, bool known_everywhere);
+
+ private:
+  std::optional<Error> offer_root(RankSupervisor& supervisor, const std::optional<Error>& node_failure);
+  bool on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost);
+  int end_with(const JobResult& result);
+  // This node ends the job itself: its closing link is no loss.
+  [[noreturn]] void abort_job(int code, const std::string& why) {
+    if (link_) link_->say_bye();
+    exchange_.abort(code, why);
+    std::terminate();  // not reached: RootExchange::abort does not return (GCC cannot see it through the virtual)
   }
 
-  RankSupervisor supervisor(supervisor_options(options), signals);
-  supervisor.set_relauncher(
-      [&node](int local_rank, int incarnation) { return node->rank(local_rank, false, incarnation); });
-  std::optional<Error> root_failure;
-  std::optional<std::string> loss;  // the line that named a lost node
-  std::string token;
-  try {
-    NodeRecord node_record{options.ranks, exchange.host(), std::nullopt, exit_code::kLauncherError};
-    if (node_failure) {
-      node_record.error = node_failure->what();
-      node_record.exit_code = node_failure->exit_code();
-    }
-    exchange.put_node(node_record);
-    if (task == 0) {
-      // The root starts global rank 0 first; whatever happens, it still puts a record and
-      // joins the fence, so no other node waits for a fence that never completes.
-      RootRecord record;
-      record.ranks = options.ranks;
-      record.world_size = contract.world_size;
-      try {
-        // said in both records; rank 0 is not started
-        if (node_failure) throw Error(node_failure->what(), node_failure->exit_code());
-        token = make_job_token();
-        node->set_job_token(token);
-        record.job_token = token;
-        // MASTER_ADDR/MASTER_PORT for programs with their own bootstrap.
-        try {
-          exchange.offer_rendezvous(record, *node);
-        } catch (const SystemError& e) {  // only programs with their own bootstrap need it
-          spdlog::warn("MASTER_ADDR/MASTER_PORT are not set: {}", e.what());
-          record.master_port.reset();
-        }
-        // The node link: a node whose hyrun is lost ends the job (docs/cli.md, Failures).
-        if (peers) try {
-            link.emplace(NodeLink::listen(options.node_timeout));
-            record.link_port = link->port();
-          } catch (const SystemError& e) {
-            spdlog::warn("the link among the nodes' hyrun processes is not available: {}", e.what());
-          }
-        if (options.bootstrap == BootstrapMode::kUcx) {
-          supervisor.start(node->rank(0, true));
-          const auto address = supervisor.await_root_address();
-          // Stopped meanwhile (a signal, a failure): with other nodes, they must hear it
-          // from the record; alone, the loop below starts nothing and finish() ends the job.
-          if (!address && peers) throw Error("the job was stopped before rank 0 published its address");
-          if (address) {
-            record.root_address = *address;
-            node->set_root_address(*address);
-          }
-        }
-      } catch (const Error& e) {
-        record.error = e.what();
-        record.exit_code = e.exit_code();
-        root_failure = e;
-      }
-      exchange.put_root(record);
-    }
-    if (!exchange.fence(options.bootstrap_timeout, [&signals] { return signals.pending_stop().has_value(); })) {
-      // A signal while other nodes are awaited: honour it now, and end the job so that no
-      // node waits in the fence for this one.
-      job_event("stopped by a signal while waiting for the other nodes in the PMIx fence; aborting the job");
-      supervisor.handle_signals();
-      const int code = supervisor.finish().exit_code;
-      exchange.abort(code, "hyrun was stopped by a signal while waiting for the other nodes");
-    }
-    // Past the fence, every node reads the same records: what they say ends each node by itself.
-    every_node_knows = true;
-    if (node_failure) return node_failure->exit_code();  // said on this node before the fence
-    if (root_failure) throw Error(root_failure->what(), root_failure->exit_code());
-    const std::vector<std::string> hosts = check_node_records(exchange, options);
-    every_node_knows = false;
+  const LaunchOptions& options_;
+  SignalEvents& signals_;
+  RootExchange& exchange_;
+  const int task_;
+  const int tasks_;
+  const bool peers_;
+  RankEnvironment contract_;
+  std::optional<NodeLaunch> node_;
+  std::optional<NodeLink> link_;
+  std::string token_;
+  std::optional<std::string> loss_;  // the line that named a lost node
+};
 
-    if (task != 0) {
-      const RootRecord record = exchange.root_record(options.bootstrap_timeout);
-      if (record.error) {
-        every_node_knows = true;
-        throw Error(fmt::format("the root node failed before the launch: {}", *record.error),
-                    exit_code::kLauncherError);
+NodePlan Launch::plan_node() {
+  contract_.world_size = tasks_ * options_.ranks;
+  contract_.local_world_size = options_.ranks;
+  contract_.node_rank = task_;
+  contract_.num_nodes = tasks_;
+  contract_.bootstrap_timeout_ms = static_cast<int>(options_.bootstrap_timeout.count());
+  contract_.output_terminal = ::isatty(STDOUT_FILENO) == 1;
+  NodePlan plan;
+  try {
+    // Tasks of this job on the same node split what Slurm did not give each of them alone.
+    node_.emplace(options_, contract_, task_ * options_.ranks, exchange_.task_share());
+    // The plan of many ranks takes a while and the loop is not running yet: a signal that
+    // came meanwhile ends hyrun here, before anything is started or printed.
+    if (const auto sig = signals_.pending_stop())
+      throw Error(fmt::format("received {} while computing the binding plan; nothing was started", signal_name(*sig)),
+                  128 + *sig);
+    plan.dry_run_shown = node_->report_and_check();  // --dry-run: each node shows its own plan
+  } catch (const Error& e) {
+    if (options_.dry_run) throw;  // nothing was exchanged: every node reports its own plan's problem
+    job_event_line(e.what());
+    plan.failure = e;
+  }
+  return plan;
+}
+
+void Launch::restart_through(RankSupervisor& supervisor) {
+  supervisor.set_relauncher(
+      [this](int local_rank, int incarnation) { return node_->rank(local_rank, false, incarnation); });
+}
+
+// The root starts global rank 0 first; whatever happens, it still puts a record and joins
+// the fence, so no other node waits for a fence that never completes. Returns its failure.
+std::optional<Error> Launch::offer_root(RankSupervisor& supervisor, const std::optional<Error>& node_failure) {
+  RootRecord record;
+  record.ranks = options_.ranks;
+  record.world_size = contract_.world_size;
+  std::optional<Error> failure;
+  try {
+    if (node_failure) throw Error(node_failure->what(), node_failure->exit_code());  // said in both records
+    token_ = make_job_token();
+    node_->set_job_token(token_);
+    record.job_token = token_;
+    // MASTER_ADDR/MASTER_PORT for programs with their own bootstrap.
+    try {
+      exchange_.offer_rendezvous(record, *node_);
+    } catch (const SystemError& e) {  // only programs with their own bootstrap need it
+      spdlog::warn("MASTER_ADDR/MASTER_PORT are not set: {}", e.what());
+      record.master_port.reset();
+    }
+    // The node link: a node whose hyrun is lost ends the job (docs/cli.md, Failures).
+    if (peers_) try {
+        link_.emplace(NodeLink::listen(options_.node_timeout));
+        record.link_port = link_->port();
+      } catch (const SystemError& e) {
+        spdlog::warn("the link among the nodes' hyrun processes is not available: {}", e.what());
       }
-      token = record.job_token;
-      node->set_job_token(token);
-      link = connect_to_root(record, task, hosts.at(0), options.node_timeout);
-      exchange.take_rendezvous(record, *node);
-      if (record.root_address) node->set_root_address(*record.root_address);
-    }
-    if (link) {
-      if (task == 0) link->expect(hosts, task, token);
-      link->on_loss([&supervisor, &loss, &options, task, tasks](const NodeLink::Loss& lost) {
-        const std::string what = fmt::format("lost the hyrun of node {} ({}{})", lost.host,
-                                             lost.relayed ? "the root's hyrun lost it: " : "", lost.why);
-        // A program that handles deaths goes on without the node, as without a killed rank:
-        // its ranks are told of the node's ranks' deaths. Not without the root: rank 0
-        // lives there, and the other nodes' link with it.
-        if (lost.task > 0 && lost.task < tasks && lost.task != task && supervisor.every_rank_handles_deaths()) {
-          const int first = lost.task * options.ranks;
-          job_event_line(
-              fmt::format("{}; its ranks {}-{} are reported dead to this node's ranks, which handle deaths: "
-                          "the job goes on",
-                          what, first, first + options.ranks - 1));
-          supervisor.report_remote_deaths(first, options.ranks);
-          return true;
-        }
-        loss = what;
-        job_event_line(*loss);
-        supervisor.stop(SIGTERM, exit_code::kLauncherError);
-        return false;
-      });
-      supervisor.add_participant(*link);
-    }
-    const int first = (task == 0 && options.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
-    for (int local = first; local < options.ranks && !supervisor.stopping(); ++local) {
-      supervisor.start(node->rank(local, false));
-      if (link) link->service();  // starting many ranks takes a while: the other nodes still hear us
+    if (options_.bootstrap == BootstrapMode::kUcx) {
+      supervisor.start(node_->rank(0, true));
+      const auto address = supervisor.await_root_address();
+      // Stopped meanwhile (a signal, a failure): with other nodes, they must hear it from
+      // the record; alone, no rank starts and finish() ends the job.
+      if (!address && peers_) throw Error("the job was stopped before rank 0 published its address");
+      if (address) {
+        record.root_address = *address;
+        node_->set_root_address(*address);
+      }
     }
   } catch (const Error& e) {
-    // A TimeoutError here means some hyrun never reached the exchange (stuck or gone):
-    // the whole job is aborted so that no node waits for it until its own limit.
-    const bool missing_node = peers && dynamic_cast<const TimeoutError*>(&e) != nullptr;
+    record.error = e.what();
+    record.exit_code = e.exit_code();
+    failure = e;
+  }
+  exchange_.put_root(record);
+  return failure;
+}
+
+ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& plan) {
+  NodeRecord node_record{options_.ranks, exchange_.host(), std::nullopt, exit_code::kLauncherError};
+  if (plan.failure) {
+    node_record.error = plan.failure->what();
+    node_record.exit_code = plan.failure->exit_code();
+  }
+  exchange_.put_node(node_record);
+  std::optional<Error> root_failure;
+  if (task_ == 0) root_failure = offer_root(supervisor, plan.failure);
+  if (!exchange_.fence(options_.bootstrap_timeout, [this] { return signals_.pending_stop().has_value(); })) {
+    // A signal while other nodes are awaited: honour it now, and end the job so that no
+    // node waits in the fence for this one.
+    job_event("stopped by a signal while waiting for the other nodes in the PMIx fence; aborting the job");
+    supervisor.handle_signals();
+    const int code = supervisor.finish().exit_code;
+    exchange_.abort(code, "hyrun was stopped by a signal while waiting for the other nodes");
+  }
+  ExchangeOutcome outcome;
+  if (plan.failure) {  // said on this node before the fence
+    outcome.kind = ExchangeOutcome::Kind::kNodeFailed;
+    outcome.exit_code = plan.failure->exit_code();
+    return outcome;
+  }
+  try {
+    if (root_failure) throw Error(root_failure->what(), root_failure->exit_code());
+    outcome.hosts = check_node_records(exchange_, options_);
+  } catch (const TimeoutError&) {
+    throw;  // a node's record never came: that node is not known to have failed
+  } catch (const Error&) {
+    outcome.kind = ExchangeOutcome::Kind::kEndedEverywhere;
+    outcome.error = std::current_exception();
+    return outcome;
+  }
+  if (task_ != 0) {
+    outcome.root = exchange_.root_record(options_.bootstrap_timeout);
+    if (outcome.root->error) {
+      outcome.kind = ExchangeOutcome::Kind::kEndedEverywhere;
+      outcome.error = std::make_exception_ptr(Error(
+          fmt::format("the root node failed before the launch: {}", *outcome.root->error), exit_code::kLauncherError));
+    }
+  }
+  return outcome;
+}
+
+void Launch::join_root(const RootRecord& record, const std::vector<std::string>& hosts) {
+  token_ = record.job_token;
+  node_->set_job_token(token_);
+  link_ = connect_to_root(record, task_, hosts.at(0), options_.node_timeout);
+  exchange_.take_rendezvous(record, *node_);
+  if (record.root_address) node_->set_root_address(*record.root_address);
+}
+
+bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
+  const std::string what = fmt::format("lost the hyrun of node {} ({}{})", lost.host,
+                                       lost.relayed ? "the root's hyrun lost it: " : "", lost.why);
+  // A program that handles deaths goes on without the node, as without a killed rank: its
+  // ranks are told of the node's ranks' deaths. Not without the root: rank 0 lives there,
+  // and the other nodes' link with it.
+  if (lost.task > 0 && lost.task < tasks_ && lost.task != task_ && supervisor.every_rank_handles_deaths()) {
+    const int first = lost.task * options_.ranks;
+    job_event_line(
+        fmt::format("{}; its ranks {}-{} are reported dead to this node's ranks, which handle deaths: the job goes on",
+                    what, first, first + options_.ranks - 1));
+    supervisor.report_remote_deaths(first, options_.ranks);
+    return true;
+  }
+  loss_ = what;
+  job_event_line(*loss_);
+  supervisor.stop(SIGTERM, exit_code::kLauncherError);
+  return false;
+}
+
+void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::string>& hosts) {
+  if (!link_) return;
+  if (task_ == 0) link_->expect(hosts, task_, token_);
+  link_->on_loss([this, &supervisor](const NodeLink::Loss& lost) { return on_loss(supervisor, lost); });
+  supervisor.add_participant(*link_);
+}
+
+void Launch::start_ranks(RankSupervisor& supervisor) {
+  const int first = (task_ == 0 && options_.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
+  for (int local = first; local < options_.ranks && !supervisor.stopping(); ++local) {
+    supervisor.start(node_->rank(local, false));
+    if (link_) link_->service();  // starting many ranks takes a while: the other nodes still hear us
+  }
+}
+
+void Launch::end_early(RankSupervisor& supervisor, const std::exception_ptr& error, bool known_everywhere) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    // A TimeoutError here means some hyrun never reached the exchange (stuck or gone): the
+    // whole job is aborted so that no node waits for it until its own limit.
+    const bool missing_node = peers_ && dynamic_cast<const TimeoutError*>(&e) != nullptr;
     if (missing_node) job_event_line(e.what());
     supervisor.stop(SIGTERM, e.exit_code());  // stop and reap what did start before the error is reported
     supervisor.finish();
-    if (!missing_node && (every_node_knows || !peers)) throw;
+    if (!missing_node && (known_everywhere || !peers_)) throw;
     // e.g. "cannot execute '/nonexistent'": said here, then the job ends everywhere
     if (!missing_node) job_event_line(e.what());
     abort_job(e.exit_code(), e.what());
   }
-  if (!peers) return supervisor.finish().exit_code;  // the whole job is here: its end needs telling no one
+}
 
+int Launch::finish(RankSupervisor& supervisor) {
+  if (!peers_) return supervisor.finish().exit_code;  // the whole job is here: its end needs telling no one
   JobResult result;
   try {
     result = supervisor.finish();
@@ -238,8 +322,13 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
     job_event_line(e.what());
     abort_job(e.exit_code(), e.what());
   }
+  return end_with(result);
+}
+
+// How this node's end reaches the others.
+int Launch::end_with(const JobResult& result) {
   const int code = result.exit_code;
-  if (loss) abort_job(code, *loss);
+  if (loss_) abort_job(code, *loss_);
   if (result.rank_failure) abort_job(code, *result.rank_failure);
   if (code != exit_code::kSuccess) {
     // A signal from the launch above us (slurmstepd for scancel or srun's own teardown,
@@ -247,25 +336,55 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
     // first failure. A signal from anyone else reached this node only: the others' ranks
     // would wait for this node's, so the job ends everywhere.
     const auto signal = result.stop_signal;
-    if (signal && is_ancestor(signals.sender_of(*signal))) {
-      if (link) link->say_bye();
+    if (signal && is_ancestor(signals_.sender_of(*signal))) {
+      if (link_) link_->say_bye();
       return code;
     }
     abort_job(code, signal ? fmt::format("this node's ranks were stopped by {} from pid {}", signal_name(*signal),
-                                         signals.sender_of(*signal))
+                                         signals_.sender_of(*signal))
                            : fmt::format("this node's ranks were stopped (exit status {})", code));
   }
-  if (link) {
+  if (link_) {
     // Nodes finish at different times: the root stays until every other node said bye, so
     // that a node lost after the root's ranks ended still ends the job.
-    if (task == 0 && !link->await_byes(signals)) abort_job(exit_code::kLauncherError, *loss);
-    link->say_bye();
-    if (const auto sig = signals.pending_stop()) {  // came while the root waited for the others
+    if (task_ == 0 && !link_->await_byes(signals_)) abort_job(exit_code::kLauncherError, *loss_);
+    link_->say_bye();
+    if (const auto sig = signals_.pending_stop()) {  // came while the root waited for the others
       job_event("received {} while waiting for the other nodes' hyrun to finish", signal_name(*sig));
       return 128 + *sig;
     }
   }
   return code;
+}
+
+}  // namespace
+
+// Every way this node can end badly must reach the other nodes: they cannot see this node's
+// ranks, and without srun --kill-on-bad-exit they would wait for them until their own
+// bootstrap limit. Errors that every node found the same way (the root's error record, a
+// different -n) end each node by itself; anything else aborts the job.
+int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange& exchange) {
+  Launch launch(options, signals, exchange);
+  const NodePlan plan = launch.plan_node();
+  if (plan.dry_run_shown) return exit_code::kSuccess;
+  RankSupervisor supervisor(supervisor_options(options), signals);
+  launch.restart_through(supervisor);
+  ExchangeOutcome outcome;
+  try {
+    outcome = launch.exchange(supervisor, plan);
+  } catch (const Error&) {
+    launch.end_early(supervisor, std::current_exception(), false);
+  }
+  if (outcome.kind == ExchangeOutcome::Kind::kNodeFailed) return outcome.exit_code;
+  if (outcome.kind == ExchangeOutcome::Kind::kEndedEverywhere) launch.end_early(supervisor, outcome.error, true);
+  try {
+    if (outcome.root) launch.join_root(*outcome.root, outcome.hosts);
+    launch.connect_link(supervisor, outcome.hosts);
+    launch.start_ranks(supervisor);
+  } catch (const Error&) {
+    launch.end_early(supervisor, std::current_exception(), false);
+  }
+  return launch.finish(supervisor);
 }
 
 }  // namespace hyrun

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "hyrun/common/error.hpp"
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 namespace {

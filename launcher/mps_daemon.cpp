@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "hyrun/common/error.hpp"
-#include "hyrun/launcher/child_process.hpp"
-#include "hyrun/launcher/unique_fd.hpp"
-#include "hyrun/launcher/wait_status.hpp"
+#include "hyrun/process/child_process.hpp"
+#include "hyrun/process/unique_fd.hpp"
+#include "hyrun/process/wait_status.hpp"
 
 extern char** environ;
 

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "hyrun/common/error.hpp"
 #include "hyrun/launcher/exported_variables.hpp"
 #include "hyrun/launcher/mps_check.hpp"
 #include "hyrun/launcher/rank_environment.hpp"

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/line_splitter.hpp"
+#include "hyrun/process/line_splitter.hpp"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 namespace {

@@ -1,5 +1,5 @@
 // OutputDestination: hyrun's stdout/stderr written without ever blocking the poll loop.
-#include "hyrun/launcher/output_destination.hpp"
+#include "hyrun/process/output_destination.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 namespace {

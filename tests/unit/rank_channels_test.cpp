@@ -13,8 +13,8 @@
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/start_rank_request.hpp"
-#include "hyrun/launcher/control_channel.hpp"
-#include "hyrun/launcher/publish_channel.hpp"
+#include "hyrun/process/control_channel.hpp"
+#include "hyrun/process/publish_channel.hpp"
 
 namespace hyrun {
 namespace {

@@ -9,7 +9,6 @@
 // needs it begins (docs/ep-bench.md, "Staged launches").
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -23,8 +22,8 @@
 #include "hyrun/common/job_token.hpp"
 #include "hyrun/common/logging.hpp"
 #include "hyrun/launcher/help_formatter.hpp"
-#include "hyrun/launcher/job_events.hpp"
-#include "hyrun/launcher/open_file_limit.hpp"
+#include "hyrun/process/job_events.hpp"
+#include "hyrun/process/launcher_process.hpp"
 #include "staged_launch.hpp"
 #include "token_file.hpp"
 
@@ -163,10 +162,7 @@ int main(int argc, char** argv) {
       throw hyrun::UsageError(fmt::format(
           "ep-bench is not at '{}' (it is installed beside ep-elastic; or set HYRUN_EP_BENCH)", o.launch.command[0]));
 
-    ::signal(SIGPIPE, SIG_IGN);
-    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    hyrun::raise_open_file_limit();
-    hyrun::SignalEvents signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2});
+    auto signals = hyrun::prepare_launcher_process();
     const int code = tcp_server.empty() ? hyrun::ep::elastic::run_first_launch(std::move(o), signals)
                                         : hyrun::ep::elastic::run_joining_launch(std::move(o), signals);
     if (code != 0) report_failed_launch(code);

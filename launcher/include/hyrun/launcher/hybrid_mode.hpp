@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "hyrun/launcher/launch_options.hpp"
-#include "hyrun/launcher/signal_events.hpp"
 #include "hyrun/pmix/client.hpp"
+#include "hyrun/process/signal_events.hpp"
 
 namespace hyrun {
 

@@ -4,7 +4,7 @@
 // ranks' start, the supervision, and how a failure ends the job on every node.
 #include "hyrun/launcher/launch_options.hpp"
 #include "hyrun/launcher/root_exchange.hpp"
-#include "hyrun/launcher/signal_events.hpp"
+#include "hyrun/process/signal_events.hpp"
 
 namespace hyrun {
 

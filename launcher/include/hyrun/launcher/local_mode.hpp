@@ -1,6 +1,6 @@
 #pragma once
 #include "hyrun/launcher/launch_options.hpp"
-#include "hyrun/launcher/signal_events.hpp"
+#include "hyrun/process/signal_events.hpp"
 
 namespace hyrun {
 

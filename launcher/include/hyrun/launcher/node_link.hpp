@@ -21,9 +21,9 @@
 #include "hyrun/common/warning_limiter.hpp"
 #include "hyrun/launcher/link_seal.hpp"
 #include "hyrun/launcher/link_writer.hpp"
-#include "hyrun/launcher/poll_participant.hpp"
-#include "hyrun/launcher/signal_events.hpp"
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/poll_participant.hpp"
+#include "hyrun/process/signal_events.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 

@@ -1,8 +1,9 @@
 #pragma once
 // Starts this node's rank processes and supervises them in one poll loop: forwards their
 // output, relays signals, takes rank 0's published address, stops everything on the
-// first failure, and reaps every process. Nothing outlives it: the destructor kills and
-// reaps whatever is left.
+// first failure, and reaps every process. It joins the process mechanics
+// (hyrun/process/rank_processes.hpp) and the job's policy (job_policy.hpp): the one acts,
+// the other judges. Nothing outlives it: the destructor kills and reaps whatever is left.
 #include <sys/types.h>
 
 #include <chrono>
@@ -11,37 +12,22 @@
 #include <string>
 #include <vector>
 
-#include "hyrun/common/planned_exit.hpp"
-#include "hyrun/launcher/child_process.hpp"
-#include "hyrun/launcher/control_channel.hpp"
-#include "hyrun/launcher/input_forwarder.hpp"
+#include "hyrun/launcher/job_policy.hpp"
 #include "hyrun/launcher/job_result.hpp"
-#include "hyrun/launcher/output_forwarder.hpp"
-#include "hyrun/launcher/poll_participant.hpp"
-#include "hyrun/launcher/process_group.hpp"
-#include "hyrun/launcher/publish_channel.hpp"
-#include "hyrun/launcher/signal_events.hpp"
 #include "hyrun/launcher/supervisor_options.hpp"
-#include "hyrun/launcher/wait_status.hpp"
+#include "hyrun/process/child_process.hpp"  // SpawnError, which start() rethrows
+#include "hyrun/process/poll_participant.hpp"
+#include "hyrun/process/rank_processes.hpp"
+#include "hyrun/process/signal_events.hpp"
 
 namespace hyrun {
-
-/// One rank to start.
-struct RankLaunch {
-  int global_rank = 0;
-  int local_rank = 0;
-  std::vector<std::string> environment;             ///< complete, as NAME=value
-  bool publishes_address = false;                   ///< rank 0 under --bootstrap=ucx: gets the publish fd
-  std::function<int(char*, std::size_t)> pre_exec;  ///< binding, applied in the child
-  int incarnation = 0;                              ///< restarts of this rank so far
-};
 
 class RankSupervisor {
  public:
   /// The fd number rank 0 finds its publish pipe at (HYRUN_PUBLISH_FD).
-  static constexpr int kPublishFd = PublishChannel::kChildFd;
+  static constexpr int kPublishFd = RankProcesses::kPublishFd;
   /// The fd number every rank finds its control socket at (HYRUN_CONTROL_FD).
-  static constexpr int kControlFd = ControlChannel::kChildFd;
+  static constexpr int kControlFd = RankProcesses::kControlFd;
 
   /// Builds the launch of a new process for `local_rank` (its `incarnation`-th restart):
   /// used when a rank announced a planned exit with respawn and ended as it announced.
@@ -64,8 +50,8 @@ class RankSupervisor {
   void add_participant(PollParticipant& participant) { participants_.push_back(&participant); }
 
   RankSupervisor(SupervisorOptions options, SignalEvents& signals);
-  /// Kills and reaps whatever is left; never throws (a failure is logged).
-  ~RankSupervisor();
+  /// Kills and reaps whatever is left (RankProcesses); never throws (a failure is logged).
+  ~RankSupervisor() = default;
   RankSupervisor(const RankSupervisor&) = delete;
   RankSupervisor& operator=(const RankSupervisor&) = delete;
 
@@ -107,57 +93,31 @@ class RankSupervisor {
   void report_remote_deaths(int first, int count);
 
  private:
-  /// Where a rank process is in its life.
-  enum class RankState {
-    kRunning,
-    kSuspended,  ///< stopped by a signal (WIFSTOPPED); the job waits for its SIGCONT
-    /// Killed by SIGTERM/SIGINT/SIGHUP/SIGKILL, which may have been sent together with
-    /// hyrun's own (scancel, a step cancel): the verdict waits briefly (`verdict_due`) for
-    /// hyrun's signal, which excuses it.
-    kEndPending,
-    kEnded,  ///< ended and judged
-  };
-  struct Rank {
-    int global_rank = 0;
-    int local_rank = 0;
-    pid_t pid = 0;
-    ProcessGroup group;  // signalled only while known to be this rank's
-    int incarnation = 0;
-    ControlChannel control;
-    RankState state = RankState::kRunning;
-    std::chrono::steady_clock::time_point verdict_due{};  // kEndPending only
-    std::optional<PlannedExit> planned;                   // the end the rank announced: only that end is excused
-    bool handles_deaths = false;                          // asked to be told of other ranks' deaths
-    ProcessEnd end{};
-    bool alive() const { return state == RankState::kRunning || state == RankState::kSuspended; }
-  };
-
-  void start_process(RankLaunch launch);
   void poll_once(std::chrono::steady_clock::time_point deadline);
   void on_signals();
+  void on_stop_signal(int signal);
   void reap_children();
-  void on_rank_exit(Rank& rank, int wait_status);
-  void on_rank_stopped(Rank& rank, int signal);
-  /// How the rank ended, in words, with what it had announced when that was something else.
-  static std::string describe_end(const Rank& rank);
-  /// `how` completes "rank R (pid P) ..."; `exit_code` overrides the rank's own.
-  void report_failure(const Rank& rank, const std::string& how, std::optional<int> exit_code = {});
-  /// The rank whose end awaits its verdict (at most one at a time), or nullptr.
-  Rank* pending_verdict();
-  void settle_verdict(Rank& rank);
+  void on_rank_exit(std::size_t process, int wait_status);
+  void on_rank_stopped(std::size_t process, int signal);
+  void act_on(const Verdict& verdict, std::size_t process);
+  /// Records the failure (JobPolicy::fail), says it, and stops the other ranks.
+  void report_failure(const RankProcess& rank, const std::string& how, std::optional<int> exit_code = {});
+  void settle_verdict();
   void on_publish_readable();
-  void on_control_readable(Rank& rank);
+  void on_control_readable(RankProcess& rank);
   /// Tells every running local rank that handles deaths, but `dead` itself, that the
   /// current process of global rank `dead` has ended.
   void tell_death(int dead);
   /// `rank` asked to be told of deaths: first of those that happened before.
-  void on_handles_deaths(Rank& rank);
+  void on_handles_deaths(RankProcess& rank);
   void respawn(int local_rank, int global_rank, int incarnation);
   void start_requested_ranks();
-  void signal_running(int signal);
-  void kill_all_groups();
-  void kill_adopted_orphans();
+  /// SIGKILL to every rank's group now (the grace period ended, or a second SIGINT).
+  void kill_now();
   void fail_bootstrap(const std::string& message, int exit_code);
+  /// Fails the bootstrap when rank 0 ended, or closed its publish fd `closed_at` and did not
+  /// end within a grace, before publishing.
+  void check_root_alive(pid_t root_pid, std::optional<std::chrono::steady_clock::time_point> closed_at);
 
   Relauncher relauncher_;
   RankStarter starter_;
@@ -165,18 +125,11 @@ class RankSupervisor {
   std::vector<PollParticipant*> participants_;
   const SupervisorOptions options_;
   SignalEvents& signals_;
-  OutputForwarder output_;
-  InputForwarder input_;
-  std::vector<Rank> ranks_;
-  std::vector<int> remote_dead_;  // global ranks of lost nodes (report_remote_deaths)
-
-  PublishChannel publish_;
+  RankProcesses processes_;
+  JobPolicy policy_;
   bool awaiting_address_ = false;  // rank 0's end is then reported as a bootstrap failure
 
-  std::optional<int> job_exit_code_;
-  std::optional<std::string> failure_summary_;
   bool stopping_ = false;
-  std::optional<int> stop_signal_;
   bool killed_ = false;
   int interrupts_ = 0;
   std::chrono::steady_clock::time_point kill_deadline_{};

@@ -1,18 +1,5 @@
 #pragma once
-// How a process ended, as waitpid reports it, in the words and exit codes users expect.
-#include <string>
-
-namespace hyrun {
-
-/// "SIGKILL" for 9; "signal 64" for a number without a name.
-std::string signal_name(int signal);
-
-struct ProcessEnd {
-  int wait_status = 0;
-  bool failed() const;    ///< non-zero exit or death by signal
-  int exit_code() const;  ///< the exit code, or 128 + signal
-  /// "exited with code 3" / "was killed by signal 9 (SIGKILL)" / "exited normally"
-  std::string describe() const;
-};
-
-}  // namespace hyrun
+// ProcessEnd and signal_name moved to the process library (hyrun/process/wait_status.hpp).
+// This name is kept only for worker/ep/elastic/staged_launch.cpp, which another change is
+// rewriting; remove it once that file includes the new name.
+#include "hyrun/process/wait_status.hpp"

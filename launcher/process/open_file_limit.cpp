@@ -1,4 +1,4 @@
-#include "hyrun/launcher/open_file_limit.hpp"
+#include "hyrun/process/open_file_limit.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/signal_events.hpp"
+#include "hyrun/process/signal_events.hpp"
 
 #include <sys/signalfd.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

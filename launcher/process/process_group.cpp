@@ -1,4 +1,4 @@
-#include "hyrun/launcher/process_group.hpp"
+#include "hyrun/process/process_group.hpp"
 
 #include <signal.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/process_ancestry.hpp"
+#include "hyrun/process/process_ancestry.hpp"
 
 #include <unistd.h>
 

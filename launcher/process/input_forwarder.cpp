@@ -1,4 +1,4 @@
-#include "hyrun/launcher/input_forwarder.hpp"
+#include "hyrun/process/input_forwarder.hpp"
 
 #include <fcntl.h>
 #include <termios.h>

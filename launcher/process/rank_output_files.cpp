@@ -1,4 +1,4 @@
-#include "hyrun/launcher/rank_output_files.hpp"
+#include "hyrun/process/rank_output_files.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

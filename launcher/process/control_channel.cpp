@@ -1,4 +1,4 @@
-#include "hyrun/launcher/control_channel.hpp"
+#include "hyrun/process/control_channel.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

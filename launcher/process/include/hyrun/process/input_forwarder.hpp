@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hyrun/common/planned_exit.hpp"
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/wait_status.hpp"
+#include "hyrun/process/wait_status.hpp"
 
 #include <fmt/format.h>
 #include <sys/wait.h>

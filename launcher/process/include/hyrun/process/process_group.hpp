@@ -11,7 +11,7 @@
 // reaped and no reap of ours has since seen it empty.
 #include <sys/types.h>
 
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/child_process.hpp"
+#include "hyrun/process/child_process.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -14,7 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 namespace {

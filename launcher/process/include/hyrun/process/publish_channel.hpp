@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/publish_channel.hpp"
+#include "hyrun/process/publish_channel.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/output_destination.hpp"
+#include "hyrun/process/output_destination.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

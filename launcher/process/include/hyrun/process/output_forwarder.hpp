@@ -16,10 +16,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hyrun/launcher/line_splitter.hpp"
-#include "hyrun/launcher/output_destination.hpp"
-#include "hyrun/launcher/rank_output_files.hpp"
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/line_splitter.hpp"
+#include "hyrun/process/output_destination.hpp"
+#include "hyrun/process/rank_output_files.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 

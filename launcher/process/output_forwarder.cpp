@@ -1,4 +1,4 @@
-#include "hyrun/launcher/output_forwarder.hpp"
+#include "hyrun/process/output_forwarder.hpp"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>

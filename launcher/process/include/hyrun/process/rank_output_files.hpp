@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "hyrun/launcher/unique_fd.hpp"
+#include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 
