@@ -13,7 +13,7 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
-#include "hyrun/launcher/wait_status.hpp"
+#include "hyrun/process/wait_status.hpp"
 #include "join_protocol.hpp"
 #include "token_file.hpp"
 

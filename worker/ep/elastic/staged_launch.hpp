@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hyrun/launcher/cli_options.hpp"
-#include "hyrun/launcher/signal_events.hpp"
+#include "hyrun/process/signal_events.hpp"
 
 namespace hyrun::ep::elastic {
 
