@@ -268,6 +268,16 @@ void CudaBackend::upload_active(const Routing& routing) {
   active_valid_ = true;
 }
 
+detail::PeerState CudaBackend::peer_state() const {
+  return {d_live_,
+          d_active_,
+          d_mask_,
+          d_failed_,
+          d_status_ + kErrorWords,
+          reinterpret_cast<detail::DeviceError*>(d_status_),
+          d_counters_};
+}
+
 void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
                                 Format f) {
   const Shape& s = shape_;
@@ -282,13 +292,7 @@ void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   routing_ = routing;
   format_ = f;
   const auto p = params_of(s, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
-  const detail::PeerState ps{d_live_,
-                             d_active_,
-                             d_mask_,
-                             d_failed_,
-                             d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_),
-                             d_counters_};
+  const detail::PeerState ps = peer_state();
   check(detail::launch_count(p, ps, topk_idx, num_tokens, d_slot_, d_counts_, st(stream_)), "count kernel");
   check(detail::launch_dispatch(p, ps, d_regions_, x, topk_idx, d_slot_, d_counts_, num_tokens, st(stream_)),
         "dispatch kernel");
@@ -296,13 +300,7 @@ void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
 
 void CudaBackend::dispatch_recv(const DispatchOutput& out) {
   const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
-  const detail::PeerState ps{d_live_,
-                             d_active_,
-                             d_mask_,
-                             d_failed_,
-                             d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_),
-                             d_counters_};
+  const detail::PeerState ps = peer_state();
   const detail::DevOut o{out.recv_x,        out.recv_scales,  out.recv_src_token,
                          out.recv_src_topk, out.layout_count, out.recv_count};
   check(detail::launch_unpack(p, ps, peer_regions_[static_cast<std::size_t>(rank_)], o, st(stream_)), "unpack kernel");
@@ -310,13 +308,7 @@ void CudaBackend::dispatch_recv(const DispatchOutput& out) {
 
 void CudaBackend::combine_send(const uint16_t* expert_out, const DispatchOutput& handle) {
   const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
-  const detail::PeerState ps{d_live_,
-                             d_active_,
-                             d_mask_,
-                             d_failed_,
-                             d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_),
-                             d_counters_};
+  const detail::PeerState ps = peer_state();
   check(detail::launch_combine_send(p, ps, d_regions_, handle.layout_count, handle.recv_src_token, handle.recv_src_topk,
                                     expert_out, st(stream_)),
         "combine send kernel");
@@ -325,13 +317,7 @@ void CudaBackend::combine_send(const uint16_t* expert_out, const DispatchOutput&
 void CudaBackend::combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out) {
   check_combine_call(shape_, num_tokens);
   const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
-  const detail::PeerState ps{d_live_,
-                             d_active_,
-                             d_mask_,
-                             d_failed_,
-                             d_status_ + kErrorWords,
-                             reinterpret_cast<detail::DeviceError*>(d_status_),
-                             d_counters_};
+  const detail::PeerState ps = peer_state();
   void* own = peer_regions_[static_cast<std::size_t>(rank_)];
   check(detail::launch_combine_wait(p, ps, own, st(stream_)), "combine wait kernel");
   check(detail::launch_combine_reduce(p, ps, own, topk_idx, topk_weights, num_tokens, out, st(stream_)),

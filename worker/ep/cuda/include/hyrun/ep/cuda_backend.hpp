@@ -44,6 +44,10 @@ struct CUstream_st;
 
 namespace hyrun::ep::cuda {
 
+namespace detail {
+struct PeerState;  // cuda_kernels.hpp: what the kernels get of the peers' state
+}  // namespace detail
+
 using Stream = CUstream_st*;  ///< cudaStream_t
 
 /// Largest top-k the kernels support.
@@ -132,6 +136,8 @@ class CudaBackend {
   void release() noexcept;
   void upload_active(const Routing& routing);
   void update_recv_blocks();
+  /// The device state of the peers, as every kernel of a call gets it.
+  detail::PeerState peer_state() const;
   Shape shape_;
   int rank_;
   int num_peers_;
