@@ -66,9 +66,10 @@ expect_stdout "validation passed"
 expect_stdout "global_rank=0, local_rank=0 -> end phase 3"
 # ep-elastic (elastic.py's command line) from the bundle: it finds ep-bench beside itself,
 # and starts ranks 4-7 when phase 1 begins.
+reserve_port || exit 1
 cp "$bundle/plans/single_expansion.json" "$WORK/plan.json"
 run_job 120 "${bare[@]}" "$bundle/run" ep-elastic --plan "$WORK/plan.json" --num-processes 8 --backend host \
-  --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 6 --port $((20000 + RANDOM % 20000))
+  --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 6 --port "$PORT"
 expect_rc 0
 expect_stdout "global_rank=7, local_rank=7 -> end phase 1"
 [ -f "$bundle/bin/elastic.py" ] && pass "elastic.py is in the bundle" || fail "elastic.py is not in the bundle"

@@ -6,7 +6,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 cloudai=$here/cloudai_nixl_ep.py
 small=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --num-experts-per-rank 2 --warmup 2 --iters 6 --timeout-ms 20000)
 # A port of our own: tests run in parallel, and 9999 may be taken.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+reserve_port || exit 1
+port=$PORT
 log=$WORK/nixl-ep-node-0.log
 
 # The readiness probe; also done when the first launch already ended (a one-phase plan can

@@ -4,7 +4,8 @@
 set -uo pipefail
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hyrun-test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# HYRUN_TEST_KEEP=1 keeps the work folder (logs of a failure) and names it on stderr.
+if [ -n "${HYRUN_TEST_KEEP:-}" ]; then trap 'echo "kept $WORK" >&2' EXIT; else trap 'rm -rf "$WORK"' EXIT; fi
 failures=0
 
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
@@ -29,6 +30,25 @@ expect_faster() { [ "$(echo "$ELAPSED < $1" | bc)" -eq 1 ] && pass "took ${ELAPS
 show_output() { echo "--- stdout (tail)"; tail -c 2000 "$OUT"; echo "--- stderr (tail)"; tail -c 2000 "$ERR"; echo "---"; }
 
 # A process is gone when /proc has no entry (a zombie still has one).
+# reserve_port: sets PORT to a TCP port no other test of this machine holds, for this
+# script's lifetime. A port found free by bind-and-close is a race: tests run in parallel and
+# the kernel hands ports of the ephemeral range (ip_local_port_range, 32768-60999 by default)
+# to every outgoing connection and port-0 bind. So the port comes from below that range, and
+# a lock file held open (flock) until the script exits keeps other tests off it.
+reserve_port() {
+  local p fd
+  for p in $(shuf -i 20000-32000 -n 400); do
+    exec {fd}>"/tmp/hyrun-test-port-$p.lock" || continue
+    if flock -n "$fd" && python3 -c 'import socket,sys; s=socket.socket(); s.bind(("0.0.0.0", int(sys.argv[1])))' "$p" 2>/dev/null; then
+      # shellcheck disable=SC2034  # read by the test that sources this file
+      PORT=$p
+      return 0
+    fi
+    exec {fd}>&-
+  done
+  echo "reserve_port: no free port in 20000-32000" >&2
+  return 1
+}
 pid_gone() { [ ! -e "/proc/$1" ]; }
 
 # expect_all_gone DIR : every pid recorded in DIR (rank.* and child.* files) is gone.
