@@ -685,12 +685,15 @@ TEST(EpHostBackendElastic, KilledRankIsReportedAtOnceMaskedThenReplaced) {
       EXPECT_NE(std::string(e.what()).find("rank(s) 2"), std::string::npos) << e.what();
     }
   }
-  // A live silent rank still holds the wait to its deadline (early return needs every
-  // missing rank to be dead): rank 1 never writes this value.
+  // Once a missing rank is known dead the call cannot complete: the wait ends at once
+  // even though rank 1, alive, never writes this value (it may have left the call to
+  // agree on the failure; see ASurvivorThatLeftTheCallIsNotBlamed).
   const RegionLayout l = region_layout(s);
   const int both[] = {1, 2};
-  EXPECT_EQ(fabric.transport(0).wait_signals(both, l.dispatch_signals, ~uint64_t{0}, Clock::now() + 50ms),
+  const auto before = Clock::now();
+  EXPECT_EQ(fabric.transport(0).wait_signals(both, l.dispatch_signals, ~uint64_t{0}, Clock::now() + forever),
             (std::vector<int>{1, 2}));
+  EXPECT_LT(Clock::now() - before, std::chrono::minutes(1));
   EXPECT_TRUE(fabric.transport(0).known_failed(2));
   EXPECT_FALSE(fabric.transport(0).known_failed(1));
 
@@ -738,4 +741,34 @@ TEST(EpHostBackendElastic, DispatchToDeadRankStillSignalsTheOthers) {
   } catch (const PeerFailureError& e) {
     EXPECT_EQ(e.ranks(), std::vector<int>{2}) << e.what();
   }
+}
+
+// Two survivors may see one death an iteration apart: rank 1 saw rank 2 die after its
+// last call and left for the failure agreement, so it never signals rank 0 in the next
+// call. Rank 0 must not wait for rank 1 to its deadline and then blame it (a live rank
+// dropped from the job): once rank 2 is known dead its wait ends at once and names only
+// rank 2. The 10-minute timeout makes a wait for the deadline fail the test (ctest TIMEOUT).
+TEST(EpHostBackendElastic, ASurvivorThatLeftTheCallIsNotBlamed) {
+  const Shape s{3, 8, 2048, 2, 1};
+  InProcessFabric fabric(3, region_bytes(s));
+  std::vector<std::unique_ptr<HostBackend>> be;
+  for (int r = 0; r < 3; ++r)
+    be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), std::chrono::minutes(10)));
+  fabric.kill(2);
+  auto in = ep_elastic_test::make_input(s, 3, 0, 11, 0);
+  DispatchBuffers out(s, Format::kFP8);
+  // Only rank 0 makes the call: rank 1 has left it (it is in the agreement, alive).
+  EXPECT_THROW(be[0]->dispatch_send(in.x.data(), in.topk_idx.data(), s.max_tokens, Routing::all(3), Format::kFP8),
+               PeerFailureError);
+  const auto before = Clock::now();
+  try {
+    be[0]->dispatch_recv(out.view());
+    FAIL() << "expected PeerFailureError";
+  } catch (const PeerFailureError& e) {
+    EXPECT_EQ(e.ranks(), std::vector<int>{2}) << e.what();
+  } catch (const std::exception& e) {
+    FAIL() << "expected PeerFailureError naming rank 2, got: " << e.what();
+  }
+  EXPECT_LT(Clock::now() - before, std::chrono::minutes(1));
+  EXPECT_FALSE(fabric.transport(0).known_failed(1));
 }

@@ -94,13 +94,17 @@ void HostBackend::signal_active(const std::vector<int>& active, std::size_t sign
 }
 
 void HostBackend::throw_missing(const char* what, const std::vector<int>& missing) {
-  const bool all_failed =
-      std::all_of(missing.begin(), missing.end(), [this](int p) { return transport_.known_failed(p); });
-  if (all_failed)
-    throw PeerFailureError(fmt::format("EP {} (epoch {}): rank {} got no completion signal from rank(s) {}, whose "
-                                       "process failed",
-                                       what, epoch_, transport_.rank(), format_ranks(missing)),
-                           missing);
+  std::vector<int> failed, late;
+  for (int p : missing) (transport_.known_failed(p) ? failed : late).push_back(p);
+  // Only the dead are named: a live rank still missing may have left the call for the
+  // failure agreement (wait_signals ends at the first known death), so it is not blamed.
+  if (!failed.empty())
+    throw PeerFailureError(
+        fmt::format("EP {} (epoch {}): rank {} got no completion signal from rank(s) {}, whose "
+                    "process failed{}",
+                    what, epoch_, transport_.rank(), format_ranks(failed),
+                    late.empty() ? "" : fmt::format(" (nor yet from rank(s) {})", format_ranks(late))),
+        failed);
   throw PeerTimeoutError(fmt::format("EP {} (epoch {}): rank {} got no completion signal from rank(s) {} within {} ms",
                                      what, epoch_, transport_.rank(), format_ranks(missing), timeout_.count()),
                          missing);

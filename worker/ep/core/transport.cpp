@@ -114,8 +114,10 @@ std::vector<int> Transport::wait_signals(std::span<const int> peers, std::size_t
       if (std::atomic_ref<uint64_t>(w).load(std::memory_order_acquire) < value) missing.push_back(p);
     }
     if (missing.empty() || Clock::now() >= deadline) return missing;
-    // Nothing more can come from a dead process: do not sit out the deadline for it.
-    if (std::all_of(missing.begin(), missing.end(), [this](int p) { return known_failed(p); })) return missing;
+    // A dead peer makes the call fail: do not sit out the deadline. Nor wait for a live
+    // peer still missing: it may have seen the death an iteration earlier and left for the
+    // failure agreement, never to signal this call (waiting would time out and blame it).
+    if (std::any_of(missing.begin(), missing.end(), [this](int p) { return known_failed(p); })) return missing;
     progress_while_waiting();
   }
 }

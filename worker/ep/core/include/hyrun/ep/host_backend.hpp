@@ -78,7 +78,8 @@ class HostBackend {
   std::vector<int> active_ranks() const;
   /// Flushes the data, signals `active` at `signals`, flushes; throws after signalling.
   void signal_active(const std::vector<int>& active, std::size_t signals, const char* what);
-  /// PeerFailureError when every missing rank is known failed, else PeerTimeoutError.
+  /// PeerFailureError naming the missing ranks known failed, when there are any (the others
+  /// are not blamed); else PeerTimeoutError naming every missing rank.
   [[noreturn]] void throw_missing(const char* what, const std::vector<int>& missing);
   /// dispatch_send; `local` (fused dispatch): this rank's own messages go there directly.
   void send_dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f,

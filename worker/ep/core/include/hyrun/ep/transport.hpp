@@ -16,7 +16,8 @@
 // Failed peers (elastic jobs): a transport may know that a peer's process died
 // (peer_known_failed). Puts and signals to such a peer are not issued; the next flush()
 // reports it in PeerFailureError without waiting for the timeout, and wait_signals()
-// returns as soon as every rank still missing is known failed.
+// returns as soon as a rank still missing is known failed (the call has failed; a live
+// rank still missing may have left it for the failure agreement and will not signal).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -67,8 +68,8 @@ class Transport {
   /// finished with: the next put starts a new batch.
   virtual void flush() = 0;
   /// Waits until, for every rank r in `peers`, the uint64 at
-  /// `first_signal_offset + 8*r` of this rank's region is >= `value`, until every rank
-  /// still missing is known failed (known_failed), or until `deadline`. Drives the
+  /// `first_signal_offset + 8*r` of this rank's region is >= `value`, until a rank still
+  /// missing is known failed (known_failed), or until `deadline`. Drives the
   /// transport's progress while waiting. Returns the ranks whose signal did not arrive
   /// (empty on success).
   std::vector<int> wait_signals(std::span<const int> peers, std::size_t first_signal_offset, uint64_t value,

@@ -31,7 +31,7 @@
 // A peer whose process is known failed (UcxBootstrap::peer_failed, i.e.
 // World::peer_failed with WorldOptions::peer_error_handling) gets no more operations:
 // puts to it are skipped, outstanding requests to it are abandoned by flush(), which
-// reports it in PeerFailureError at once, and wait_signals() does not wait for it.
+// reports it in PeerFailureError at once, and wait_signals() ends as soon as it misses it.
 //
 // After a write to a live peer timed out, the destructor keeps the region mapped (until
 // the process exits): late writes of the stalled transfers must not hit unmapped memory.
