@@ -1,6 +1,7 @@
 #include "hyrun/launcher/rank_supervisor.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -398,7 +399,14 @@ JobResult RankSupervisor::finish() {
     spdlog::warn("the reader of hyrun's output did not take the last of it within {} s; the rest is dropped",
                  std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count());
   reap_children();
-  return policy_.result();
+  JobResult result = policy_.result();
+  if (!output.lost_files().empty() && result.exit_code == exit_code::kSuccess) {
+    // Every rank succeeded, but what the user asked to keep is incomplete: not a success.
+    spdlog::error("every rank exited 0, but --output-filename lost output: {}; exit 1",
+                  fmt::join(output.lost_files(), ", "));
+    result.exit_code = exit_code::kLauncherError;
+  }
+  return result;
 }
 
 }  // namespace hyrun

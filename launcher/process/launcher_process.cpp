@@ -25,6 +25,9 @@ void hold_standard_fds() {
 SignalEvents prepare_launcher_process() {
   hold_standard_fds();
   ::signal(SIGPIPE, SIG_IGN);
+  // A file size limit (ulimit -f) reached while writing --output-filename files must be an
+  // error hyrun reports (EFBIG), not a signal that kills it. Ranks get SIG_DFL back.
+  ::signal(SIGXFSZ, SIG_IGN);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   // The usual soft limit of 1024 would stop a launcher at ~250 ranks.
   raise_open_file_limit();

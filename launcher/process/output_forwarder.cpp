@@ -2,6 +2,7 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,24 +11,16 @@
 
 namespace hyrun {
 
-namespace {
-
-// The per-rank files are regular files: a plain write loop cannot stall there.
-void write_file(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // a full disk loses file output, never the terminal's
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
-
-}  // namespace
-
 OutputForwarder::OutputForwarder(bool label, bool timestamp, std::string output_dir)
     : label_(label), timestamp_(timestamp), files_(std::move(output_dir)) {
-  destinations_[0] = std::make_unique<OutputDestination>(1);
-  destinations_[1] = std::make_unique<OutputDestination>(2);
+  destinations_[0] = std::make_shared<OutputDestination>(1);
+  // `2>&1`: one file behind both. Two queues would each write what the file takes and
+  // splice one stream's lines into the middle of the other's once the reader falls behind.
+  struct stat out {
+  }, err{};
+  const bool same =
+      ::fstat(1, &out) == 0 && ::fstat(2, &err) == 0 && out.st_dev == err.st_dev && out.st_ino == err.st_ino;
+  destinations_[1] = same ? destinations_[0] : std::make_shared<OutputDestination>(2);
 }
 
 UniqueFd OutputForwarder::add(int rank, int destination) {
@@ -46,7 +39,8 @@ void OutputForwarder::add_poll_fds(std::vector<pollfd>& fds) const {
   for (int d = 0; d < 2; ++d) {
     const auto& destination = *destinations_[d];
     readable[d] = draining_ || destination.pending_bytes() < kBackpressure;
-    if (destination.wants_writable()) fds.push_back({destination.fd(), POLLOUT, 0});
+    const bool shared = d == 1 && destinations_[1] == destinations_[0];  // polled once
+    if (destination.wants_writable() && !shared) fds.push_back({destination.fd(), POLLOUT, 0});
   }
   for (const auto& s : streams_)
     if (s.source && readable[s.destination - 1]) fds.push_back({s.source.get(), POLLIN, 0});
@@ -58,7 +52,7 @@ bool OutputForwarder::on_poll(const pollfd& p) {
     if ((p.events & POLLOUT) && p.fd == destination.fd()) {
       if (p.revents & (POLLOUT | POLLERR | POLLHUP)) {
         destination.on_writable();
-        after_write(d + 1);
+        after_write();
       }
       return true;
     }
@@ -87,10 +81,8 @@ void OutputForwarder::read_source(Stream& stream, bool draining) {
 
 void OutputForwarder::write_out(const Stream& stream, const std::string& text) {
   if (text.empty()) return;
-  if (const int file = files_.fd(stream.rank, stream.destination); file >= 0) {
-    write_file(file, text);
-    if (text.back() != '\n') write_file(file, "\n");
-  }
+  files_.write(stream.rank, stream.destination, text);
+  if (text.back() != '\n') files_.write(stream.rank, stream.destination, "\n");
   auto& destination = *destinations_[stream.destination - 1];
   if (!label_ && !timestamp_) {
     destination.write(text);
@@ -106,14 +98,14 @@ void OutputForwarder::write_out(const Stream& stream, const std::string& text) {
     const bool whole = text.back() == '\n';
     destination.write(fmt::format("{}{}{}", prefix, text, whole ? "" : "\n"));
   }
-  after_write(stream.destination);
+  after_write();
 }
 
-void OutputForwarder::after_write(int destination) {
-  if (!broken(destination)) return;
+void OutputForwarder::after_write() {
+  if (!broken(1) && !broken(2)) return;
   // The reader is gone: the ranks learn it as a pipeline's writer would, on their next write.
   for (auto& stream : streams_)
-    if (stream.destination == destination && stream.source) {
+    if (broken(stream.destination) && stream.source) {
       by_fd_.erase(stream.source.get());
       stream.source.reset();
       --open_sources_;
@@ -136,7 +128,7 @@ void OutputForwarder::drain_all() {
 
 void OutputForwarder::write_own_line(const std::string& line) {
   destinations_[1]->write(line);
-  after_write(2);
+  after_write();
 }
 
 bool OutputForwarder::has_pending() const {

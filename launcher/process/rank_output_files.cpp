@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -54,9 +56,30 @@ UniqueFd RankOutputFiles::open_regular(int dir_fd, const std::string& relative, 
   return file;
 }
 
-int RankOutputFiles::fd(int rank, int destination) const {
+void RankOutputFiles::write(int rank, int destination, std::string_view text) {
   const auto it = files_.find({rank, destination});
-  return it == files_.end() ? -1 : it->second.get();
+  if (it == files_.end() || !it->second) return;
+  // A regular file: a plain write loop cannot stall here.
+  while (!text.empty()) {
+    const ssize_t n = ::write(it->second.get(), text.data(), text.size());
+    if (n > 0) {
+      text.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    // ENOSPC, EDQUOT, EFBIG (ulimit -f; hyrun ignores SIGXFSZ), EIO: a file with a hole in
+    // the middle would mislead more than one that stops, so this file ends here.
+    const int err = n < 0 ? errno : ENOSPC;
+    const char* stream = destination == 1 ? "stdout" : "stderr";
+    const std::string path = fmt::format("{}/rank.{}/{}", dir_, rank, stream);
+    spdlog::warn(
+        "--output-filename: writing {} failed: {}; that file misses the rest of rank {}'s {} (hyrun's {} "
+        "still gets it)",
+        path, std::strerror(err), rank, stream, stream);
+    lost_.push_back(fmt::format("{} ({})", path, std::strerror(err)));
+    it->second.reset();
+    return;
+  }
 }
 
 }  // namespace hyrun

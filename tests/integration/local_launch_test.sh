@@ -109,6 +109,72 @@ output-filename-fifo)  # a FIFO planted where a rank's output goes is refused at
     echo "skipped the device: mknod is not allowed here"
   fi
   ;;
+merged-output-slow-reader)  # `hyrun ... 2>&1 | slow-reader`: stdout and stderr are one pipe; every line stays whole
+  # A reader that starts late makes hyrun's writes partial: two queues on one pipe then
+  # spliced one stream's lines into the middle of the other's (2 to 24 lines of these 40000 in 5 of 5 runs, before).
+  slow=(bash -c 'set -o pipefail; "$@" 2>&1 | (sleep 1; cat)' _)
+  run_job 60 "${slow[@]}" "$HYRUN" -n 2 --bootstrap=none -- python3 -c 'import sys
+for i in range(10000):
+    print(f"out {i:04d} " + "x" * 90); print(f"err {i:04d} " + "e" * 90, file=sys.stderr)'
+  expect_rc 0
+  total=$(wc -l <"$OUT")
+  bad=$(grep -cvE '^(out [0-9]{4} x{90}|err [0-9]{4} e{90})$' "$OUT")
+  [ "$total" = 40000 ] && [ "$bad" = 0 ] && pass "40000 whole lines" || { fail "$total lines, $bad of them not whole: $(grep -vE '^(out [0-9]{4} x{90}|err [0-9]{4} e{90})$' "$OUT" | head -2)"; }
+  for r in out err; do
+    [ "$(grep -c "^$r " "$OUT")" = 20000 ] && pass "20000 $r lines" || fail "$(grep -c "^$r " "$OUT") $r lines, not 20000"
+  done
+  ;;
+output-filename-full)  # a file that cannot take more (ulimit -f: EFBIG; a full tmpfs: ENOSPC) is said once per file and fails a job that otherwise succeeded
+  # Each rank writes 700 lines of 100 bytes per stream; the files may take 8 KiB. hyrun's own
+  # stdout and stderr go to one pipe (no size limit; read as both OUT and ERR): the
+  # terminal must get every line.
+  prog=(python3 -c 'import sys
+for i in range(700): print(f"out {i:04d} " + "x" * 90)
+for i in range(700): print(f"err {i:04d} " + "e" * 90, file=sys.stderr)
+import os
+sys.exit(int(sys.argv[1]) if os.environ["HYRUN_RANK"] == sys.argv[2] else 0)')
+  limited=(bash -c 'set -o pipefail; ( ulimit -f 8; exec "$@" ) 2>&1 | cat' _)
+  run_job 60 "${limited[@]}" "$HYRUN" -n 2 --output-filename "$WORK/big" --bootstrap=none -- "${prog[@]}" 0 0
+  ERR=$OUT
+  expect_rc 1
+  for r in 0 1; do
+    for stream in stdout stderr; do
+      n=$(grep -c "writing .*/big/rank.$r/$stream failed: File too large; that file misses the rest of rank $r's $stream" "$ERR")
+      [ "$n" = 1 ] && pass "rank.$r/$stream: said once" || { fail "rank.$r/$stream: said $n times"; show_output; }
+      f=$WORK/big/rank.$r/$stream
+      size=$(stat -c %s "$f")
+      [ "$size" -le 8192 ] && [ "$size" -gt 0 ] && pass "rank.$r/$stream holds $size bytes" || fail "rank.$r/$stream holds $size bytes"
+    done
+    # What the file holds is the start of what the rank wrote, byte for byte.
+    python3 - "$WORK/big/rank.$r/stdout" <<'PY' && pass "rank.$r/stdout is the start of the rank's output" || fail "rank.$r/stdout is not the start of the rank's output"
+import sys
+got = open(sys.argv[1]).read()
+want = "".join(f"out {i:04d} " + "x" * 90 + "\n" for i in range(700))
+assert want.startswith(got), got[-200:]
+PY
+  done
+  [ "$(grep -c '^out ' "$OUT")" = 1400 ] && pass "hyrun's stdout got all 1400 lines" || fail "hyrun's stdout got $(grep -c '^out ' "$OUT") of 1400 lines"
+  [ "$(grep -c '^err ' "$ERR")" = 1400 ] && pass "hyrun's stderr got all 1400 lines" || fail "hyrun's stderr got $(grep -c '^err ' "$ERR") of 1400 lines"
+  expect_stderr "^hyrun: error: every rank exited 0, but --output-filename lost output: .*/big/rank.[01]/std(out|err) \(File too large\)"
+  # A rank's own failure keeps its exit code: the lost files are said, the verdict is the
+  # rank's (rank 1 writes everything, then exits 3).
+  run_job 60 "${limited[@]}" "$HYRUN" -n 2 --output-filename "$WORK/big2" --bootstrap=none -- "${prog[@]}" 3 1
+  ERR=$OUT
+  expect_rc 3
+  expect_stderr "writing .*/big2/rank.1/stdout failed: File too large"
+  # A full file system: ENOSPC (a 64 KiB tmpfs, where mounting is allowed).
+  mkdir -p "$WORK/full"
+  if mount -t tmpfs -o size=64k tmpfs "$WORK/full" 2>/dev/null; then
+    run_job 60 "$HYRUN" -n 2 --output-filename "$WORK/full/out" --bootstrap=none -- "${prog[@]}" 0 0
+    expect_rc 1
+    expect_stderr "writing .*/full/out/rank.[01]/std(out|err) failed: No space left on device"
+    expect_stderr "^hyrun: error: every rank exited 0, but --output-filename lost output: "
+    [ "$(grep -c '^out ' "$OUT")" = 1400 ] && pass "a full disk: hyrun's stdout got all 1400 lines" || fail "a full disk: stdout lines lost"
+    umount "$WORK/full"
+  else
+    echo "skipped the full tmpfs: mounting is not allowed here"
+  fi
+  ;;
 control-socket-unnamed)  # docs/security.md: a rank's control socket is a socketpair with its hyrun, nobody else can write to it
   # An unnamed AF_UNIX socket, connected to an unnamed peer: no path or address another process could connect to.
   run_job 30 "$HYRUN" -n 2 --label --bootstrap=none -- /usr/bin/python3 -c '

@@ -8,7 +8,8 @@
 // more than kBackpressure bytes its ranks' pipes are not read, so a slow reader slows the
 // ranks down as it would a plain pipeline. When a destination's reader goes away (EPIPE),
 // the read ends of that stream of every rank are closed: a rank writing there next gets
-// SIGPIPE (or EPIPE), exactly as the first command of `prog | head -1` does.
+// SIGPIPE (or EPIPE), exactly as the first command of `prog | head -1` does. When hyrun's
+// stdout and stderr are one file (`2>&1`), one queue serves both, so that lines stay whole.
 #include <poll.h>
 
 #include <memory>
@@ -53,6 +54,8 @@ class OutputForwarder {
   void write_own_line(const std::string& line);
   /// Whether the reader of hyrun's stdout (1) or stderr (2) went away.
   bool broken(int destination) const { return destinations_[destination - 1]->broken(); }
+  /// The --output-filename files that lost output ("PATH (error)"; RankOutputFiles::lost).
+  const std::vector<std::string>& lost_files() const { return files_.lost(); }
 
  private:
   struct Stream {
@@ -64,12 +67,13 @@ class OutputForwarder {
   void read_source(Stream& stream, bool draining);
   void write_out(const Stream& stream, const std::string& text);
   void close_stream(Stream& stream);
-  void after_write(int destination);
+  /// Closes the sources of every stream whose destination broke.
+  void after_write();
 
   bool label_;
   bool timestamp_;
   RankOutputFiles files_;
-  std::unique_ptr<OutputDestination> destinations_[2];
+  std::shared_ptr<OutputDestination> destinations_[2];  // one object for both under 2>&1
   std::vector<Stream> streams_;
   std::unordered_map<int, std::size_t> by_fd_;  // source fd -> index in streams_
   std::size_t open_sources_ = 0;
