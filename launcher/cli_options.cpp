@@ -117,6 +117,8 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
       ->capture_default_str();
   app_.add_flag("--dry-run", options_.dry_run,
                 "compute the binding plan (see --report-bindings), start nothing, exit 0");
+  app_.add_flag("--timings", options_.timings,
+                "when the job ends, print when each step of this node's launch was done (ms from its start)");
   app_.add_option("--mps", mps_name_,
                   "auto: when ranks of this hyrun share a GPU and no MPS daemon runs, start a private one for the "
                   "job (else they take turns on the GPU); on: always, and fail if it cannot; off: never (a warning "

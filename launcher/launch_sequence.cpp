@@ -13,6 +13,7 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
+#include "hyrun/launcher/launch_timings.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/node_link.hpp"
@@ -94,7 +95,8 @@ class Launch {
         exchange_(exchange),
         task_(exchange.task()),
         tasks_(exchange.tasks()),
-        peers_(exchange.has_peers()) {}
+        peers_(exchange.has_peers()),
+        timings_(options.timings, exchange.host(), exchange.task(), exchange.tasks()) {}
 
   NodePlan plan_node();
   // Restarted ranks are launched from this node's plan.
@@ -127,6 +129,7 @@ class Launch {
   const int tasks_;
   const bool peers_;
   RankEnvironment contract_;
+  LaunchTimings timings_;
   std::optional<NodeLaunch> node_;
   std::optional<NodeLink> link_;
   std::string token_;
@@ -150,6 +153,7 @@ NodePlan Launch::plan_node() {
       throw Error(fmt::format("received {} while computing the binding plan; nothing was started", signal_name(*sig)),
                   128 + *sig);
     plan.dry_run_shown = node_->report_and_check();  // --dry-run: each node shows its own plan
+    timings_.mark("plan");
   } catch (const Error& e) {
     if (options_.dry_run) throw;  // nothing was exchanged: every node reports its own plan's problem
     job_event_line(e.what());
@@ -191,7 +195,9 @@ std::optional<Error> Launch::offer_root(RankSupervisor& supervisor, const std::o
       }
     if (options_.bootstrap == BootstrapMode::kUcx) {
       supervisor.start(node_->rank(0, true));
+      timings_.mark("rank 0 started");
       const auto address = supervisor.await_root_address();
+      timings_.mark("rank 0 address");
       // Stopped meanwhile (a signal, a failure): with other nodes, they must hear it from
       // the record; alone, no rank starts and finish() ends the job.
       if (!address && peers_) throw Error("the job was stopped before rank 0 published its address");
@@ -206,6 +212,7 @@ std::optional<Error> Launch::offer_root(RankSupervisor& supervisor, const std::o
     failure = e;
   }
   exchange_.put_root(record);
+  timings_.mark("root record put");
   return failure;
 }
 
@@ -226,6 +233,7 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
     const int code = supervisor.finish().exit_code;
     exchange_.abort(code, "hyrun was stopped by a signal while waiting for the other nodes");
   }
+  timings_.mark("fence");
   ExchangeOutcome outcome;
   if (plan.failure) {  // said on this node before the fence
     outcome.kind = ExchangeOutcome::Kind::kNodeFailed;
@@ -244,6 +252,7 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
   }
   if (task_ != 0) {
     outcome.root = exchange_.root_record(options_.bootstrap_timeout);
+    timings_.mark("root record");
     if (outcome.root->error) {
       outcome.kind = ExchangeOutcome::Kind::kEndedEverywhere;
       outcome.error = std::make_exception_ptr(Error(
@@ -257,6 +266,7 @@ void Launch::join_root(const RootRecord& record, const std::vector<std::string>&
   token_ = record.job_token;
   node_->set_job_token(token_);
   link_ = connect_to_root(record, task_, hosts.at(0), options_.node_timeout);
+  if (link_) timings_.mark("link");
   exchange_.take_rendezvous(record, *node_);
   if (record.root_address) node_->set_root_address(*record.root_address);
 }
@@ -294,6 +304,7 @@ void Launch::start_ranks(RankSupervisor& supervisor) {
     supervisor.start(node_->rank(local, false));
     if (link_) link_->service();  // starting many ranks takes a while: the other nodes still hear us
   }
+  timings_.mark("ranks started");
 }
 
 void Launch::end_early(RankSupervisor& supervisor, const std::exception_ptr& error, bool known_everywhere) {
@@ -306,6 +317,8 @@ void Launch::end_early(RankSupervisor& supervisor, const std::exception_ptr& err
     if (missing_node) job_event_line(e.what());
     supervisor.stop(SIGTERM, e.exit_code());  // stop and reap what did start before the error is reported
     supervisor.finish();
+    timings_.mark("job end");
+    timings_.print();
     if (!missing_node && (known_everywhere || !peers_)) throw;
     // e.g. "cannot execute '/nonexistent'": said here, then the job ends everywhere
     if (!missing_node) job_event_line(e.what());
@@ -314,14 +327,17 @@ void Launch::end_early(RankSupervisor& supervisor, const std::exception_ptr& err
 }
 
 int Launch::finish(RankSupervisor& supervisor) {
-  if (!peers_) return supervisor.finish().exit_code;  // the whole job is here: its end needs telling no one
   JobResult result;
   try {
     result = supervisor.finish();
   } catch (const Error& e) {  // e.g. a restarted rank that cannot be started
+    if (!peers_) throw;
     job_event_line(e.what());
     abort_job(e.exit_code(), e.what());
   }
+  timings_.mark("job end");
+  timings_.print();
+  if (!peers_) return result.exit_code;  // the whole job is here: its end needs telling no one
   return end_with(result);
 }
 

@@ -3,11 +3,13 @@
 #include "hyrun/common/logging.hpp"
 #include "hyrun/launcher/cli_options.hpp"
 #include "hyrun/launcher/hybrid_mode.hpp"
+#include "hyrun/launcher/launch_timings.hpp"
 #include "hyrun/launcher/local_mode.hpp"
 #include "hyrun/process/job_events.hpp"
 #include "hyrun/process/launcher_process.hpp"
 
 int main(int argc, char** argv) {
+  hyrun::LaunchTimings::mark_process_start();
   hyrun::hold_standard_fds();  // before the command line's own output, too
   hyrun::CommandLine command_line;
   if (const auto code = command_line.parse(argc, argv)) return *code;

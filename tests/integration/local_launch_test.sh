@@ -52,6 +52,24 @@ rogue-peer)  # a process that knows rank 0's address but not the job token is re
   [ -n "$peak" ] && [ "$peak" -lt 65536 ] && pass "rank 0 never held the 64 MiB join (peak ${peak} kB)" \
     || fail "rank 0's peak memory is '${peak}' kB: the 64 MiB join was read"
   ;;
+timings)  # --timings: one line at the job's end with each launch step done, in order, ms from the launch's start
+  run_job 60 "$HYRUN" -n 3 --timings -- "$HELLO"
+  expect_rc 0
+  expect_stderr "^hyrun: timings on [^ ]+ \(task 0 of 1\), ms: launch [0-9.]+, plan [0-9.]+, rank 0 started [0-9.]+, rank 0 address [0-9.]+, root record put [0-9.]+, fence [0-9.]+, ranks started [0-9.]+, job end [0-9.]+$"
+  python3 - "$ERR" <<'PY' && pass "the steps' times never go back" || fail "a step's time goes back: $(grep timings "$ERR")"
+import re, sys
+line = next(l for l in open(sys.argv[1]) if "timings on" in l)
+times = [float(t) for t in re.findall(r" ([0-9]+\.[0-9]) ?(?:,|$)", line.strip())]
+assert len(times) == 8 and times == sorted(times), times
+PY
+  [ "$(grep -c 'timings on' "$ERR")" = 1 ] && pass "said once" || fail "said $(grep -c 'timings on' "$ERR") times"
+  # A failed job still says how far it got; without the flag nothing is said.
+  run_job 60 "$HYRUN" -n 2 --timings --bootstrap=none -- sh -c 'exit 3'
+  expect_rc 3
+  expect_stderr "^hyrun: timings on .*, ranks started [0-9.]+, job end [0-9.]+$"
+  run_job 60 "$HYRUN" -n 2 -- "$HELLO"
+  ! grep -q "timings on" "$ERR" && pass "no timings without --timings" || fail "timings printed without --timings"
+  ;;
 label)  # --label prefixes every line with its rank, -x passes variables
   run_job 60 "$HYRUN" -n 3 --label -x HYRUN_TEST_VALUE=42 --bootstrap=none -- sh -c 'echo "v=$HYRUN_TEST_VALUE r=$HYRUN_RANK/$WORLD_SIZE l=$LOCAL_RANK/$LOCAL_WORLD_SIZE"'
   expect_rc 0

@@ -37,6 +37,7 @@ struct LaunchOptions {
   std::vector<std::string> command;  ///< the program and its arguments
   binding::BindingOptions binding;   ///< GPU/CPU/memory/NIC placement (docs/binding.md)
   bool dry_run = false;              ///< compute and report the plan, start nothing
+  bool timings = false;              ///< --timings: print when each launch step was done
   MpsMode mps = MpsMode::kAuto;      ///< --mps auto|on|off
 };
 
