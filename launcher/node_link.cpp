@@ -14,6 +14,7 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
+#include "hyrun/common/hmac_sha256.hpp"
 #include "hyrun/launcher/node_link_lines.hpp"
 
 namespace hyrun {
@@ -21,14 +22,6 @@ namespace {
 
 // Every message is a short line (a sealed "lost" about 300 bytes at most); more is not a hyrun.
 constexpr std::size_t kMaxLine = 512;
-
-// Constant time, so that a wrong proof tells nothing of the right one.
-bool same(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
-}
 
 void set_nodelay(int fd) {
   const int one = 1;
@@ -230,7 +223,7 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     const auto hello = parse_link_hello(line);
     const int task = hello ? hello->task : -1;
     if (!hello || task >= static_cast<int>(peers_.size()) || task == self_ ||
-        !same(hello->proof, link_hello_proof(token_, task, hello->nonce))) {
+        !equal_in_constant_time(hello->proof, link_hello_proof(token_, task, hello->nonce))) {
       refusals_.warn("node link: a connection that is not a hyrun of this job was refused");
       return close_quietly(peer);
     }

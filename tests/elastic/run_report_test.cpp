@@ -14,6 +14,7 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/ep/report/run_report.hpp"
+#include "phase_samples.hpp"
 
 namespace hyrun::ep::report {
 namespace {
@@ -75,17 +76,9 @@ class RunReport : public ::testing::Test {
     r.parameters.seed = 42;
     auto add = [&](int phase, int rank, PhaseRole state, std::optional<double> gbps, std::optional<double> join = {},
                    std::optional<double> detect = {}) {
-      PhaseSample s;
-      s.phase = phase;
-      s.rank = rank;
-      s.node = rank < 2 ? "node-a" : "node-b";
-      s.local_rank = rank % 2;
-      s.state = state;
-      if (gbps) s.bandwidth = BandwidthStats{*gbps, 50, 40, 60};
+      PhaseSample s =
+          test_support::hand_made_sample(phase, rank, state, gbps, join, detect, BandwidthStats{0, 50, 40, 60});
       if (gbps) s.split = SplitBandwidth{*gbps / 2, 20, *gbps * 2, 30};
-      s.join_ms = join;
-      s.detect_ms = detect;
-      if (detect) s.detected_ranks = {2};
       r.samples.push_back(s);
     };
     add(0, 1, PhaseRole::kJoined, 12, 6.5);

@@ -6,23 +6,14 @@
 #include <vector>
 
 #include "hyrun/ep/report/summary_table.hpp"
+#include "phase_samples.hpp"
 
 namespace hyrun::ep::report {
 namespace {
 
 PhaseSample sample(int phase, int rank, PhaseRole state, std::optional<double> gbps, std::optional<double> join_ms = {},
                    std::optional<double> detect_ms = {}) {
-  PhaseSample s;
-  s.phase = phase;
-  s.rank = rank;
-  s.node = rank < 2 ? "node-a" : "node-b";
-  s.local_rank = rank % 2;
-  s.state = state;
-  if (gbps) s.bandwidth = BandwidthStats{*gbps, 100, 90, 110};
-  s.join_ms = join_ms;
-  s.detect_ms = detect_ms;
-  if (detect_ms) s.detected_ranks = {2};
-  return s;
+  return test_support::hand_made_sample(phase, rank, state, gbps, join_ms, detect_ms, BandwidthStats{0, 100, 90, 110});
 }
 
 // Plan [[0,1],[0,1,2,3],[0,1,-2,3],[0,3]]: rank 2 is killed in phase 2, rank 1 leaves in phase 3.

@@ -17,11 +17,6 @@
 using namespace hyrun::ep;
 
 namespace {
-float f_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 uint8_t cuda_fp8(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
 uint16_t cuda_bf16(float x) {
   const __nv_bfloat16 b = __float2bfloat16(x);
@@ -53,7 +48,7 @@ TEST(EpCudaReference, Fp8EncodeMatchesCudaSatfinite) {
   for (float x : specials) EXPECT_EQ(float_to_fp8_e4m3(x), cuda_fp8(x)) << x;
   // every 127th bit pattern of all 2^32 floats, plus random ones
   for (uint64_t u = 0; u < (1ull << 32); u += 127) {
-    const float x = f_of(static_cast<uint32_t>(u));
+    const float x = bits_float(static_cast<uint32_t>(u));
     ASSERT_EQ(float_to_fp8_e4m3(x), cuda_fp8(x)) << std::hex << u;
   }
   std::mt19937 rng(42);
@@ -79,7 +74,7 @@ TEST(EpCudaReference, Fp8DecodeMatchesCuda) {
 
 TEST(EpCudaReference, Bf16MatchesCuda) {
   for (uint64_t u = 0; u < (1ull << 32); u += 131) {
-    const float x = f_of(static_cast<uint32_t>(u));
+    const float x = bits_float(static_cast<uint32_t>(u));
     ASSERT_EQ(float_to_bf16(x), cuda_bf16(x)) << std::hex << u;
   }
   for (uint32_t h = 0; h < 65536; ++h) {

@@ -16,15 +16,7 @@
 namespace hyrun::ep {
 namespace {
 
-Shape shape() {
-  Shape s;
-  s.max_ranks = 8;
-  s.max_tokens = 64;
-  s.hidden = 256;
-  s.topk = 4;
-  s.experts_per_rank = 4;
-  return s;
-}
+Shape shape() { return Shape{.max_ranks = 8, .max_tokens = 64, .hidden = 256, .topk = 4, .experts_per_rank = 4}; }
 
 std::string refusal(const std::function<void()>& call) {
   try {

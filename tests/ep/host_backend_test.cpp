@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <span>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -89,11 +90,87 @@ std::string name_of(const Case& c) {
                      c.fewer_tokens ? "_fewer" : "");
 }
 
+// Rank `r`'s received rows against its sources' inputs (`expect`: the rows per global expert
+// and source), and its identity expert outputs built from them.
+void check_received(const Case& c, const Shape& s, int r, const DispatchBuffers& o, const std::vector<RankInput>& in,
+                    const std::vector<int>& expect, std::vector<uint16_t>& expert_out) {
+  const int H = s.hidden, K = s.topk, E = s.experts_per_rank, R = s.max_ranks, T = s.max_tokens;
+  expert_out.assign(recv_rows(s) * H, 0xFFFF);  // NaN everywhere no row was received
+  for (int e = 0; e < E; ++e) {
+    int total = 0;
+    for (int src = 0; src < R; ++src) {
+      const int n = o.layout_count[static_cast<std::size_t>(e) * R + src];
+      const int want = src < c.ranks ? expect[(static_cast<std::size_t>(r) * E + e) * c.ranks + src] : 0;
+      ASSERT_EQ(n, want) << "rank " << r << " expert " << e << " from " << src;
+      total += n;
+      std::set<std::pair<int, int>> seen;
+      for (int j = 0; j < n; ++j) {
+        const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
+        const int tok = o.recv_src_token[row], k = o.recv_src_topk[row];
+        ASSERT_TRUE(tok >= 0 && tok < in[src].num_tokens && k >= 0 && k < K) << tok << " " << k;
+        ASSERT_EQ(in[src].topk_idx[static_cast<std::size_t>(tok) * K + k], static_cast<int64_t>(r) * E + e);
+        ASSERT_TRUE(seen.insert({tok, k}).second) << "duplicate row";
+        uint16_t* y = expert_out.data() + row * H;
+        for (int ch = 0; ch < H; ++ch) {
+          float v;
+          if (c.format == Format::kFP8)
+            v = dequantize_fp8(o.recv_x[row * H + ch], o.recv_scales[row * (H / 128) + ch / 128]);
+          else
+            v = bf16_to_float(reinterpret_cast<const uint16_t*>(o.recv_x.data())[row * H + ch]);
+          ASSERT_FALSE(std::isnan(v));
+          y[ch] = float_to_bf16(v);
+          const float xv = bf16_to_float(in[src].x[static_cast<std::size_t>(tok) * H + ch]);
+          if (!c.random_x) {
+            // constant row = src - 128, last 128 columns = source token index (exact after bf16)
+            ASSERT_EQ(bf16_to_float(y[ch]), ch >= H - 128 ? static_cast<float>(tok) : static_cast<float>(src - 128))
+                << "rank " << r << " row " << row << " ch " << ch;
+          } else if (c.format == Format::kBF16) {
+            ASSERT_EQ(bf16_to_float(y[ch]), xv);
+          } else {
+            const float amax =
+                bf16_block_amax(in[src].x.data() + static_cast<std::size_t>(tok) * H + ch / 128 * 128, 128);
+            ASSERT_LE(std::fabs(v - xv), std::max(std::fabs(xv) / 16, amax / 448 / 1024) * 1.001f + 1e-30f);
+          }
+        }
+      }
+    }
+    ASSERT_EQ(o.recv_count[e], total);
+  }
+}
+
+// Rank `r`'s combined tokens `y` against its input scaled by the weights of its kept
+// selections (a token with none of them kept must be zero).
+void check_combined(const Case& c, const Shape& s, int r, int it, const RankInput& in, const Routing& routing,
+                    const std::vector<uint16_t>& y) {
+  const int H = s.hidden, K = s.topk, E = s.experts_per_rank;
+  std::vector<double> want(y.size()), got(y.size());
+  for (int i = 0; i < in.num_tokens; ++i) {
+    double wsum = 0;
+    float wsum_f = 0;
+    for (int k = 0; k < K; ++k)
+      if (kept_expert(in.topk_idx[static_cast<std::size_t>(i) * K + k], E, routing) >= 0) {
+        wsum += in.weights[static_cast<std::size_t>(i) * K + k];
+        wsum_f += in.weights[static_cast<std::size_t>(i) * K + k];
+      }
+    for (int ch = 0; ch < H; ++ch) {
+      const std::size_t p = static_cast<std::size_t>(i) * H + ch;
+      got[p] = bf16_to_float(y[p]);
+      ASSERT_FALSE(std::isnan(got[p])) << "rank " << r << " token " << i << " ch " << ch;
+      want[p] = static_cast<double>(bf16_to_float(in.x[p])) * wsum;
+      if (wsum_f == 0) {
+        ASSERT_EQ(got[p], 0.0);
+      }
+    }
+  }
+  const double diff = calc_diff(want, got);
+  EXPECT_LT(diff, c.format == Format::kFP8 ? 9e-4 : 1e-5) << "rank " << r << " iteration " << it;
+}
+
 // Runs dispatch + identity experts + combine for every active rank and checks everything.
 void run_case(const Case& c) {
   SCOPED_TRACE(name_of(c));
   const Shape s{c.ranks, c.max_tokens, c.hidden, c.topk, c.experts_per_rank};
-  const int H = s.hidden, K = s.topk, E = s.experts_per_rank, R = s.max_ranks, T = s.max_tokens;
+  const int H = s.hidden, K = s.topk, E = s.experts_per_rank, T = s.max_tokens;
   const RegionLayout l = region_layout(s);
   InProcessFabric fabric(c.ranks, l.total);
   Routing routing{c.ranks, std::vector<uint8_t>(static_cast<std::size_t>(c.ranks), 1)};
@@ -132,76 +209,13 @@ void run_case(const Case& c) {
       }
     // ---- check received rows; build identity expert outputs
     std::vector<std::vector<uint16_t>> expert_out(static_cast<std::size_t>(c.ranks));
-    for (int r : active) {
-      const DispatchBuffers& o = out[r];
-      expert_out[r].assign(recv_rows(s) * H, 0xFFFF);  // NaN everywhere no row was received
-      for (int e = 0; e < E; ++e) {
-        int total = 0;
-        for (int src = 0; src < R; ++src) {
-          const int n = o.layout_count[static_cast<std::size_t>(e) * R + src];
-          const int want = src < c.ranks ? expect[(static_cast<std::size_t>(r) * E + e) * c.ranks + src] : 0;
-          ASSERT_EQ(n, want) << "rank " << r << " expert " << e << " from " << src;
-          total += n;
-          std::set<std::pair<int, int>> seen;
-          for (int j = 0; j < n; ++j) {
-            const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
-            const int tok = o.recv_src_token[row], k = o.recv_src_topk[row];
-            ASSERT_TRUE(tok >= 0 && tok < in[src].num_tokens && k >= 0 && k < K) << tok << " " << k;
-            ASSERT_EQ(in[src].topk_idx[static_cast<std::size_t>(tok) * K + k], static_cast<int64_t>(r) * E + e);
-            ASSERT_TRUE(seen.insert({tok, k}).second) << "duplicate row";
-            uint16_t* y = expert_out[r].data() + row * H;
-            for (int ch = 0; ch < H; ++ch) {
-              float v;
-              if (c.format == Format::kFP8)
-                v = dequantize_fp8(o.recv_x[row * H + ch], o.recv_scales[row * (H / 128) + ch / 128]);
-              else
-                v = bf16_to_float(reinterpret_cast<const uint16_t*>(o.recv_x.data())[row * H + ch]);
-              ASSERT_FALSE(std::isnan(v));
-              y[ch] = float_to_bf16(v);
-              const float xv = bf16_to_float(in[src].x[static_cast<std::size_t>(tok) * H + ch]);
-              if (!c.random_x) {
-                // constant row = src - 128, last 128 columns = source token index (exact after bf16)
-                ASSERT_EQ(bf16_to_float(y[ch]), ch >= H - 128 ? static_cast<float>(tok) : static_cast<float>(src - 128))
-                    << "rank " << r << " row " << row << " ch " << ch;
-              } else if (c.format == Format::kBF16) {
-                ASSERT_EQ(bf16_to_float(y[ch]), xv);
-              } else {
-                const float amax =
-                    bf16_block_amax(in[src].x.data() + static_cast<std::size_t>(tok) * H + ch / 128 * 128, 128);
-                ASSERT_LE(std::fabs(v - xv), std::max(std::fabs(xv) / 16, amax / 448 / 1024) * 1.001f + 1e-30f);
-              }
-            }
-          }
-        }
-        ASSERT_EQ(o.recv_count[e], total);
-      }
-    }
+    for (int r : active) ASSERT_NO_FATAL_FAILURE(check_received(c, s, r, out[r], in, expect, expert_out[r]));
     // ---- combine
     for (int r : active) be[r]->combine_send(expert_out[r].data(), out[r].view());
     for (int r : active) {
       std::vector<uint16_t> y(static_cast<std::size_t>(in[r].num_tokens) * H, 0xFFFF);
       be[r]->combine_recv(in[r].topk_idx.data(), in[r].weights.data(), in[r].num_tokens, y.data());
-      std::vector<double> want(y.size()), got(y.size());
-      for (int i = 0; i < in[r].num_tokens; ++i) {
-        double wsum = 0;
-        float wsum_f = 0;
-        for (int k = 0; k < K; ++k)
-          if (kept_expert(in[r].topk_idx[static_cast<std::size_t>(i) * K + k], E, routing) >= 0) {
-            wsum += in[r].weights[static_cast<std::size_t>(i) * K + k];
-            wsum_f += in[r].weights[static_cast<std::size_t>(i) * K + k];
-          }
-        for (int ch = 0; ch < H; ++ch) {
-          const std::size_t p = static_cast<std::size_t>(i) * H + ch;
-          got[p] = bf16_to_float(y[p]);
-          ASSERT_FALSE(std::isnan(got[p])) << "rank " << r << " token " << i << " ch " << ch;
-          want[p] = static_cast<double>(bf16_to_float(in[r].x[p])) * wsum;
-          if (wsum_f == 0) {
-            ASSERT_EQ(got[p], 0.0);
-          }
-        }
-      }
-      const double diff = calc_diff(want, got);
-      EXPECT_LT(diff, c.format == Format::kFP8 ? 9e-4 : 1e-5) << "rank " << r << " iteration " << it;
+      ASSERT_NO_FATAL_FAILURE(check_combined(c, s, r, it, in[r], routing, y));
     }
   }
 }
@@ -440,6 +454,121 @@ std::vector<uint16_t> expert_outputs(const Shape& s, Format f, const DispatchOut
       }
   return eo;
 }
+
+using PerRound = std::vector<std::vector<RoundOutputs>>;  // [round][rank]
+using RoundInputs = std::vector<std::vector<RankInput>>;  // [round][rank]
+
+// Split calls from one thread.
+PerRound run_split(const Shape& s, Format f, std::span<const Routing> routings, const RoundInputs& inputs,
+                   InProcessFabric::Writes writes) {
+  const int R = s.max_ranks, T = s.max_tokens, H = s.hidden;
+  PerRound split(routings.size());
+  InProcessFabric fabric(R, region_bytes(s), writes);
+  std::vector<std::unique_ptr<HostBackend>> be;
+  std::vector<DispatchBuffers> out;
+  for (int r = 0; r < R; ++r) {
+    be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), 10000ms));
+    out.emplace_back(s, f);
+  }
+  for (std::size_t round = 0; round < routings.size(); ++round) {
+    const Routing& routing = routings[round];
+    std::vector<std::vector<uint16_t>> eo(R);
+    for (int r = 0; r < R; ++r) {
+      if (!routing.is_active(r)) continue;
+      be[r]->set_epoch(static_cast<uint64_t>(round + 1) << 32);  // a rank rejoins after its masked round
+      out[r].poison();
+      be[r]->dispatch_send(inputs[round][r].x.data(), inputs[round][r].topk_idx.data(), T, routing, f);
+    }
+    for (int r = 0; r < R; ++r)
+      if (routing.is_active(r)) be[r]->dispatch_recv(out[r].view());
+    for (int r = 0; r < R; ++r) {
+      if (!routing.is_active(r)) continue;
+      eo[r] = expert_outputs(s, f, out[r].view());
+      be[r]->combine_send(eo[r].data(), out[r].view());
+    }
+    for (int r = 0; r < R; ++r) {
+      split[round].emplace_back();
+      if (!routing.is_active(r)) continue;
+      std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
+      be[r]->combine_recv(inputs[round][r].topk_idx.data(), inputs[round][r].weights.data(), T, y.data());
+      split[round][r] = collect(s, f, out[r].view());
+      split[round][r].y = std::move(y);
+    }
+  }
+  return split;
+}
+
+// Rank `r`'s fused calls of every round; `in_region`: recv_x / recv_scales are the region's rows.
+void fused_rank(const Shape& s, Format f, std::span<const Routing> routings, const RoundInputs& inputs, bool in_region,
+                InProcessFabric& fabric, int r, PerRound& fused) {
+  const int T = s.max_tokens, H = s.hidden;
+  HostBackend be(s, fabric.transport(r), 10000ms);
+  DispatchBuffers out(s, f);
+  for (std::size_t round = 0; round < routings.size(); ++round) {
+    const Routing& routing = routings[round];
+    if (!routing.is_active(r)) continue;
+    const RankInput& in = inputs[round][r];
+    be.set_epoch(static_cast<uint64_t>(round + 1) << 32);
+    out.poison();
+    DispatchOutput view = out.view();
+    if (in_region) {
+      const RegionRows rows = be.region_rows(f);
+      view.recv_x = rows.recv_x;
+      view.recv_scales = rows.recv_scales;
+    }
+    be.dispatch(in.x.data(), in.topk_idx.data(), T, routing, f, view);
+    // The region's rows are valid until combine: read them before.
+    const auto eo = expert_outputs(s, f, view);
+    fused[round][r] = collect(s, f, view);
+    std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
+    be.combine(eo.data(), view, in.topk_idx.data(), in.weights.data(), T, y.data());
+    fused[round][r].y = std::move(y);
+  }
+}
+
+// Fused calls, one thread per rank.
+PerRound run_fused(const Shape& s, Format f, std::span<const Routing> routings, const RoundInputs& inputs,
+                   bool in_region) {
+  const int R = s.max_ranks;
+  PerRound fused(routings.size(), std::vector<RoundOutputs>(R));
+  std::vector<std::string> errors(R);
+  InProcessFabric fabric(R, region_bytes(s));
+  std::vector<std::thread> th;
+  for (int r = 0; r < R; ++r)
+    th.emplace_back([&, r] {
+      try {
+        fused_rank(s, f, routings, inputs, in_region, fabric, r, fused);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : th) t.join();
+  for (int r = 0; r < R; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return fused;
+}
+
+// `other` has the same bits as `split`, every round and rank; an active rank has outputs.
+void expect_same_bits(const PerRound& split, const PerRound& other, const char* what, Format f,
+                      std::span<const Routing> routings) {
+  for (std::size_t round = 0; round < split.size(); ++round)
+    for (std::size_t r = 0; r < split[round].size(); ++r) {
+      const auto& a = split[round][r];
+      const auto& b = other[round][r];
+      const std::string where = fmt::format("{}: {} round {} rank {}", what, to_string(f), round, r);
+      EXPECT_EQ(a.layout_count, b.layout_count) << where;
+      EXPECT_EQ(a.recv_count, b.recv_count) << where;
+      EXPECT_EQ(a.src_token, b.src_token) << where;
+      EXPECT_EQ(a.src_topk, b.src_topk) << where;
+      EXPECT_TRUE(a.recv_x == b.recv_x) << where;
+      EXPECT_TRUE(a.scale_bits == b.scale_bits) << where;
+      EXPECT_TRUE(a.y == b.y) << where;
+      if (routings[round].is_active(static_cast<int>(r))) {
+        EXPECT_FALSE(a.y.empty()) << where;
+        EXPECT_FALSE(a.recv_x.empty()) << where;
+      }
+    }
+}
+
 }  // namespace
 
 TEST(EpHostBackendFused, FusedCallsGiveTheSameBitsAsSplitCalls) {
@@ -447,111 +576,18 @@ TEST(EpHostBackendFused, FusedCallsGiveTheSameBitsAsSplitCalls) {
   const Shape s{R, T, H, K, E};
   const Routing routings[] = {Routing::all(R), Routing{R, {1, 0, 1}}, Routing::all(R)};
   for (Format f : {Format::kFP8, Format::kBF16}) {
-    std::vector<std::vector<RankInput>> inputs;  // [round][rank]
+    RoundInputs inputs;
     std::mt19937 rng(f == Format::kFP8 ? 21 : 22);
     for (int round = 0; round < 3; ++round) {
       inputs.emplace_back();
       for (int r = 0; r < R; ++r) inputs.back().push_back(make_input(s, R, r, T, rng, true));
     }
-    // Split calls from one thread.
-    auto run_split = [&](InProcessFabric::Writes writes) {
-      std::vector<std::vector<RoundOutputs>> split(3);  // [round][rank]
-      InProcessFabric fabric(R, region_bytes(s), writes);
-      std::vector<std::unique_ptr<HostBackend>> be;
-      std::vector<DispatchBuffers> out;
-      for (int r = 0; r < R; ++r) {
-        be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), 10000ms));
-        out.emplace_back(s, f);
-      }
-      for (int round = 0; round < 3; ++round) {
-        const Routing& routing = routings[round];
-        std::vector<std::vector<uint16_t>> eo(R);
-        for (int r = 0; r < R; ++r) {
-          if (!routing.is_active(r)) continue;
-          be[r]->set_epoch(static_cast<uint64_t>(round + 1) << 32);  // a rank rejoins after its masked round
-          out[r].poison();
-          be[r]->dispatch_send(inputs[round][r].x.data(), inputs[round][r].topk_idx.data(), T, routing, f);
-        }
-        for (int r = 0; r < R; ++r)
-          if (routing.is_active(r)) be[r]->dispatch_recv(out[r].view());
-        for (int r = 0; r < R; ++r) {
-          if (!routing.is_active(r)) continue;
-          eo[r] = expert_outputs(s, f, out[r].view());
-          be[r]->combine_send(eo[r].data(), out[r].view());
-        }
-        for (int r = 0; r < R; ++r) {
-          split[round].emplace_back();
-          if (!routing.is_active(r)) continue;
-          std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
-          be[r]->combine_recv(inputs[round][r].topk_idx.data(), inputs[round][r].weights.data(), T, y.data());
-          split[round][r] = collect(s, f, out[r].view());
-          split[round][r].y = std::move(y);
-        }
-      }
-      return split;
-    };
-    // Fused calls, one thread per rank; `in_region`: recv_x / recv_scales are the region's rows.
-    auto run_fused = [&](bool in_region) {
-      std::vector<std::vector<RoundOutputs>> fused(3, std::vector<RoundOutputs>(R));
-      std::vector<std::string> errors(R);
-      InProcessFabric fabric(R, region_bytes(s));
-      std::vector<std::thread> th;
-      for (int r = 0; r < R; ++r)
-        th.emplace_back([&, r] {
-          try {
-            HostBackend be(s, fabric.transport(r), 10000ms);
-            DispatchBuffers out(s, f);
-            for (int round = 0; round < 3; ++round) {
-              const Routing& routing = routings[round];
-              if (!routing.is_active(r)) continue;
-              const RankInput& in = inputs[round][r];
-              be.set_epoch(static_cast<uint64_t>(round + 1) << 32);
-              out.poison();
-              DispatchOutput view = out.view();
-              if (in_region) {
-                const RegionRows rows = be.region_rows(f);
-                view.recv_x = rows.recv_x;
-                view.recv_scales = rows.recv_scales;
-              }
-              be.dispatch(in.x.data(), in.topk_idx.data(), T, routing, f, view);
-              // The region's rows are valid until combine: read them before.
-              const auto eo = expert_outputs(s, f, view);
-              fused[round][r] = collect(s, f, view);
-              std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
-              be.combine(eo.data(), view, in.topk_idx.data(), in.weights.data(), T, y.data());
-              fused[round][r].y = std::move(y);
-            }
-          } catch (const std::exception& e) {
-            errors[r] = e.what();
-          }
-        });
-      for (auto& t : th) t.join();
-      for (int r = 0; r < R; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-      return fused;
-    };
-    const auto split = run_split(InProcessFabric::Writes::kMapped);
-    const std::pair<const char*, std::vector<std::vector<RoundOutputs>>> others[] = {
-        {"fused", run_fused(false)},
-        {"fused, rows read in the region", run_fused(true)},
-        {"split, every write a put", run_split(InProcessFabric::Writes::kPutOnly)}};
-    for (const auto& [what, other] : others)
-      for (int round = 0; round < 3; ++round)
-        for (int r = 0; r < R; ++r) {
-          const auto& a = split[round][r];
-          const auto& b = other[round][r];
-          const std::string where = fmt::format("{}: {} round {} rank {}", what, to_string(f), round, r);
-          EXPECT_EQ(a.layout_count, b.layout_count) << where;
-          EXPECT_EQ(a.recv_count, b.recv_count) << where;
-          EXPECT_EQ(a.src_token, b.src_token) << where;
-          EXPECT_EQ(a.src_topk, b.src_topk) << where;
-          EXPECT_TRUE(a.recv_x == b.recv_x) << where;
-          EXPECT_TRUE(a.scale_bits == b.scale_bits) << where;
-          EXPECT_TRUE(a.y == b.y) << where;
-          if (routings[round].is_active(r)) {
-            EXPECT_FALSE(a.y.empty()) << where;
-            EXPECT_FALSE(a.recv_x.empty()) << where;
-          }
-        }
+    const auto split = run_split(s, f, routings, inputs, InProcessFabric::Writes::kMapped);
+    const std::pair<const char*, PerRound> others[] = {
+        {"fused", run_fused(s, f, routings, inputs, false)},
+        {"fused, rows read in the region", run_fused(s, f, routings, inputs, true)},
+        {"split, every write a put", run_split(s, f, routings, inputs, InProcessFabric::Writes::kPutOnly)}};
+    for (const auto& [what, other] : others) expect_same_bits(split, other, what, f, routings);
   }
 }
 

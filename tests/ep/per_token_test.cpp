@@ -13,16 +13,6 @@
 using namespace hyrun::ep;
 
 namespace {
-float f_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t u_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 // e4m3fn from its definition, independent of the implementation under test.
 double e4m3_definition(int code) {
   const int s = code >> 7, e = (code >> 3) & 15, m = code & 7;
@@ -108,10 +98,10 @@ TEST(EpPerToken, Fp8EncodeMatchesExhaustiveNearestOverRandomFloats) {
       x = std::ldexp(1.0f, static_cast<int>(std::floor(mag(rng)))) * (1.0f + (bits(rng) % 1000000) / 1e6f);
       if (n % 4 == 0) x = -x;
     } else {
-      x = f_of(bits(rng));
+      x = bits_float(bits(rng));
       if (std::isnan(x)) continue;
     }
-    ASSERT_EQ(float_to_fp8_e4m3(x), e4m3_reference_encode(x)) << "x=" << x << " bits=" << std::hex << u_of(x);
+    ASSERT_EQ(float_to_fp8_e4m3(x), e4m3_reference_encode(x)) << "x=" << x << " bits=" << std::hex << float_bits(x);
   }
 }
 
@@ -134,12 +124,12 @@ TEST(EpPerToken, Fp8RoundTripErrorBound) {
 
 TEST(EpPerToken, Bf16RoundsToNearestEven) {
   EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
-  EXPECT_EQ(float_to_bf16(f_of(0x3f808000u)), 0x3f80);  // tie, even stays
-  EXPECT_EQ(float_to_bf16(f_of(0x3f818000u)), 0x3f82);  // tie, odd rounds up
-  EXPECT_EQ(float_to_bf16(f_of(0x3f808001u)), 0x3f81);  // above the tie
-  EXPECT_EQ(float_to_bf16(f_of(0x3f807fffu)), 0x3f80);  // below the tie
-  EXPECT_EQ(float_to_bf16(f_of(0xbf818000u)), 0xbf82);  // negative tie
-  EXPECT_EQ(float_to_bf16(f_of(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to +inf (as CUDA)
+  EXPECT_EQ(float_to_bf16(bits_float(0x3f808000u)), 0x3f80);  // tie, even stays
+  EXPECT_EQ(float_to_bf16(bits_float(0x3f818000u)), 0x3f82);  // tie, odd rounds up
+  EXPECT_EQ(float_to_bf16(bits_float(0x3f808001u)), 0x3f81);  // above the tie
+  EXPECT_EQ(float_to_bf16(bits_float(0x3f807fffu)), 0x3f80);  // below the tie
+  EXPECT_EQ(float_to_bf16(bits_float(0xbf818000u)), 0xbf82);  // negative tie
+  EXPECT_EQ(float_to_bf16(bits_float(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to +inf (as CUDA)
   EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::infinity()), 0x7f80);
   EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::quiet_NaN()), 0x7fff);
   EXPECT_EQ(float_to_bf16(-0.0f), 0x8000);
@@ -147,7 +137,7 @@ TEST(EpPerToken, Bf16RoundsToNearestEven) {
   std::mt19937 rng(3);
   std::uniform_int_distribution<uint32_t> bits;
   for (int n = 0; n < 100000; ++n) {
-    const float x = f_of(bits(rng));
+    const float x = bits_float(bits(rng));
     if (!std::isfinite(x) || std::fabs(x) > 1e38f) continue;
     const float y = bf16_to_float(float_to_bf16(x));
     // nearest: no other bf16 neighbour is closer

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -65,6 +66,82 @@ double calc_diff(const std::vector<double>& x, const std::vector<double>& y) {
   return 1 - 2 * xy / s;
 }
 
+/// Iteration `it` of one rank: random routing, dispatch, every received row checked,
+/// combine. The combined tokens' difference from the reference (calc_diff), or nothing when
+/// the rank sits the iteration out.
+std::optional<double> checked_iteration(int rank, int n, int it, const Shape& s, HostBackend& be, DispatchBuffers& out,
+                                        std::mt19937& rng) {
+  const int T = s.max_tokens, H = s.hidden, K = s.topk, E = s.experts_per_rank;
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  // iteration 3: rank 2 is masked out (it sits the call out)
+  Routing routing = it == 3 ? Routing{n, {1, 1, 0}} : Routing::all(n);
+  if (!routing.is_active(rank)) return std::nullopt;
+  std::vector<uint16_t> x(static_cast<std::size_t>(T) * H);
+  for (int i = 0; i < T; ++i)
+    for (int c = 0; c < H; ++c) x[i * H + c] = float_to_bf16(c >= H - 128 ? float(i) : float(rank - 128));
+  std::vector<int64_t> idx(static_cast<std::size_t>(T) * K);
+  std::vector<float> w(idx.size());
+  for (int i = 0; i < T; ++i) {
+    std::vector<int64_t> perm(static_cast<std::size_t>(n * E));
+    for (int e = 0; e < n * E; ++e) perm[e] = e;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int k = 0; k < K; ++k) {
+      idx[i * K + k] = u(rng) < 0.2f ? -1 : perm[k];
+      w[i * K + k] = u(rng);
+    }
+  }
+  out.poison();
+  // Odd iterations read the rows where the peers stored them (region_rows: no copy).
+  DispatchOutput view = out.view();
+  if (it % 2 == 1) {
+    const RegionRows rows = be.region_rows(Format::kFP8);
+    view.recv_x = rows.recv_x;
+    view.recv_scales = rows.recv_scales;
+  }
+  const auto* recv_x = static_cast<const uint8_t*>(view.recv_x);
+  be.dispatch(x.data(), idx.data(), T, routing, Format::kFP8, view);
+  std::vector<uint16_t> eo(recv_rows(s) * H, 0xFFFF);
+  for (int e = 0; e < E; ++e)
+    for (int src = 0; src < s.max_ranks; ++src)
+      for (int j = 0; j < out.layout_count[e * s.max_ranks + src]; ++j) {
+        const std::size_t row = (static_cast<std::size_t>(e) * s.max_ranks + src) * T + j;
+        for (int c = 0; c < H; ++c) {
+          eo[row * H + c] =
+              float_to_bf16(dequantize_fp8(recv_x[row * H + c], view.recv_scales[row * (H / 128) + c / 128]));
+          const float want = c >= H - 128 ? float(out.recv_src_token[row]) : float(src - 128);
+          if (bf16_to_float(eo[row * H + c]) != want) throw hyrun::Error("received row is not intact");
+        }
+      }
+  std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
+  be.combine(eo.data(), view, idx.data(), w.data(), T, y.data());
+  std::vector<double> a(y.size()), b(y.size());
+  for (int i = 0; i < T; ++i) {
+    double ws = 0;
+    for (int k = 0; k < K; ++k)
+      if (kept_expert(idx[i * K + k], E, routing) >= 0) ws += w[i * K + k];
+    for (int c = 0; c < H; ++c) {
+      a[i * H + c] = bf16_to_float(x[i * H + c]) * ws;
+      b[i * H + c] = bf16_to_float(y[i * H + c]);
+    }
+  }
+  return calc_diff(a, b);
+}
+
+/// Closes every endpoint (forced), progressing `worker` until each close is done.
+void close_endpoints(const std::vector<ucp_ep_h>& eps, ucp_worker_h worker) {
+  for (auto ep : eps) {
+    if (!ep) continue;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* req = ucp_ep_close_nbx(ep, &prm);
+    if (UCS_PTR_IS_PTR(req)) {
+      while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker);
+      ucp_request_free(req);
+    }
+  }
+}
+
 void rank_main(int rank, int n, Collective& coll, const Shape& s, std::string& error, double& worst,
                int& timeouts_seen) {
   ucp_params_t up{};
@@ -109,63 +186,10 @@ void rank_main(int rank, int n, Collective& coll, const Shape& s, std::string& e
     UcxTransport tx(boot, nullptr, region_bytes(s), 10000ms);
     HostBackend be(s, tx, 10000ms);
     DispatchBuffers out(s, Format::kFP8);
-    const int T = s.max_tokens, H = s.hidden, K = s.topk, E = s.experts_per_rank;
+    const int T = s.max_tokens, H = s.hidden, K = s.topk;
     std::mt19937 rng(77 + rank);
-    std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    for (int it = 0; it < 4; ++it) {
-      // iteration 3: rank 2 is masked out (it sits the call out)
-      Routing routing = it == 3 ? Routing{n, {1, 1, 0}} : Routing::all(n);
-      if (!routing.is_active(rank)) continue;
-      std::vector<uint16_t> x(static_cast<std::size_t>(T) * H);
-      for (int i = 0; i < T; ++i)
-        for (int c = 0; c < H; ++c) x[i * H + c] = float_to_bf16(c >= H - 128 ? float(i) : float(rank - 128));
-      std::vector<int64_t> idx(static_cast<std::size_t>(T) * K);
-      std::vector<float> w(idx.size());
-      for (int i = 0; i < T; ++i) {
-        std::vector<int64_t> perm(static_cast<std::size_t>(n * E));
-        for (int e = 0; e < n * E; ++e) perm[e] = e;
-        std::shuffle(perm.begin(), perm.end(), rng);
-        for (int k = 0; k < K; ++k) {
-          idx[i * K + k] = u(rng) < 0.2f ? -1 : perm[k];
-          w[i * K + k] = u(rng);
-        }
-      }
-      out.poison();
-      // Odd iterations read the rows where the peers stored them (region_rows: no copy).
-      DispatchOutput view = out.view();
-      if (it % 2 == 1) {
-        const RegionRows rows = be.region_rows(Format::kFP8);
-        view.recv_x = rows.recv_x;
-        view.recv_scales = rows.recv_scales;
-      }
-      const auto* recv_x = static_cast<const uint8_t*>(view.recv_x);
-      be.dispatch(x.data(), idx.data(), T, routing, Format::kFP8, view);
-      std::vector<uint16_t> eo(recv_rows(s) * H, 0xFFFF);
-      for (int e = 0; e < E; ++e)
-        for (int src = 0; src < s.max_ranks; ++src)
-          for (int j = 0; j < out.layout_count[e * s.max_ranks + src]; ++j) {
-            const std::size_t row = (static_cast<std::size_t>(e) * s.max_ranks + src) * T + j;
-            for (int c = 0; c < H; ++c) {
-              eo[row * H + c] =
-                  float_to_bf16(dequantize_fp8(recv_x[row * H + c], view.recv_scales[row * (H / 128) + c / 128]));
-              const float want = c >= H - 128 ? float(out.recv_src_token[row]) : float(src - 128);
-              if (bf16_to_float(eo[row * H + c]) != want) throw hyrun::Error("received row is not intact");
-            }
-          }
-      std::vector<uint16_t> y(static_cast<std::size_t>(T) * H, 0xFFFF);
-      be.combine(eo.data(), view, idx.data(), w.data(), T, y.data());
-      std::vector<double> a(y.size()), b(y.size());
-      for (int i = 0; i < T; ++i) {
-        double ws = 0;
-        for (int k = 0; k < K; ++k)
-          if (kept_expert(idx[i * K + k], E, routing) >= 0) ws += w[i * K + k];
-        for (int c = 0; c < H; ++c) {
-          a[i * H + c] = bf16_to_float(x[i * H + c]) * ws;
-          b[i * H + c] = bf16_to_float(y[i * H + c]);
-        }
-      }
-      worst = std::max(worst, calc_diff(a, b));
-    }
+    for (int it = 0; it < 4; ++it)
+      if (const auto diff = checked_iteration(rank, n, it, s, be, out, rng)) worst = std::max(worst, *diff);
     // A silent peer is reported at the deadline: ranks 0 and 1 dispatch with a short
     // timeout, rank 2 does not take part.
     if (rank < 2) {
@@ -183,17 +207,7 @@ void rank_main(int rank, int n, Collective& coll, const Shape& s, std::string& e
   } catch (const std::exception& e) {
     error = e.what();
   }
-  for (auto ep : eps) {
-    if (!ep) continue;
-    ucp_request_param_t prm{};
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    void* req = ucp_ep_close_nbx(ep, &prm);
-    if (UCS_PTR_IS_PTR(req)) {
-      while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(worker);
-      ucp_request_free(req);
-    }
-  }
+  close_endpoints(eps, worker);
   coll.allgatherv(rank, {}, worker);
   ucp_worker_destroy(worker);
   ucp_cleanup(ctx);
@@ -326,6 +340,41 @@ struct ElasticResult {
   int rounds_checked = 0;
 };
 
+/// A survivor sees rank 2 die: the dispatch that still routes to it reports it, writes to it
+/// after it was detached are not issued, then rounds without it under a new epoch.
+void survive_victim(int me, int n, const Shape& s, HostBackend& be, UcxTransport& tx, ElasticResult& res) {
+  const Routing all = Routing::all(n);
+  // Mid-phase: this dispatch still routes to rank 2. The send reports it (and still
+  // signals the other survivor); the wait for rank 2 ends at once, not in 10 minutes.
+  auto in = ep_elastic_test::make_input(s, n, me, 99, 2);
+  DispatchBuffers out(s, Format::kFP8);
+  try {
+    be.dispatch_send(in.x.data(), in.topk_idx.data(), s.max_tokens, all, Format::kFP8);
+  } catch (const PeerFailureError& e) {
+    if (e.ranks() == std::vector<int>{kVictim}) ++res.failures_named_victim;
+  }
+  try {
+    be.dispatch_recv(out.view());
+  } catch (const PeerFailureError& e) {
+    if (e.ranks() == std::vector<int>{kVictim}) ++res.failures_named_victim;
+  }
+  // Forget it: writes to a detached peer are not issued and reported by flush().
+  tx.detach_peer(kVictim);
+  const uint64_t word = 1;
+  tx.put(kVictim, 0, &word, 8);
+  try {
+    tx.flush();
+  } catch (const PeerFailureError& e) {
+    if (e.ranks() == std::vector<int>{kVictim}) ++res.failures_named_victim;
+  }
+  // Mask and go on, with an agreed new epoch.
+  std::vector<uint8_t> act(static_cast<std::size_t>(n), 1);
+  act[kVictim] = 0;
+  const Routing masked{n, act};
+  be.set_epoch(uint64_t{1} << 32);
+  for (int round = 3; round < 5; ++round, ++res.rounds_checked) checked_round(s, be, me, masked, round);
+}
+
 void elastic_rank(int me, int n, Collective& coll, const Shape& s, std::vector<std::atomic<bool>>& failed_marks,
                   ElasticResult& res) {
   const auto forever = std::chrono::minutes(10);
@@ -369,35 +418,7 @@ void elastic_rank(int me, int n, Collective& coll, const Shape& s, std::vector<s
     } else {
       sync(proc->worker());
       failed(me, kVictim) = true;  // World's endpoint error callback, in a real job
-      // Mid-phase: this dispatch still routes to rank 2. The send reports it (and still
-      // signals the other survivor); the wait for rank 2 ends at once, not in 10 minutes.
-      auto in = ep_elastic_test::make_input(s, n, me, 99, 2);
-      DispatchBuffers out(s, Format::kFP8);
-      try {
-        be->dispatch_send(in.x.data(), in.topk_idx.data(), s.max_tokens, all, Format::kFP8);
-      } catch (const PeerFailureError& e) {
-        if (e.ranks() == std::vector<int>{kVictim}) ++res.failures_named_victim;
-      }
-      try {
-        be->dispatch_recv(out.view());
-      } catch (const PeerFailureError& e) {
-        if (e.ranks() == std::vector<int>{kVictim}) ++res.failures_named_victim;
-      }
-      // Forget it: writes to a detached peer are not issued and reported by flush().
-      tx->detach_peer(kVictim);
-      const uint64_t word = 1;
-      tx->put(kVictim, 0, &word, 8);
-      try {
-        tx->flush();
-      } catch (const PeerFailureError& e) {
-        if (e.ranks() == std::vector<int>{kVictim}) ++res.failures_named_victim;
-      }
-      // Mask and go on, with an agreed new epoch.
-      std::vector<uint8_t> act(static_cast<std::size_t>(n), 1);
-      act[kVictim] = 0;
-      const Routing masked{n, act};
-      be->set_epoch(uint64_t{1} << 32);
-      for (int round = 3; round < 5; ++round, ++res.rounds_checked) checked_round(s, *be, me, masked, round);
+      survive_victim(me, n, s, *be, *tx, res);
       sync(proc->worker());
     }
 

@@ -59,10 +59,7 @@ void kill_with_unread_notice(const std::string& go_file) {
   ::raise(SIGKILL);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"test-rank: a rank with test-chosen behaviour"};
+struct Options {
   std::string pid_dir;
   bool no_world = false, exit_before_publish = false, ignore_term = false, spawn_child = false;
   int fail_rank = -1, exit_code = 1, signal_rank = -1, signal_number = SIGKILL, long_line_rank = -1;
@@ -77,177 +74,221 @@ int main(int argc, char** argv) {
   int join_wait_rank = -1;
   bool ring = false, report_peak_memory = false;
   double sleep_s = 0;
-  app.add_option("--pid-dir", pid_dir, "write rank.<R> (and child.<R>) pid files here");
-  app.add_flag("--no-world", no_world, "do not join the world (never publishes)");
-  app.add_flag("--exit-before-publish", exit_before_publish, "rank 0 exits 0 before publishing");
-  app.add_option("--fail-rank", fail_rank);
-  app.add_option("--exit-code", exit_code);
-  app.add_option("--signal-rank", signal_rank);
-  app.add_option("--signal", signal_number);
-  app.add_option("--long-line-rank", long_line_rank);
-  app.add_option("--long-line-bytes", long_line_bytes);
-  app.add_option("--flood-rank", flood_rank);
-  app.add_option("--flood-lines", flood_lines);
-  app.add_option("--wrong-token-rank", wrong_token_rank);
-  app.add_flag("--ignore-term", ignore_term, "ignore SIGTERM, SIGINT and SIGHUP (to test the SIGKILL escalation)");
-  app.add_flag("--spawn-child", spawn_child, "start a child process that sleeps (to test group cleanup)");
-  app.add_option("--exchange-bytes", exchange_bytes,
+};
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--pid-dir", o.pid_dir, "write rank.<R> (and child.<R>) pid files here");
+  app.add_flag("--no-world", o.no_world, "do not join the world (never publishes)");
+  app.add_flag("--exit-before-publish", o.exit_before_publish, "rank 0 exits 0 before publishing");
+  app.add_option("--fail-rank", o.fail_rank);
+  app.add_option("--exit-code", o.exit_code);
+  app.add_option("--signal-rank", o.signal_rank);
+  app.add_option("--signal", o.signal_number);
+  app.add_option("--long-line-rank", o.long_line_rank);
+  app.add_option("--long-line-bytes", o.long_line_bytes);
+  app.add_option("--flood-rank", o.flood_rank);
+  app.add_option("--flood-lines", o.flood_lines);
+  app.add_option("--wrong-token-rank", o.wrong_token_rank);
+  app.add_flag("--ignore-term", o.ignore_term, "ignore SIGTERM, SIGINT and SIGHUP (to test the SIGKILL escalation)");
+  app.add_flag("--spawn-child", o.spawn_child, "start a child process that sleeps (to test group cleanup)");
+  app.add_option("--exchange-bytes", o.exchange_bytes,
                  "exchange this many bytes with every rank (allgather, contents checked) --exchange-rounds times; "
                  "--signal-rank then dies in the middle of the traffic");
-  app.add_option("--exchange-rounds", exchange_rounds);
-  app.add_option("--join-wait-rank", join_wait_rank, "this rank joins the world only once --join-wait-file exists");
-  app.add_option("--join-wait-file", join_wait_file);
-  app.add_flag("--ring", ring, "pass a checked message around a ring of all ranks (point-to-point, tag 1)");
-  app.add_flag("--report-peak-memory", report_peak_memory, "print this process's peak resident memory at the end");
-  app.add_option("--sleep", sleep_s, "seconds to sleep at the end");
-  app.add_option("--planned-exit-rank", planned_exit_rank,
+  app.add_option("--exchange-rounds", o.exchange_rounds);
+  app.add_option("--join-wait-rank", o.join_wait_rank, "this rank joins the world only once --join-wait-file exists");
+  app.add_option("--join-wait-file", o.join_wait_file);
+  app.add_flag("--ring", o.ring, "pass a checked message around a ring of all ranks (point-to-point, tag 1)");
+  app.add_flag("--report-peak-memory", o.report_peak_memory, "print this process's peak resident memory at the end");
+  app.add_option("--sleep", o.sleep_s, "seconds to sleep at the end");
+  app.add_option("--planned-exit-rank", o.planned_exit_rank,
                  "this rank announces a planned exit, then exits with --exit-code (not a failure)");
-  app.add_option("--respawn-rank", respawn_rank,
+  app.add_option("--respawn-rank", o.respawn_rank,
                  "this rank announces a planned exit with restart and kills itself; its new process rejoins rank 0 "
                  "and reports; rank 0 waits for it");
-  app.add_option("--announced-code", announced_code,
+  app.add_option("--announced-code", o.announced_code,
                  "the exit code --planned-exit-rank announces (default: --exit-code, the one it exits with)");
-  app.add_option("--announce-then-signal-rank", announce_then_signal_rank,
+  app.add_option("--announce-then-signal-rank", o.announce_then_signal_rank,
                  "this rank announces a planned exit with code 0, then raises --signal (not what it announced)");
-  app.add_option("--respawn-forever-rank", respawn_forever_rank,
+  app.add_option("--respawn-forever-rank", o.respawn_forever_rank,
                  "every process of this rank announces a planned exit with restart and exits 0 (use with --no-world)");
-  app.add_option("--kill-with-unread-notice-rank", kill_with_unread_notice_rank,
+  app.add_option("--kill-with-unread-notice-rank", o.kill_with_unread_notice_rank,
                  "this rank asks hyrun for death notices, waits until one is queued and leaves it unread, then "
                  "announces a planned SIGKILL and raises it (use with --planned-exit-rank for the notice)");
-  app.add_option("--go-file", go_file,
+  app.add_option("--go-file", o.go_file,
                  "--kill-with-unread-notice-rank: create FILE.ready once the notice is queued, then wait for FILE");
-  CLI11_PARSE(app, argc, argv);
+}
 
-  const int rank = env_rank();
-  if (ignore_term)
+/// What a rank does before anything else: signals ignored, pid files, a child.
+void set_up_process(const Options& o, int rank) {
+  if (o.ignore_term)
     for (int s : {SIGTERM, SIGINT, SIGHUP}) ::signal(s, SIG_IGN);
-  if (!pid_dir.empty()) write_pid_file(pid_dir, "rank." + std::to_string(rank), getpid());
-  if (spawn_child) {
+  if (!o.pid_dir.empty()) write_pid_file(o.pid_dir, "rank." + std::to_string(rank), getpid());
+  if (o.spawn_child) {
     const pid_t child = fork();
     if (child == 0) {
       execlp("sleep", "sleep", "1000", static_cast<char*>(nullptr));
       _exit(127);
     }
-    if (!pid_dir.empty()) write_pid_file(pid_dir, "child." + std::to_string(rank), child);
+    if (!o.pid_dir.empty()) write_pid_file(o.pid_dir, "child." + std::to_string(rank), child);
   }
-  if (exit_before_publish && rank == 0) return 0;
-  try {
-    if (rank == respawn_forever_rank) {
-      hyrun::announce_planned_exit(true, 0);
-      return 0;
+}
+
+/// --respawn-rank: that rank kills itself once and its new process reports to rank 0, which
+/// waits for it. Returns the exit code.
+int respawn(hyrun::World& world, const Options& o, int rank) {
+  constexpr uint32_t kHelloAgain = 77;
+  if (rank == o.respawn_rank && world.incarnation() == 0) {
+    hyrun::announce_planned_kill(true, SIGKILL);
+    ::raise(SIGKILL);
+  }
+  if (rank == o.respawn_rank) {
+    const int incarnation = world.incarnation();
+    world.send(0, std::as_bytes(std::span(&incarnation, 1)), kHelloAgain);
+    std::printf("rank %d incarnation %d rejoined\n", rank, incarnation);
+    return 0;
+  }
+  if (rank == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + world.timeout();
+    bool admitted = false;
+    while (!admitted && std::chrono::steady_clock::now() < deadline) {
+      for (const auto& r : world.accept_rejoins()) admitted |= r.rank == o.respawn_rank;
+      if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (rank == kill_with_unread_notice_rank) {
-      kill_with_unread_notice(go_file);
-      return 1;  // not reached unless no notice came
-    }
-    if (rank == announce_then_signal_rank) {
-      hyrun::announce_planned_exit(false, 0);
-      ::raise(signal_number);
-    }
-    std::optional<hyrun::World> world;
-    if (rank == wrong_token_rank) setenv("HYRUN_JOB_TOKEN", "00000000000000000000000000000000", 1);
-    hyrun::WorldOptions options;
-    options.peer_error_handling = respawn_rank >= 0;  // survivors must outlive the killed process
-    if (rank == join_wait_rank) {
-      for (int i = 0; i < 600 && access(join_wait_file.c_str(), F_OK) != 0; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (!no_world) world.emplace(options);
-    if (respawn_rank >= 0) {
-      constexpr uint32_t kHelloAgain = 77;
-      if (rank == respawn_rank && world->incarnation() == 0) {
-        hyrun::announce_planned_kill(true, SIGKILL);
-        ::raise(SIGKILL);
-      }
-      if (rank == respawn_rank) {
-        const int incarnation = world->incarnation();
-        world->send(0, std::as_bytes(std::span(&incarnation, 1)), kHelloAgain);
-        std::printf("rank %d incarnation %d rejoined\n", rank, incarnation);
-        return 0;
-      }
-      if (rank == 0) {
-        const auto deadline = std::chrono::steady_clock::now() + world->timeout();
-        bool admitted = false;
-        while (!admitted && std::chrono::steady_clock::now() < deadline) {
-          for (const auto& r : world->accept_rejoins()) admitted |= r.rank == respawn_rank;
-          if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!admitted) throw hyrun::TimeoutError("rank 0: the restarted rank never rejoined");
+    const auto bytes = world.recv(o.respawn_rank, kHelloAgain);
+    int incarnation = -1;
+    std::memcpy(&incarnation, bytes.data(), sizeof incarnation);
+    std::printf("rank 0: rank %d came back as incarnation %d\n", o.respawn_rank, incarnation);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+/// --exchange-bytes: every rank sends to every other without pause, so a rank that dies
+/// leaves sends to it in flight. False when a contribution arrived corrupted.
+bool exchange(hyrun::World& world, const Options& o, int rank) {
+  const std::vector<std::byte> mine(o.exchange_bytes, static_cast<std::byte>(rank));
+  const auto start = std::chrono::steady_clock::now();
+  for (int round = 0; round < o.exchange_rounds; ++round) {
+    if (rank == o.signal_rank && std::chrono::steady_clock::now() > start + std::chrono::milliseconds(200))
+      ::raise(o.signal_number);
+    const auto all = world.allgather(mine);
+    for (int r = 0; r < world.size(); ++r)
+      for (std::size_t i = 0; i < o.exchange_bytes; ++i)
+        if (all[r * o.exchange_bytes + i] != static_cast<std::byte>(r)) {
+          std::printf("rank %d: the contribution of rank %d is CORRUPTED\n", rank, r);
+          return false;
         }
-        if (!admitted) throw hyrun::TimeoutError("rank 0: the restarted rank never rejoined");
-        const auto bytes = world->recv(respawn_rank, kHelloAgain);
-        int incarnation = -1;
-        std::memcpy(&incarnation, bytes.data(), sizeof incarnation);
-        std::printf("rank 0: rank %d came back as incarnation %d\n", respawn_rank, incarnation);
-      }
-      std::fflush(stdout);
-      return 0;
-    }
-    if (rank == planned_exit_rank) {
-      hyrun::announce_planned_exit(false, announced_code >= 0 ? announced_code : exit_code);
-      return exit_code;
-    }
-    if (rank == long_line_rank) {
-      std::string line(static_cast<std::size_t>(long_line_bytes), 'x');
-      line += '\n';
-      std::fwrite(line.data(), 1, line.size(), stdout);
-      std::fflush(stdout);
-    }
-    if (rank == flood_rank)
-      for (long long i = 0; i < flood_lines; ++i) std::printf("flood line %lld of rank %d\n", i, rank);
-    std::printf("rank %d ready\n", rank);
+  }
+  std::printf("rank %d: exchange ok\n", rank);
+  return true;
+}
+
+/// --ring: a token passed around every rank; false when it came back changed.
+bool pass_ring(hyrun::World& world, int rank) {
+  constexpr uint32_t kRingTag = 1;
+  const int next = (rank + 1) % world.size(), prev = (rank + world.size() - 1) % world.size();
+  const std::string token = "ring token from rank 0";
+  std::string got;
+  if (rank == 0) world.send(next, std::as_bytes(std::span(token)), kRingTag);
+  const auto bytes = world.recv(prev, kRingTag);
+  got.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (rank != 0) world.send(next, bytes, kRingTag);
+  std::printf("rank %d: ring %s\n", rank, got == token ? "ok" : "CORRUPTED");
+  return got == token;
+}
+
+/// VmHWM: the most resident memory this process ever had, in kB.
+void print_peak_memory(int rank) {
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "VmHWM:", 6) == 0)
+        std::printf("rank %d: peak memory %lld kB\n", rank, std::atoll(line + 6));
+    std::fclose(f);
+  }
+}
+
+/// Joins the World of this rank into `world` as the options say (not with --no-world).
+void join_world(std::optional<hyrun::World>& world, const Options& o, int rank) {
+  if (rank == o.wrong_token_rank) setenv("HYRUN_JOB_TOKEN", "00000000000000000000000000000000", 1);
+  hyrun::WorldOptions options;
+  options.peer_error_handling = o.respawn_rank >= 0;  // survivors must outlive the killed process
+  if (rank == o.join_wait_rank) {
+    for (int i = 0; i < 600 && access(o.join_wait_file.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!o.no_world) world.emplace(options);
+}
+
+/// The rank's work after it joined (or not): output, traffic, failures. Returns the exit code.
+int work(std::optional<hyrun::World>& world, const Options& o, int rank) {
+  if (rank == o.long_line_rank) {
+    std::string line(static_cast<std::size_t>(o.long_line_bytes), 'x');
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), stdout);
     std::fflush(stdout);
-    if (rank == fail_rank) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      return exit_code;
-    }
-    if (exchange_bytes > 0 && world) {
-      // Every rank sends to every other without pause, so a rank that dies leaves sends to it in flight.
-      const std::vector<std::byte> mine(exchange_bytes, static_cast<std::byte>(rank));
-      const auto start = std::chrono::steady_clock::now();
-      for (int round = 0; round < exchange_rounds; ++round) {
-        if (rank == signal_rank && std::chrono::steady_clock::now() > start + std::chrono::milliseconds(200))
-          ::raise(signal_number);
-        const auto all = world->allgather(mine);
-        for (int r = 0; r < world->size(); ++r)
-          for (std::size_t i = 0; i < exchange_bytes; ++i)
-            if (all[r * exchange_bytes + i] != static_cast<std::byte>(r)) {
-              std::printf("rank %d: the contribution of rank %d is CORRUPTED\n", rank, r);
-              return 1;
-            }
-      }
-      std::printf("rank %d: exchange ok\n", rank);
-    }
-    if (ring && world) {
-      constexpr uint32_t kRingTag = 1;
-      const int next = (rank + 1) % world->size(), prev = (rank + world->size() - 1) % world->size();
-      const std::string token = "ring token from rank 0";
-      std::string got;
-      if (rank == 0) world->send(next, std::as_bytes(std::span(token)), kRingTag);
-      const auto bytes = world->recv(prev, kRingTag);
-      got.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-      if (rank != 0) world->send(next, bytes, kRingTag);
-      std::printf("rank %d: ring %s\n", rank, got == token ? "ok" : "CORRUPTED");
-      if (got != token) return 1;
-    }
-    if (rank == signal_rank) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      ::raise(signal_number);
-    }
-    std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
-    if (world) world->barrier();
-    if (report_peak_memory) {
-      // VmHWM: the most resident memory this process ever had, in kB.
-      if (FILE* f = std::fopen("/proc/self/status", "r")) {
-        char line[256];
-        while (std::fgets(line, sizeof line, f))
-          if (std::strncmp(line, "VmHWM:", 6) == 0)
-            std::printf("rank %d: peak memory %lld kB\n", rank, std::atoll(line + 6));
-        std::fclose(f);
-      }
-    }
-    std::fflush(stdout);
+  }
+  if (rank == o.flood_rank)
+    for (long long i = 0; i < o.flood_lines; ++i) std::printf("flood line %lld of rank %d\n", i, rank);
+  std::printf("rank %d ready\n", rank);
+  std::fflush(stdout);
+  if (rank == o.fail_rank) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return o.exit_code;
+  }
+  if (o.exchange_bytes > 0 && world && !exchange(*world, o, rank)) return 1;
+  if (o.ring && world && !pass_ring(*world, rank)) return 1;
+  if (rank == o.signal_rank) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::raise(o.signal_number);
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.sleep_s));
+  if (world) world->barrier();
+  if (o.report_peak_memory) print_peak_memory(rank);
+  std::fflush(stdout);
+  return 0;
+}
+
+/// Everything after the process set-up. Returns the exit code.
+int run(const Options& o, int rank) {
+  if (rank == o.respawn_forever_rank) {
+    hyrun::announce_planned_exit(true, 0);
+    return 0;
+  }
+  if (rank == o.kill_with_unread_notice_rank) {
+    kill_with_unread_notice(o.go_file);
+    return 1;  // not reached unless no notice came
+  }
+  if (rank == o.announce_then_signal_rank) {
+    hyrun::announce_planned_exit(false, 0);
+    ::raise(o.signal_number);
+  }
+  std::optional<hyrun::World> world;
+  join_world(world, o, rank);
+  if (o.respawn_rank >= 0) return respawn(*world, o, rank);
+  if (rank == o.planned_exit_rank) {
+    hyrun::announce_planned_exit(false, o.announced_code >= 0 ? o.announced_code : o.exit_code);
+    return o.exit_code;
+  }
+  return work(world, o, rank);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"test-rank: a rank with test-chosen behaviour"};
+  Options o;
+  add_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+
+  const int rank = env_rank();
+  set_up_process(o, rank);
+  if (o.exit_before_publish && rank == 0) return 0;
+  try {
+    return run(o, rank);
   } catch (const hyrun::Error& e) {
     std::fprintf(stderr, "test-rank %d: %s\n", rank, e.what());
     return e.exit_code();
   }
-  return 0;
 }

@@ -22,6 +22,15 @@ struct CapturedLog {
   CapturedLog(const CapturedLog&) = delete;
   CapturedLog& operator=(const CapturedLog&) = delete;
   std::vector<std::string> lines() { return sink->last_formatted(); }
+  /// The messages alone: each line without its level and newline.
+  std::vector<std::string> messages() {
+    auto all = lines();
+    for (auto& l : all) {
+      if (l.ends_with('\n')) l.pop_back();
+      l.erase(0, l.find(' ') + 1);
+    }
+    return all;
+  }
   int warnings() {
     const auto all = lines();
     return static_cast<int>(

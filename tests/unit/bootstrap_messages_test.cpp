@@ -5,15 +5,12 @@
 #include <random>
 
 #include "hyrun/common/error.hpp"
+#include "random_bytes.hpp"
 
 namespace hyrun::bootstrap {
 namespace {
 
-std::vector<std::byte> random_bytes(std::mt19937& gen, std::size_t n) {
-  std::vector<std::byte> b(n);
-  for (auto& x : b) x = static_cast<std::byte>(gen());
-  return b;
-}
+using test_support::random_bytes;
 
 TEST(BootstrapMessages, JoinRoundTrips) {
   std::mt19937 gen(std::random_device{}());

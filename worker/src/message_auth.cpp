@@ -1,17 +1,16 @@
 #include "message_auth.hpp"
 
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <cstring>
 
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/hmac_sha256.hpp"
 
 namespace hyrun::auth {
 namespace {
 
-constexpr std::size_t kMacBytes = 32;
+constexpr std::size_t kMacBytes = kHmacSha256Bytes;
 constexpr std::string_view kKeyLabel = "hyrun world messages v1";
 
 void put_u64(std::byte* out, uint64_t v) { std::memcpy(out, &v, sizeof v); }
@@ -19,14 +18,6 @@ uint64_t get_u64(const std::byte* in) {
   uint64_t v;
   std::memcpy(&v, in, sizeof v);
   return v;
-}
-
-void hmac(std::span<const unsigned char> key, std::span<const std::byte> data, unsigned char* out) {
-  unsigned int length = 0;
-  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-            data.size(), out, &length) ||
-      length != kMacBytes)
-    throw Error("computing a message authentication code (OpenSSL HMAC-SHA256) failed");
 }
 
 }  // namespace
@@ -44,8 +35,7 @@ ProcessId process_id(std::span<const std::byte> address) {
 MessageAuth::MessageAuth(std::string_view job_token) {
   if (job_token.empty()) throw Error("the job token (HYRUN_JOB_TOKEN) is empty: messages cannot be authenticated");
   // A key of its own for this use, so that the token's other uses never share it.
-  hmac(std::span(reinterpret_cast<const unsigned char*>(job_token.data()), job_token.size()),
-       std::as_bytes(std::span(kKeyLabel.data(), kKeyLabel.size())), key_.data());
+  key_ = hmac_sha256(job_token, kKeyLabel);
 }
 
 std::vector<std::byte> MessageAuth::seal(const Envelope& envelope, std::span<const std::byte> payload) const {
@@ -56,16 +46,15 @@ std::vector<std::byte> MessageAuth::seal(const Envelope& envelope, std::span<con
   put_u64(trailer + 8, envelope.source);
   put_u64(trailer + 16, envelope.destination);
   put_u64(trailer + 24, envelope.sequence);
-  hmac(key_, std::span(message).first(message.size() - kMacBytes),
-       reinterpret_cast<unsigned char*>(message.data() + message.size() - kMacBytes));
+  const HmacSha256 code = hmac_sha256(key_, std::span(message).first(message.size() - kMacBytes));
+  std::memcpy(message.data() + message.size() - kMacBytes, code.data(), kMacBytes);
   return message;
 }
 
 std::optional<Envelope> MessageAuth::open(std::vector<std::byte>& message) const {
   if (message.size() < kTrailerBytes) return std::nullopt;
-  unsigned char expected[kMacBytes];
-  hmac(key_, std::span(message).first(message.size() - kMacBytes), expected);
-  if (CRYPTO_memcmp(expected, message.data() + message.size() - kMacBytes, kMacBytes) != 0) return std::nullopt;
+  const HmacSha256 expected = hmac_sha256(key_, std::span(message).first(message.size() - kMacBytes));
+  if (!equal_in_constant_time(expected, std::span(message).last(kMacBytes))) return std::nullopt;
   const std::byte* trailer = message.data() + message.size() - kTrailerBytes;
   Envelope envelope{get_u64(trailer), get_u64(trailer + 8), get_u64(trailer + 16), get_u64(trailer + 24)};
   message.resize(message.size() - kTrailerBytes);

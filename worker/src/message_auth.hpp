@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hyrun/common/hmac_sha256.hpp"
+
 namespace hyrun::auth {
 
 using ProcessId = uint64_t;
@@ -36,7 +38,7 @@ struct Envelope {
   uint64_t sequence = 0;
 };
 
-inline constexpr std::size_t kTrailerBytes = 4 * sizeof(uint64_t) + 32;
+inline constexpr std::size_t kTrailerBytes = 4 * sizeof(uint64_t) + kHmacSha256Bytes;
 
 class MessageAuth {
  public:
@@ -51,7 +53,7 @@ class MessageAuth {
   std::optional<Envelope> open(std::vector<std::byte>& message) const;
 
  private:
-  std::array<unsigned char, 32> key_{};
+  HmacSha256 key_{};
 };
 
 }  // namespace hyrun::auth

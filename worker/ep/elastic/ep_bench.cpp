@@ -7,40 +7,34 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "bench_options.hpp"
 #include "elastic_run.hpp"
-#include "hyrun/common/logging.hpp"
 #include "hyrun/ep/report/run_report.hpp"
+#include "tool_main.hpp"
 
-int main(int argc, char** argv) {
-  hyrun::ep::elastic::BenchOptions options;
+namespace {
+
+using hyrun::ep::elastic::BenchOptions;
+namespace tools = hyrun::ep::tools;
+
+/// The command line of ep-bench (docs/ep-bench.md), bound to `options`.
+void add_options(CLI::App& app, BenchOptions& options) {
   auto& p = options.parameters;
-  CLI::App app{"ep-bench: elastic expert-parallel dispatch + combine benchmark (run it under hyrun)"};
   // One string per occurrence: CLI11 would read "[...]" given to a vector option as a list.
   app.add_option_function<std::string>(
          "--plan", [&options](const std::string& plan) { options.plans.push_back(plan); },
          "plan: a JSON file or JSON text, e.g. '[[0,1],[0,1,2,3]]'; repeat for several")
       ->required()
       ->trigger_on_parse();
-  app.add_option("--num-tokens", p.num_tokens, "tokens per rank")->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  app.add_option("--hidden-dim", p.hidden_dim, "hidden size (multiple of 128)")->capture_default_str();
-  app.add_option("--num-topk", p.num_topk, "experts per token")->capture_default_str()->check(CLI::Range(1, 64));
-  app.add_option("--num-experts-per-rank", p.num_experts_per_rank)->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_option("--timeout-ms", p.timeout_ms, "longest wait for a peer's data")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  tools::add_shape_options(app, tools::OptionNames::kElastic,
+                           {p.num_tokens, p.hidden_dim, p.num_topk, p.num_experts_per_rank});
+  tools::add_timeout_option(app, p.timeout_ms, "longest wait for a peer's data");
   app.add_flag("--disable-ll-nvlink", p.disable_ll_nvlink, "no CUDA IPC between ranks of a node (UCX only)");
   app.add_flag("--validate-phase-failures", p.validate_phase_failures,
                "fail unless the ranks detected as failed in each phase are exactly those the plan killed");
-  app.add_option("--backend", p.backend, "auto, cuda or host")
-      ->check(CLI::IsMember({"auto", "cuda", "host"}))
-      ->capture_default_str();
+  tools::add_backend_option(app, p.backend);
   app.add_option("--dispatch-dtype", p.dispatch_dtype)->check(CLI::IsMember({"fp8", "bf16"}))->capture_default_str();
-  app.add_option("--warmup", p.warmup, "untimed iterations per phase")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
-  app.add_option("--iters", p.iters, "timed iterations per phase")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+  tools::add_loop_options(app, p.warmup, p.iters, 1, " per phase");
   app.add_flag("--validate", p.validate, "check the results of every phase");
   app.add_option("--seed", p.seed, "seed of the inputs")->capture_default_str();
   app.add_option("--report-dir", options.report_dir, "write results.json, plan.json and a plot here");
@@ -61,46 +55,40 @@ int main(int argc, char** argv) {
                  "these ranks stop themselves (SIGSTOP) at the first timed call of the first phase")
       ->delimiter(',')
       ->group("");
+}
+
+/// Joins the World and runs every plan; returns the exit code (run_tool catches the errors).
+int run(BenchOptions& options) {
+  auto& p = options.parameters;
+  // Rank 0 checks --report-dir before anything runs: a report that cannot be written must
+  // not cost the whole run. It fails before it publishes its address, so no other rank
+  // starts (or every node ends, under Slurm).
+  const char* rank = std::getenv("HYRUN_RANK");
+  if (!options.report_dir.empty() && rank && std::string_view(rank) == "0")
+    hyrun::ep::report::check_report_dir(options.report_dir);
+  hyrun::WorldOptions world_options;
+  world_options.peer_error_handling = true;  // survivors must outlive killed ranks and see them die
+  hyrun::World world(world_options);
+  p.world_size = world.size();
+  // --backend cuda without a usable GPU fails here, at once, naming why.
+  options.backend = hyrun::ep::choose_backend(p.backend, p.disable_ll_nvlink, world);
+  p.backend = hyrun::ep::on_device(options.backend) ? "cuda" : "host";
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {
-    return app.exit(e);  // --help
-  } catch (const CLI::ParseError& e) {
-    // CLI11's own codes (105, 114, ...) would read as a crash; a usage error is 2 (docs/ep-bench.md).
-    std::fprintf(stderr, "ep-bench: %s; see ep-bench --help\n", e.what());
-    return hyrun::exit_code::kUsage;
-  }
-  if (p.hidden_dim % 128 != 0) {
-    std::fprintf(stderr, "ep-bench: --hidden-dim %d is not a multiple of 128 (one FP8 scale per 128 channels)\n",
-                 p.hidden_dim);
-    return hyrun::exit_code::kUsage;
-  }
-  try {
-    hyrun::init_logging("ep-bench", hyrun::log_level_from_environment("warn"));
-    // Rank 0 checks --report-dir before anything runs: a report that cannot be written must
-    // not cost the whole run. It fails before it publishes its address, so no other rank
-    // starts (or every node ends, under Slurm).
-    const char* rank = std::getenv("HYRUN_RANK");
-    if (!options.report_dir.empty() && rank && std::string_view(rank) == "0")
-      hyrun::ep::report::check_report_dir(options.report_dir);
-    hyrun::WorldOptions world_options;
-    world_options.peer_error_handling = true;  // survivors must outlive killed ranks and see them die
-    hyrun::World world(world_options);
-    p.world_size = world.size();
-    // --backend cuda without a usable GPU fails here, at once, naming why.
-    options.backend = hyrun::ep::choose_backend(p.backend, p.disable_ll_nvlink, world);
-    p.backend = hyrun::ep::on_device(options.backend) ? "cuda" : "host";
-    try {
-      return hyrun::ep::elastic::run_elastic_bench(world, options);
-    } catch (const hyrun::Error& e) {
-      // Said while this rank is still connected: its peers notice its end at once, and hyrun
-      // may stop this process before the World's teardown is over.
-      std::fprintf(stderr, "ep-bench: %s\n", e.what());
-      std::fflush(stderr);
-      return e.exit_code();
-    }
+    return hyrun::ep::elastic::run_elastic_bench(world, options);
   } catch (const hyrun::Error& e) {
+    // Said while this rank is still connected: its peers notice its end at once, and hyrun
+    // may stop this process before the World's teardown is over.
     std::fprintf(stderr, "ep-bench: %s\n", e.what());
+    std::fflush(stderr);
     return e.exit_code();
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchOptions options;
+  CLI::App app{"ep-bench: elastic expert-parallel dispatch + combine benchmark (run it under hyrun)"};
+  add_options(app, options);
+  return tools::run_program(app, argc, argv, "ep-bench", [&] { return run(options); });
 }

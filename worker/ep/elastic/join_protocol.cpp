@@ -4,10 +4,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <netdb.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +18,8 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
+#include "hyrun/common/hmac_sha256.hpp"
+#include "hyrun/common/nonce.hpp"
 #include "hyrun/common/unique_fd.hpp"
 
 namespace hyrun::ep::elastic::join {
@@ -82,12 +80,7 @@ UniqueFd connect_before(const addrinfo* addresses, Clock::time_point deadline, c
 
 }  // namespace
 
-std::string new_nonce() {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1)
-    throw Error("join server: no random bytes for a nonce (OpenSSL RAND_bytes)");
-  return to_hex(std::as_bytes(std::span(bytes)));
-}
+std::string new_nonce() { return hyrun::new_nonce("the join server's nonce"); }
 
 std::string greeting(const std::string& nonce) { return fmt::format("{}{}\n", kGreeting, nonce); }
 
@@ -99,13 +92,7 @@ std::optional<std::string> parse_greeting(std::string_view line) {
 }
 
 std::string proof(const std::string& token, const std::string& nonce, int count, const std::string& host) {
-  const std::string data = fmt::format("hyrun-ep-join v1 {} {} {}", nonce, count, host);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (!HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-            reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &length))
-    throw Error("join: computing the proof (OpenSSL HMAC-SHA256) failed");
-  return to_hex(std::as_bytes(std::span(mac, length)));
+  return to_hex(hmac_sha256(token, fmt::format("hyrun-ep-join v1 {} {} {}", nonce, count, host)));
 }
 
 std::string format_request(const Request& r) { return fmt::format("join {} {} {}\n", r.count, r.host, r.proof); }
@@ -132,9 +119,7 @@ std::optional<Request> parse_request(std::string_view line) {
 }
 
 bool proves(const Request& request, const std::string& token, const std::string& nonce) {
-  const std::string expected = proof(token, nonce, request.count, request.host);
-  return expected.size() == request.proof.size() &&
-         CRYPTO_memcmp(expected.data(), request.proof.data(), expected.size()) == 0;
+  return equal_in_constant_time(proof(token, nonce, request.count, request.host), request.proof);
 }
 
 std::string format_grant(const Grant& g) {

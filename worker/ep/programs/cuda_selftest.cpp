@@ -68,152 +68,206 @@ struct Case {
   std::vector<int> inactive;
 };
 
-void run_case(const Case& c, std::mt19937& rng) {
-  const Shape s{c.ranks, c.T, c.H, c.K, c.E};
-  const int R = c.ranks, T = c.T, H = c.H, K = c.K, E = c.E, NE = R * E;
-  Routing routing{R, std::vector<uint8_t>(R, 1)};
-  for (int r : c.inactive) routing.active[r] = 0;
-  std::vector<int> active;
-  for (int r = 0; r < R; ++r)
-    if (routing.active[r]) active.push_back(r);
-  std::printf("case R=%d T=%d H=%d K=%d E=%d %s inactive=%zu\n", R, T, H, K, E, to_string(c.f), c.inactive.size());
+/// Every simulated rank's tokens, selections and weights.
+struct CaseInputs {
+  std::vector<std::vector<uint16_t>> x;
+  std::vector<std::vector<int64_t>> idx;
+  std::vector<std::vector<float>> w;
+};
 
-  // inputs
+/// Random inputs: every 7th channel block zero, the others spread over 2^-4..2^4 (so the
+/// FP8 scales differ from block to block); a selection is -1 with probability 0.1.
+CaseInputs random_inputs(const Case& c, std::mt19937& rng) {
+  const int R = c.ranks, T = c.T, H = c.H, K = c.K, NE = R * c.E;
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  std::vector<std::vector<uint16_t>> x(R);
-  std::vector<std::vector<int64_t>> idx(R);
-  std::vector<std::vector<float>> w(R);
+  CaseInputs in{std::vector<std::vector<uint16_t>>(R), std::vector<std::vector<int64_t>>(R),
+                std::vector<std::vector<float>>(R)};
   for (int r = 0; r < R; ++r) {
-    x[r].resize(static_cast<std::size_t>(T) * H);
-    for (std::size_t i = 0; i < x[r].size(); ++i) {
+    auto& x = in.x[r];
+    x.resize(static_cast<std::size_t>(T) * H);
+    for (std::size_t i = 0; i < x.size(); ++i) {
       const int block = static_cast<int>(i % H) / 128;
-      x[r][i] = block % 7 == 3 ? 0 : float_to_bf16(nd(rng) * std::ldexp(1.0f, block % 9 - 4));
+      x[i] = block % 7 == 3 ? 0 : float_to_bf16(nd(rng) * std::ldexp(1.0f, block % 9 - 4));
     }
-    idx[r].resize(static_cast<std::size_t>(T) * K);
-    w[r].resize(idx[r].size());
+    in.idx[r].resize(static_cast<std::size_t>(T) * K);
+    in.w[r].resize(in.idx[r].size());
     std::vector<int64_t> perm(NE);
     for (int i = 0; i < T; ++i) {
       for (int e = 0; e < NE; ++e) perm[e] = e;
       std::shuffle(perm.begin(), perm.end(), rng);
       for (int k = 0; k < K; ++k) {
-        idx[r][i * K + k] = (k < NE && u(rng) > 0.1f) ? perm[k] : -1;
-        w[r][i * K + k] = u(rng);
+        in.idx[r][i * K + k] = (k < NE && u(rng) > 0.1f) ? perm[k] : -1;
+        in.w[r][i * K + k] = u(rng);
       }
     }
   }
+  return in;
+}
 
-  // host reference
+/// What the host backend computes for the case: the dispatch outputs, the expert outputs
+/// (each received row dequantized back to BF16) and the combined tokens.
+struct HostReference {
+  std::vector<DispatchBuffers> out;
+  std::vector<std::vector<uint16_t>> expert_out;
+  std::vector<std::vector<uint16_t>> y;
+};
+
+/// The expert outputs of rank `r`: every received row as BF16 (FP8 rows dequantized).
+std::vector<uint16_t> identity_experts(const Case& c, const Shape& s, const DispatchBuffers& out) {
+  const int R = c.ranks, T = c.T, H = c.H;
+  std::vector<uint16_t> eo(recv_rows(s) * H, 0);
+  for (int e = 0; e < c.E; ++e)
+    for (int src = 0; src < R; ++src)
+      for (int j = 0; j < out.layout_count[e * R + src]; ++j) {
+        const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
+        for (int ch = 0; ch < H; ++ch)
+          eo[row * H + ch] =
+              c.f == Format::kFP8
+                  ? float_to_bf16(dequantize_fp8(out.recv_x[row * H + ch], out.recv_scales[row * (H / 128) + ch / 128]))
+                  : reinterpret_cast<const uint16_t*>(out.recv_x.data())[row * H + ch];
+      }
+  return eo;
+}
+
+HostReference host_reference(const Case& c, const Shape& s, const Routing& routing, const std::vector<int>& active,
+                             const CaseInputs& in) {
+  const int R = c.ranks, T = c.T, H = c.H;
   InProcessFabric fabric(R, region_bytes(s));
   std::vector<std::unique_ptr<HostBackend>> hb;
-  std::vector<DispatchBuffers> hout;
+  HostReference ref;
   for (int r = 0; r < R; ++r) {
     hb.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), 10000ms));
-    hout.emplace_back(s, c.f);
+    ref.out.emplace_back(s, c.f);
   }
-  for (int r : active) hb[r]->dispatch_send(x[r].data(), idx[r].data(), T, routing, c.f);
-  for (int r : active) hb[r]->dispatch_recv(hout[r].view());
-  std::vector<std::vector<uint16_t>> eo(R, std::vector<uint16_t>(recv_rows(s) * H, 0));
-  for (int r : active)
-    for (int e = 0; e < E; ++e)
-      for (int src = 0; src < R; ++src)
-        for (int j = 0; j < hout[r].layout_count[e * R + src]; ++j) {
-          const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
-          for (int ch = 0; ch < H; ++ch)
-            eo[r][row * H + ch] = c.f == Format::kFP8
-                                      ? float_to_bf16(dequantize_fp8(hout[r].recv_x[row * H + ch],
-                                                                     hout[r].recv_scales[row * (H / 128) + ch / 128]))
-                                      : reinterpret_cast<const uint16_t*>(hout[r].recv_x.data())[row * H + ch];
-        }
-  for (int r : active) hb[r]->combine_send(eo[r].data(), hout[r].view());
-  std::vector<std::vector<uint16_t>> hy(R, std::vector<uint16_t>(static_cast<std::size_t>(T) * H));
-  for (int r : active) hb[r]->combine_recv(idx[r].data(), w[r].data(), T, hy[r].data());
+  for (int r : active) hb[r]->dispatch_send(in.x[r].data(), in.idx[r].data(), T, routing, c.f);
+  for (int r : active) hb[r]->dispatch_recv(ref.out[r].view());
+  ref.expert_out.assign(R, std::vector<uint16_t>(recv_rows(s) * H, 0));
+  for (int r : active) ref.expert_out[r] = identity_experts(c, s, ref.out[r]);
+  for (int r : active) hb[r]->combine_send(ref.expert_out[r].data(), ref.out[r].view());
+  ref.y.assign(R, std::vector<uint16_t>(static_cast<std::size_t>(T) * H));
+  for (int r : active) hb[r]->combine_recv(in.idx[r].data(), in.w[r].data(), T, ref.y[r].data());
+  return ref;
+}
 
-  // device
+/// One simulated rank on the device: its CUDA backend, its inputs and its outputs.
+struct DeviceRank {
+  DeviceRank(const Case& c, const Shape& s, int r, const std::vector<void*>& regions, const CaseInputs& in,
+             const HostReference& ref)
+      : backend(s, r, regions, 10000ms),
+        x(in.x[r]),
+        idx(in.idx[r]),
+        w(in.w[r]),
+        expert_out(ref.expert_out[r]),
+        y(static_cast<std::size_t>(c.T) * c.H),
+        recv_x(recv_x_bytes(s, c.f)),
+        scales(recv_scales_count(s)),
+        tok(recv_rows(s)),
+        topk(recv_rows(s)),
+        layout(static_cast<std::size_t>(c.E) * c.ranks),
+        count(static_cast<std::size_t>(c.E)) {}
+  DispatchOutput out() const { return {recv_x.p, scales.p, tok.p, topk.p, layout.p, count.p}; }
+  void wait_for_sends(const char* what) {
+    ck(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(backend.stream())), what);
+  }
+
+  cuda::CudaBackend backend;
+  Dev<uint16_t> x;
+  Dev<int64_t> idx;
+  Dev<float> w;
+  Dev<uint16_t> expert_out, y;
+  Dev<uint8_t> recv_x;
+  Dev<float> scales;
+  Dev<int32_t> tok, topk, layout, count;
+};
+
+/// Rank `r`'s dispatch outputs on the device against the host's, element by element.
+void compare_dispatch(const Case& c, int r, const DeviceRank& d, const DispatchBuffers& host) {
+  const int R = c.ranks, T = c.T, H = c.H;
+  const auto lay = d.layout.down(), cnt = d.count.down(), tok = d.tok.down(), tk = d.topk.down();
+  const auto rx = d.recv_x.down();
+  const auto sc = d.scales.down();
+  for (int e = 0; e < c.E; ++e) {
+    expect_eq(cnt[e], host.recv_count[e], fmt::format("rank {} recv_count[{}]", r, e));
+    for (int src = 0; src < R; ++src) {
+      const int n = host.layout_count[e * R + src];
+      expect_eq(lay[e * R + src], n, fmt::format("rank {} layout_count[{}][{}]", r, e, src));
+      for (int j = 0; j < n; ++j) {
+        const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
+        expect_eq(tok[row], host.recv_src_token[row], fmt::format("rank {} src_token row {}", r, row));
+        expect_eq(tk[row], host.recv_src_topk[row], fmt::format("rank {} src_topk row {}", r, row));
+        const std::size_t bytes = c.f == Format::kFP8 ? H : 2 * H;
+        expect_eq(std::memcmp(rx.data() + row * bytes, host.recv_x.data() + row * bytes, bytes), 0,
+                  fmt::format("rank {} recv_x row {}", r, row));
+        if (c.f == Format::kFP8)
+          expect_eq(std::memcmp(sc.data() + row * (H / 128), host.recv_scales.data() + row * (H / 128), H / 128 * 4), 0,
+                    fmt::format("rank {} scales row {}", r, row));
+      }
+    }
+  }
+}
+
+/// The FP8 cast kernel alone against the host's cast, row by row.
+void check_cast(const Case& c, const Dev<uint16_t>& x_dev, const std::vector<uint16_t>& x) {
+  const int T = c.T, H = c.H;
+  Dev<uint8_t> q(static_cast<std::size_t>(T) * H);
+  Dev<float> scl(static_cast<std::size_t>(T) * (H / 128));
+  cuda::cast_fp8(x_dev.p, T, H, q.p, scl.p, nullptr);
+  ck(cudaDeviceSynchronize(), "cast_fp8");
+  const auto dq = q.down();
+  const auto ds = scl.down();
+  std::vector<uint8_t> hq(H);
+  std::vector<float> hs(H / 128);
+  for (int i = 0; i < T; ++i) {
+    cast_row_fp8(x.data() + static_cast<std::size_t>(i) * H, H, hq.data(), hs.data());
+    expect_eq(std::memcmp(dq.data() + static_cast<std::size_t>(i) * H, hq.data(), H), 0,
+              fmt::format("cast_fp8 row {}", i));
+    expect_eq(std::memcmp(ds.data() + static_cast<std::size_t>(i) * (H / 128), hs.data(), H / 128 * 4), 0,
+              fmt::format("cast_fp8 scales row {}", i));
+  }
+}
+
+/// The CUDA backend on the same inputs, every output against the host reference.
+void check_device(const Case& c, const Shape& s, const Routing& routing, const std::vector<int>& active,
+                  const CaseInputs& in, const HostReference& ref, const std::vector<void*>& regions) {
+  const int T = c.T, H = c.H;
+  std::vector<std::unique_ptr<DeviceRank>> d;
+  for (int r = 0; r < c.ranks; ++r) d.push_back(std::make_unique<DeviceRank>(c, s, r, regions, in, ref));
+  // Every backend has its own stream. Every send completes before any receive starts, so
+  // no kernel ever waits for a kernel launched after it: the order holds when a tool
+  // (compute-sanitizer) serializes the kernels of all streams.
+  for (int r : active) d[r]->backend.dispatch_send(d[r]->x.p, d[r]->idx.p, T, routing, c.f);
+  for (int r : active) d[r]->wait_for_sends("dispatch sends");
+  for (int r : active) d[r]->backend.dispatch_recv(d[r]->out());
+  for (int r : active) d[r]->backend.synchronize();
+  for (int r : active) compare_dispatch(c, r, *d[r], ref.out[r]);
+  for (int r : active) d[r]->backend.combine_send(d[r]->expert_out.p, d[r]->out());
+  for (int r : active) d[r]->wait_for_sends("combine sends");
+  for (int r : active) d[r]->backend.combine_recv(d[r]->idx.p, d[r]->w.p, T, d[r]->y.p);
+  for (int r : active) d[r]->backend.synchronize();
+  for (int r : active) {
+    const auto y = d[r]->y.down();
+    for (std::size_t i = 0; i < y.size(); ++i)
+      expect_eq(y[i], ref.y[r][i], fmt::format("rank {} combined token {} channel {}", r, i / H, i % H));
+  }
+  check_cast(c, d[0]->x, in.x[0]);
+}
+
+void run_case(const Case& c, std::mt19937& rng) {
+  const Shape s{c.ranks, c.T, c.H, c.K, c.E};
+  const int R = c.ranks;
+  Routing routing{R, std::vector<uint8_t>(R, 1)};
+  for (int r : c.inactive) routing.active[r] = 0;
+  std::vector<int> active;
+  for (int r = 0; r < R; ++r)
+    if (routing.active[r]) active.push_back(r);
+  std::printf("case R=%d T=%d H=%d K=%d E=%d %s inactive=%zu\n", R, c.T, c.H, c.K, c.E, to_string(c.f),
+              c.inactive.size());
+  const CaseInputs in = random_inputs(c, rng);
+  const HostReference ref = host_reference(c, s, routing, active, in);
   std::vector<void*> regions(R);
   for (int r = 0; r < R; ++r) regions[r] = cuda::alloc_region(s);
-  {
-    std::vector<std::unique_ptr<cuda::CudaBackend>> db;
-    std::vector<std::unique_ptr<Dev<uint16_t>>> dx, deo, dy;
-    std::vector<std::unique_ptr<Dev<int64_t>>> didx;
-    std::vector<std::unique_ptr<Dev<float>>> dw, dscales;
-    std::vector<std::unique_ptr<Dev<uint8_t>>> drecv;
-    std::vector<std::unique_ptr<Dev<int32_t>>> dtok, dtopk, dlayout, dcount;
-    std::vector<DispatchOutput> dout(R);
-    for (int r = 0; r < R; ++r) {
-      db.push_back(std::make_unique<cuda::CudaBackend>(s, r, regions, 10000ms));
-      dx.push_back(std::make_unique<Dev<uint16_t>>(x[r]));
-      didx.push_back(std::make_unique<Dev<int64_t>>(idx[r]));
-      dw.push_back(std::make_unique<Dev<float>>(w[r]));
-      deo.push_back(std::make_unique<Dev<uint16_t>>(eo[r]));
-      dy.push_back(std::make_unique<Dev<uint16_t>>(static_cast<std::size_t>(T) * H));
-      drecv.push_back(std::make_unique<Dev<uint8_t>>(recv_x_bytes(s, c.f)));
-      dscales.push_back(std::make_unique<Dev<float>>(recv_scales_count(s)));
-      dtok.push_back(std::make_unique<Dev<int32_t>>(recv_rows(s)));
-      dtopk.push_back(std::make_unique<Dev<int32_t>>(recv_rows(s)));
-      dlayout.push_back(std::make_unique<Dev<int32_t>>(static_cast<std::size_t>(E) * R));
-      dcount.push_back(std::make_unique<Dev<int32_t>>(static_cast<std::size_t>(E)));
-      dout[r] = DispatchOutput{drecv[r]->p, dscales[r]->p, dtok[r]->p, dtopk[r]->p, dlayout[r]->p, dcount[r]->p};
-    }
-    // Every backend has its own stream. Every send completes before any receive starts, so
-    // no kernel ever waits for a kernel launched after it: the order holds when a tool
-    // (compute-sanitizer) serializes the kernels of all streams.
-    for (int r : active) db[r]->dispatch_send(dx[r]->p, didx[r]->p, T, routing, c.f);
-    for (int r : active) ck(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(db[r]->stream())), "dispatch sends");
-    for (int r : active) db[r]->dispatch_recv(dout[r]);
-    for (int r : active) db[r]->synchronize();
-    for (int r : active) {
-      const auto lay = dlayout[r]->down(), cnt = dcount[r]->down(), tok = dtok[r]->down(), tk = dtopk[r]->down();
-      const auto rx = drecv[r]->down();
-      const auto sc = dscales[r]->down();
-      for (int e = 0; e < E; ++e) {
-        expect_eq(cnt[e], hout[r].recv_count[e], fmt::format("rank {} recv_count[{}]", r, e));
-        for (int src = 0; src < R; ++src) {
-          const int n = hout[r].layout_count[e * R + src];
-          expect_eq(lay[e * R + src], n, fmt::format("rank {} layout_count[{}][{}]", r, e, src));
-          for (int j = 0; j < n; ++j) {
-            const std::size_t row = (static_cast<std::size_t>(e) * R + src) * T + j;
-            expect_eq(tok[row], hout[r].recv_src_token[row], fmt::format("rank {} src_token row {}", r, row));
-            expect_eq(tk[row], hout[r].recv_src_topk[row], fmt::format("rank {} src_topk row {}", r, row));
-            const std::size_t bytes = c.f == Format::kFP8 ? H : 2 * H;
-            expect_eq(std::memcmp(rx.data() + row * bytes, hout[r].recv_x.data() + row * bytes, bytes), 0,
-                      fmt::format("rank {} recv_x row {}", r, row));
-            if (c.f == Format::kFP8)
-              expect_eq(
-                  std::memcmp(sc.data() + row * (H / 128), hout[r].recv_scales.data() + row * (H / 128), H / 128 * 4),
-                  0, fmt::format("rank {} scales row {}", r, row));
-          }
-        }
-      }
-    }
-    for (int r : active) db[r]->combine_send(deo[r]->p, dout[r]);
-    for (int r : active) ck(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(db[r]->stream())), "combine sends");
-    for (int r : active) db[r]->combine_recv(didx[r]->p, dw[r]->p, T, dy[r]->p);
-    for (int r : active) db[r]->synchronize();
-    for (int r : active) {
-      const auto y = dy[r]->down();
-      for (std::size_t i = 0; i < y.size(); ++i)
-        expect_eq(y[i], hy[r][i], fmt::format("rank {} combined token {} channel {}", r, i / H, i % H));
-    }
-    // FP8 cast alone
-    {
-      Dev<uint8_t> q(static_cast<std::size_t>(T) * H);
-      Dev<float> scl(static_cast<std::size_t>(T) * (H / 128));
-      cuda::cast_fp8(dx[0]->p, T, H, q.p, scl.p, nullptr);
-      ck(cudaDeviceSynchronize(), "cast_fp8");
-      const auto dq = q.down();
-      const auto ds = scl.down();
-      std::vector<uint8_t> hq(H);
-      std::vector<float> hs(H / 128);
-      for (int i = 0; i < T; ++i) {
-        cast_row_fp8(x[0].data() + static_cast<std::size_t>(i) * H, H, hq.data(), hs.data());
-        expect_eq(std::memcmp(dq.data() + static_cast<std::size_t>(i) * H, hq.data(), H), 0,
-                  fmt::format("cast_fp8 row {}", i));
-        expect_eq(std::memcmp(ds.data() + static_cast<std::size_t>(i) * (H / 128), hs.data(), H / 128 * 4), 0,
-                  fmt::format("cast_fp8 scales row {}", i));
-      }
-    }
-  }
+  check_device(c, s, routing, active, in, ref, regions);
   for (void* p : regions) cuda::free_region(p);
 }
 

@@ -24,6 +24,7 @@
 #include <memory>
 
 #include "bench_options.hpp"
+#include "bench_results.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/cuda_backend.hpp"
 #include "hyrun/ep/cuda_memory.hpp"
@@ -136,235 +137,318 @@ struct DeviceInputs {
   DeviceArray<float> w;
 };
 
-int run(const Options& o) {
-  World world;
-  const int me = world.rank(), size = world.size();
-  std::string why;
-  if (!select_cuda_device(world.local_rank(), &why)) {
-    std::printf("ep-bench-gpu: rank %d: SKIPPED: %s\n", me, why.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
-  if (!o.kernel_only && world.num_nodes() > 1)
-    throw UsageError(
-        "ep-bench-gpu shares GPUs through CUDA IPC: every rank must be on one node (or use --kernel-only)");
-  const CaseShape c{o.tokens, o.hidden, o.topk};
-  const Shape s = o.kernel_only ? Shape{1, o.tokens, o.hidden, o.topk, o.experts_per_rank * size}
-                                : Shape{size, o.tokens, o.hidden, o.topk, o.experts_per_rank};
-  s.validate();
-  Ep ep(world, s, o.kernel_only, std::chrono::milliseconds(o.timeout_ms));
-  const Stream stream = ep.stream();
-  // Kernel-only: one simulated rank owning all size*E experts sees the same selections.
-  const Routing routing = Routing::all(s.max_ranks);
+/// Inputs that change from iteration to iteration: kVariants routings (the reference
+/// inputs of cases 0..kVariants-1), cycled; each variant's outputs are checked.
+constexpr int kVariants = 4;
 
-  // Inputs that change from iteration to iteration: kVariants routings (the reference
-  // inputs of cases 0..kVariants-1), cycled; each variant's outputs are checked once.
-  constexpr int kVariants = 4;
-  std::vector<RankInputs> host_in;
-  std::vector<std::vector<RankInputs>> all_in(kVariants);
-  std::vector<std::unique_ptr<DeviceInputs>> dev_in;
-  for (int v = 0; v < kVariants; ++v) {
-    for (int r = 0; r < size; ++r) all_in[v].push_back(make_rank_inputs(c, size, o.experts_per_rank, r, o.seed, v));
-    host_in.push_back(all_in[v][static_cast<std::size_t>(me)]);
-    dev_in.push_back(std::make_unique<DeviceInputs>(host_in.back(), stream));
+struct Variants {
+  Variants(const Options& o, int size, int me, Stream stream) : all(kVariants) {
+    const CaseShape c{o.tokens, o.hidden, o.topk};
+    for (int v = 0; v < kVariants; ++v) {
+      for (int r = 0; r < size; ++r) all[v].push_back(make_rank_inputs(c, size, o.experts_per_rank, r, o.seed, v));
+      mine.push_back(all[v][static_cast<std::size_t>(me)]);
+      device.push_back(std::make_unique<DeviceInputs>(mine.back(), stream));
+    }
   }
-  const std::size_t T = static_cast<std::size_t>(o.tokens), H = static_cast<std::size_t>(o.hidden);
-  DeviceArray<uint8_t> recv_x(recv_x_bytes(s, Format::kFP8));
-  DeviceArray<float> scales(recv_scales_count(s));
-  DeviceArray<int32_t> tok(recv_rows(s)), tk(recv_rows(s)),
-      lay(static_cast<std::size_t>(s.experts_per_rank) * s.max_ranks),
-      cnt(static_cast<std::size_t>(s.experts_per_rank));
-  DeviceArray<uint16_t> expert_out(recv_rows(s) * H), y(T * H);
-  expert_out.fill_bytes(0, stream);
-  const DispatchOutput out{recv_x.get(), scales.get(), tok.get(), tk.get(), lay.get(), cnt.get()};
-  std::unique_ptr<DeviceArray<uint8_t>> l2;
-  if (o.flush_l2) l2 = std::make_unique<DeviceArray<uint8_t>>(std::size_t(256) << 20);
-  sync(stream);
+  /// The valid selections of the variants, averaged (each is timed equally often).
+  std::size_t mean_selections(const Options& o, int size) const {
+    std::size_t sum = 0;
+    for (const auto& in : mine)
+      sum += count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr);
+    return sum / kVariants;
+  }
+  const DeviceInputs& on_device(int v) const { return *device[static_cast<std::size_t>(v)]; }
 
-  // The check of one variant (outside any timed region): poisoned outputs, dispatch,
-  // reference checks, identity experts, combine, reference checks. Kernel-only runs the
-  // routing of one simulated rank, which the multi-rank reference does not describe.
-  auto check_variant = [&](int v) {
-    if (o.kernel_only) return;
-    const DeviceInputs& d = *dev_in[static_cast<std::size_t>(v)];
+  std::vector<RankInputs> mine;                       ///< this rank's, per variant
+  std::vector<std::vector<RankInputs>> all;           ///< every rank's, per variant (the checks)
+  std::vector<std::unique_ptr<DeviceInputs>> device;  ///< this rank's, per variant
+};
+
+/// The outputs of dispatch and combine on the device, and the expert outputs combined.
+struct DeviceOutputs {
+  DeviceOutputs(const Shape& s, std::size_t tokens, std::size_t hidden, Stream stream)
+      : recv_x(recv_x_bytes(s, Format::kFP8)),
+        scales(recv_scales_count(s)),
+        tok(recv_rows(s)),
+        tk(recv_rows(s)),
+        lay(static_cast<std::size_t>(s.experts_per_rank) * s.max_ranks),
+        cnt(static_cast<std::size_t>(s.experts_per_rank)),
+        expert_out(recv_rows(s) * hidden),
+        y(tokens * hidden) {
+    expert_out.fill_bytes(0, stream);
+  }
+  DispatchOutput view() const { return {recv_x.get(), scales.get(), tok.get(), tk.get(), lay.get(), cnt.get()}; }
+  /// Every byte of the dispatch outputs 0xFF, so that a row the call leaves alone shows.
+  void poison_dispatch(Stream stream) {
     for (auto* a : {&tok, &tk, &lay, &cnt}) a->fill_bytes(0xFF, stream);
     recv_x.fill_bytes(0xFF, stream);
     scales.fill_bytes(0xFF, stream);
-    ep.dispatch(d.x.get(), d.idx.get(), o.tokens, routing, out);
-    ep.synchronize();
-    DispatchBuffers host(s, Format::kFP8);
+  }
+  void download_dispatch(DispatchBuffers& host, Stream stream) const {
     recv_x.download(host.recv_x.data(), host.recv_x.size(), stream);
     scales.download(host.recv_scales.data(), host.recv_scales.size(), stream);
     tok.download(host.recv_src_token.data(), host.recv_src_token.size(), stream);
     tk.download(host.recv_src_topk.data(), host.recv_src_topk.size(), stream);
     lay.download(host.layout_count.data(), host.layout_count.size(), stream);
     cnt.download(host.recv_count.data(), host.recv_count.size(), stream);
-    CheckReport report;
-    check_dispatch(s, Format::kFP8, me, routing, all_in[static_cast<std::size_t>(v)], host, report);
-    const auto identity = identity_expert_out(s, Format::kFP8, host);
-    DeviceArray<uint16_t> eo(identity.size());
-    eo.upload(identity.data(), identity.size(), stream);
-    y.fill_bytes(0xFF, stream);
-    ep.combine(eo.get(), out, d.idx.get(), d.w.get(), o.tokens, y.get());
-    ep.synchronize();
-    std::vector<uint16_t> hy(T * H);
-    y.download(hy.data(), hy.size(), stream);
-    check_combine(s, Format::kFP8, routing, host_in[static_cast<std::size_t>(v)], hy, report);
-    if (!report.ok)
-      throw Error(fmt::format("rank {}: outputs of input variant {} are wrong: {}", me, v,
-                              report.problems.empty() ? "a check failed" : report.problems.front()));
-  };
-
-  Event e0, e1, e2, ed, ec;
-  int variant = 0;
-  auto dispatch = [&](Event* between = nullptr) {
-    const DeviceInputs& d = *dev_in[static_cast<std::size_t>(variant)];
-    ep.dispatch(d.x.get(), d.idx.get(), o.tokens, routing, out, between);
-  };
-  auto combine = [&](Event* between = nullptr) {
-    const DeviceInputs& d = *dev_in[static_cast<std::size_t>(variant)];
-    ep.combine(expert_out.get(), out, d.idx.get(), d.w.get(), o.tokens, y.get(), between);
-  };
-  for (int v = 0; v < kVariants; ++v) check_variant(v);
-  for (int i = 0; i < o.warmup; ++i) {
-    variant = i % kVariants;
-    dispatch();
-    combine();
   }
-  ep.synchronize();
-  world.barrier();
-  std::vector<double> td, tc, tt, tds, tcs;
-  if (o.cold) {
-    for (int i = 0; i < o.iters; ++i) {
-      variant = i % kVariants;
+
+  DeviceArray<uint8_t> recv_x;
+  DeviceArray<float> scales;
+  DeviceArray<int32_t> tok, tk, lay, cnt;
+  DeviceArray<uint16_t> expert_out, y;
+};
+
+/// The timed calls' samples; `*_send` (kernel-only) time the send halves.
+struct Samples {
+  tools::CallTimes calls;
+  std::vector<double> dispatch_send, combine_send;
+};
+
+Shape bench_shape(const Options& o, int size) {
+  // Kernel-only: one simulated rank owning all size*E experts sees the same selections.
+  const Shape s = o.kernel_only ? Shape{1, o.tokens, o.hidden, o.topk, o.experts_per_rank * size}
+                                : Shape{size, o.tokens, o.hidden, o.topk, o.experts_per_rank};
+  s.validate();
+  return s;
+}
+
+/// One run of the benchmark on this rank: the call under test, its inputs and outputs,
+/// and the steps run() takes in order.
+class GpuBench {
+ public:
+  GpuBench(World& world, const Options& o)
+      : world_(world),
+        o_(o),
+        me_(world.rank()),
+        size_(world.size()),
+        s_(bench_shape(o, size_)),
+        ep_(world, s_, o.kernel_only, std::chrono::milliseconds(o.timeout_ms)),
+        stream_(ep_.stream()),
+        routing_(Routing::all(s_.max_ranks)),
+        inputs_(o, size_, me_, stream_),
+        out_(s_, static_cast<std::size_t>(o.tokens), static_cast<std::size_t>(o.hidden), stream_) {
+    if (o.flush_l2) l2_ = std::make_unique<DeviceArray<uint8_t>>(std::size_t(256) << 20);
+    sync(stream_);
+  }
+
+  /// Every variant's outputs against the reference, outside any timed region.
+  void check_variants() {
+    for (int v = 0; v < kVariants; ++v) check_variant(v);
+  }
+
+  void warm_up() {
+    for (int i = 0; i < o_.warmup; ++i) {
+      dispatch(i % kVariants);
+      combine(i % kVariants);
+    }
+    ep_.synchronize();
+    world_.barrier();
+  }
+
+  /// --cold-calls: every call flushed and started together.
+  Samples time_cold_calls() {
+    Samples t;
+    Event e0, e1, e2, ed, ec;
+    for (int i = 0; i < o_.iters; ++i) {
       // Every rank flushes, then all start together: ranks sharing a GPU share its L2 and
       // its memory bandwidth, so a flush inside another rank's timed call would be timed
       // as that rank's, and a rank still flushing would be timed as its peers' wait.
-      if (l2) {
-        cuda_check(cudaMemsetAsync(l2->get(), i & 0xFF, l2->size(), to_cuda(stream)), "L2 flush");
-        sync(stream);
-      }
-      world.barrier();
-      e0.record(stream);
-      dispatch(o.kernel_only ? &ed : nullptr);
-      e1.record(stream);
-      combine(o.kernel_only ? &ec : nullptr);
-      e2.record(stream);
-      ep.synchronize();
-      td.push_back(e1.since(e0));
-      tc.push_back(e2.since(e1));
-      tt.push_back(e2.since(e0));
-      if (o.kernel_only) {
-        tds.push_back(ed.since(e0));
-        tcs.push_back(ec.since(e1));
+      flush_l2(i & 0xFF);
+      world_.barrier();
+      e0.record(stream_);
+      dispatch(i % kVariants, o_.kernel_only ? &ed : nullptr);
+      e1.record(stream_);
+      combine(i % kVariants, o_.kernel_only ? &ec : nullptr);
+      e2.record(stream_);
+      ep_.synchronize();
+      t.calls.add(e1.since(e0), e2.since(e1), e2.since(e0));
+      if (o_.kernel_only) {
+        t.dispatch_send.push_back(ed.since(e0));
+        t.combine_send.push_back(ec.since(e1));
       }
     }
-  } else {
-    // As the reference: the L2 flushed once, then the timed calls back to back, each
-    // between events (the calls' own waits keep the ranks in step, as in a model's layers).
-    if (l2) {
-      cuda_check(cudaMemsetAsync(l2->get(), 0x5A, l2->size(), to_cuda(stream)), "L2 flush");
-      sync(stream);
-    }
-    world.barrier();
-    const std::size_t n = static_cast<std::size_t>(o.iters);
-    std::vector<Event> a(n), b(n), c(n), hd(o.kernel_only ? n : 0), hc(o.kernel_only ? n : 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      variant = static_cast<int>(i % kVariants);
-      a[i].record(stream);
-      dispatch(o.kernel_only ? &hd[i] : nullptr);
-      b[i].record(stream);
-      combine(o.kernel_only ? &hc[i] : nullptr);
-      c[i].record(stream);
-    }
-    ep.synchronize();
-    for (std::size_t i = 0; i < n; ++i) {
-      td.push_back(b[i].since(a[i]));
-      tc.push_back(c[i].since(b[i]));
-      tt.push_back(c[i].since(a[i]));
-      if (o.kernel_only) {
-        tds.push_back(hd[i].since(a[i]));
-        tcs.push_back(hc[i].since(b[i]));
-      }
-    }
+    return t;
   }
-  world.barrier();
-  // The outputs are still right after the timed loop (every variant again).
-  for (int v = 0; v < kVariants; ++v) check_variant(v);
-  world.barrier();
-  if (!o.kernel_only)
-    std::printf("[rank %d] gpu-bench: outputs of %d input variants checked before and after timing: PASS\n", me,
-                kVariants);
 
-  // Bandwidth: the selections of the variants, averaged (each is timed equally often).
-  std::size_t sel_sum = 0;
-  for (const auto& in : host_in)
-    sel_sum += count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr);
-  const std::size_t sel = sel_sum / kVariants;
-  const std::size_t db = dispatch_bytes(sel, o.hidden, Format::kFP8), cb = combine_bytes(sel, o.hidden);
-  const Stats t = report::stats_without_first(tt), d = report::stats_without_first(td),
-              cm = report::stats_without_first(tc);
-  const char* mode = o.kernel_only ? "kernel-only" : "ipc";
-  std::printf("[rank %d] Dispatch + combine bandwidth: %.2f GB/s, avg_t=%.2f us, min_t=%.2f us, max_t=%.2f us\n", me,
-              bandwidth_gbps(db, cb, t.avg), t.avg * 1e6, t.min * 1e6, t.max * 1e6);
-  std::printf("[rank %d] Dispatch bandwidth: %.2f GB/s, avg_t=%.2f us | Combine bandwidth: %.2f GB/s, avg_t=%.2f us\n",
-              me, db / 1e9 / d.avg, d.avg * 1e6, cb / 1e9 / cm.avg, cm.avg * 1e6);
-  std::printf(
-      "[rank %d] gpu-bench: mode=%s ranks=%d selections=%zu bytes=%zu median_us=%.2f min_us=%.2f max_us=%.2f "
-      "ep_gbps_median=%.2f dispatch_median_us=%.2f combine_median_us=%.2f\n",
-      me, mode, size, sel, db + cb, t.median * 1e6, t.min * 1e6, t.max * 1e6, bandwidth_gbps(db, cb, t.median),
-      d.median * 1e6, cm.median * 1e6);
-  if (o.kernel_only) {
-    // Where a call's time goes: the send half (dispatch: count, cast and write, signal;
-    // combine: rows back, signal) and the receive half (dispatch: wait, check, unpack;
-    // combine: wait, reduce).
-    std::vector<double> tdr(td.size()), tcr(tc.size());
-    for (std::size_t i = 0; i < td.size(); ++i) tdr[i] = td[i] - tds[i], tcr[i] = tc[i] - tcs[i];
-    const Stats ds = report::stats_without_first(tds), cs = report::stats_without_first(tcs),
-                dr = report::stats_without_first(tdr), cr = report::stats_without_first(tcr);
+  /// As the reference: the L2 flushed once, then the timed calls back to back, each
+  /// between events (the calls' own waits keep the ranks in step, as in a model's layers).
+  Samples time_back_to_back() {
+    flush_l2(0x5A);
+    world_.barrier();
+    const std::size_t n = static_cast<std::size_t>(o_.iters);
+    std::vector<Event> a(n), b(n), c(n), hd(o_.kernel_only ? n : 0), hc(o_.kernel_only ? n : 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const int variant = static_cast<int>(i % kVariants);
+      a[i].record(stream_);
+      dispatch(variant, o_.kernel_only ? &hd[i] : nullptr);
+      b[i].record(stream_);
+      combine(variant, o_.kernel_only ? &hc[i] : nullptr);
+      c[i].record(stream_);
+    }
+    ep_.synchronize();
+    Samples t;
+    for (std::size_t i = 0; i < n; ++i) {
+      t.calls.add(b[i].since(a[i]), c[i].since(b[i]), c[i].since(a[i]));
+      if (o_.kernel_only) {
+        t.dispatch_send.push_back(hd[i].since(a[i]));
+        t.combine_send.push_back(hc[i].since(b[i]));
+      }
+    }
+    return t;
+  }
+
+  /// Prints this rank's lines; returns the logical bytes of one dispatch + combine.
+  std::size_t print_results(const Samples& t) const {
+    const tools::CallSummary sum = tools::summarize(t.calls, inputs_.mean_selections(o_, size_), o_.hidden);
+    tools::print_bandwidth_lines(me_, sum);
+    const std::size_t db = sum.dispatch_bytes, cb = sum.combine_bytes;
     std::printf(
-        "[rank %d] gpu-bench halves: dispatch_send_median_us=%.2f dispatch_recv_median_us=%.2f "
-        "combine_send_median_us=%.2f combine_recv_median_us=%.2f\n",
-        me, ds.median * 1e6, dr.median * 1e6, cs.median * 1e6, cr.median * 1e6);
+        "[rank %d] gpu-bench: mode=%s ranks=%d selections=%zu bytes=%zu median_us=%.2f min_us=%.2f max_us=%.2f "
+        "ep_gbps_median=%.2f dispatch_median_us=%.2f combine_median_us=%.2f\n",
+        me_, o_.kernel_only ? "kernel-only" : "ipc", size_, sum.selections, db + cb, sum.total.median * 1e6,
+        sum.total.min * 1e6, sum.total.max * 1e6, bandwidth_gbps(db, cb, sum.total.median), sum.dispatch.median * 1e6,
+        sum.combine.median * 1e6);
+    if (o_.kernel_only) report_halves(t);
+    std::fflush(stdout);
+    return db + cb;
   }
-  std::fflush(stdout);
 
-  // Rank 0 alone on the GPU: the copy and cast baselines of the same run.
-  world.barrier();
-  if (me == 0) {
-    const std::size_t bytes = db + cb;
+  /// Rank 0 alone on the GPU: the copy and cast baselines of the same run, for `bytes`
+  /// (one dispatch + combine).
+  void time_baselines(std::size_t bytes) {
+    const std::size_t T = static_cast<std::size_t>(o_.tokens), H = static_cast<std::size_t>(o_.hidden);
     DeviceArray<uint8_t> src(bytes), dst(bytes);
-    src.fill_bytes(1, stream);
-    const Stats cp = time_op(stream, o.warmup, o.iters, l2.get(), [&] {
-      cuda_check(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, to_cuda(stream)),
-                 "cudaMemcpyAsync");
-    });
+    src.fill_bytes(1, stream_);
+    const Stats cp = time_op(stream_, o_.warmup, o_.iters, l2_.get(), [&] { copy(dst, src, bytes); });
     std::printf("d2d-copy: bytes=%zu median_us=%.2f min_us=%.2f max_us=%.2f gbps_median=%.2f (bytes copied / time)\n",
                 bytes, cp.median * 1e6, cp.min * 1e6, cp.max * 1e6, bytes / 1e9 / cp.median);
     DeviceArray<uint8_t> q(T * H);
     DeviceArray<float> qs(T * (H / kScaleBlock));
-    const Stats cast = time_op(stream, o.warmup, o.iters, l2.get(), [&] {
-      cuda::cast_fp8(dev_in[0]->x.get(), o.tokens, o.hidden, q.get(), qs.get(), stream);
+    const Stats cast = time_op(stream_, o_.warmup, o_.iters, l2_.get(), [&] {
+      cuda::cast_fp8(inputs_.on_device(0).x.get(), o_.tokens, o_.hidden, q.get(), qs.get(), stream_);
     });
     const std::size_t cast_bytes = T * (2 * H + H + H / kScaleBlock * 4);  // read bf16, write fp8 + scales
     // A copy of the cast's input size, for the same-size comparison (read + write counted).
-    const std::size_t cbytes = T * 2 * H;
-    const Stats cp2 = time_op(stream, o.warmup, o.iters, l2.get(), [&] {
-      cuda_check(
-          cudaMemcpyAsync(dst.get(), src.get(), std::min(cbytes, bytes), cudaMemcpyDeviceToDevice, to_cuda(stream)),
-          "cudaMemcpyAsync");
-    });
+    const std::size_t copied = std::min(T * 2 * H, bytes);
+    const Stats cp2 = time_op(stream_, o_.warmup, o_.iters, l2_.get(), [&] { copy(dst, src, copied); });
     std::printf(
         "fp8-cast: rows=%d hidden=%d median_us=%.2f min_us=%.2f max_us=%.2f rw_gbps=%.2f "
         "copy_rw_gbps=%.2f ratio=%.3f (read+write bytes / time)\n",
-        o.tokens, o.hidden, cast.median * 1e6, cast.min * 1e6, cast.max * 1e6, cast_bytes / 1e9 / cast.median,
-        2.0 * std::min(cbytes, bytes) / 1e9 / cp2.median,
-        (cast_bytes / cast.median) / (2.0 * std::min(cbytes, bytes) / cp2.median));
+        o_.tokens, o_.hidden, cast.median * 1e6, cast.min * 1e6, cast.max * 1e6, cast_bytes / 1e9 / cast.median,
+        2.0 * copied / 1e9 / cp2.median, (cast_bytes / cast.median) / (2.0 * copied / cp2.median));
     std::fflush(stdout);
   }
-  // No rank frees its region (Ep's destructor) while another still maps it.
-  ep.close_peers();
+
+  /// No rank frees its region (Ep's destructor) while another still maps it.
+  void close_peers() {
+    ep_.close_peers();
+    world_.barrier();
+  }
+
+ private:
+  void dispatch(int variant, Event* between = nullptr) {
+    const DeviceInputs& d = inputs_.on_device(variant);
+    ep_.dispatch(d.x.get(), d.idx.get(), o_.tokens, routing_, out_.view(), between);
+  }
+  void combine(int variant, Event* between = nullptr) {
+    const DeviceInputs& d = inputs_.on_device(variant);
+    ep_.combine(out_.expert_out.get(), out_.view(), d.idx.get(), d.w.get(), o_.tokens, out_.y.get(), between);
+  }
+
+  void flush_l2(int value) {
+    if (!l2_) return;
+    cuda_check(cudaMemsetAsync(l2_->get(), value, l2_->size(), to_cuda(stream_)), "L2 flush");
+    sync(stream_);
+  }
+
+  void copy(DeviceArray<uint8_t>& dst, const DeviceArray<uint8_t>& src, std::size_t bytes) {
+    cuda_check(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, to_cuda(stream_)),
+               "cudaMemcpyAsync");
+  }
+
+  // The check of one variant: poisoned outputs, dispatch, reference checks, identity
+  // experts, combine, reference checks. Kernel-only runs the routing of one simulated
+  // rank, which the multi-rank reference does not describe.
+  void check_variant(int v) {
+    if (o_.kernel_only) return;
+    const DeviceInputs& d = inputs_.on_device(v);
+    const DispatchOutput out = out_.view();
+    out_.poison_dispatch(stream_);
+    ep_.dispatch(d.x.get(), d.idx.get(), o_.tokens, routing_, out);
+    ep_.synchronize();
+    DispatchBuffers host(s_, Format::kFP8);
+    out_.download_dispatch(host, stream_);
+    CheckReport report;
+    check_dispatch(s_, Format::kFP8, me_, routing_, inputs_.all[static_cast<std::size_t>(v)], host, report);
+    const auto identity = identity_expert_out(s_, Format::kFP8, host);
+    DeviceArray<uint16_t> eo(identity.size());
+    eo.upload(identity.data(), identity.size(), stream_);
+    out_.y.fill_bytes(0xFF, stream_);
+    ep_.combine(eo.get(), out, d.idx.get(), d.w.get(), o_.tokens, out_.y.get());
+    ep_.synchronize();
+    std::vector<uint16_t> hy(out_.y.size());
+    out_.y.download(hy.data(), hy.size(), stream_);
+    check_combine(s_, Format::kFP8, routing_, inputs_.mine[static_cast<std::size_t>(v)], hy, report);
+    if (!report.ok)
+      throw Error(fmt::format("rank {}: outputs of input variant {} are wrong: {}", me_, v,
+                              report.problems.empty() ? "a check failed" : report.problems.front()));
+  }
+
+  // Where a call's time goes: the send half (dispatch: count, cast and write, signal;
+  // combine: rows back, signal) and the receive half (dispatch: wait, check, unpack;
+  // combine: wait, reduce).
+  void report_halves(const Samples& t) const {
+    const auto& td = t.calls.dispatch;
+    const auto& tc = t.calls.combine;
+    std::vector<double> tdr(td.size()), tcr(tc.size());
+    for (std::size_t i = 0; i < td.size(); ++i) tdr[i] = td[i] - t.dispatch_send[i], tcr[i] = tc[i] - t.combine_send[i];
+    const Stats ds = report::stats_without_first(t.dispatch_send), cs = report::stats_without_first(t.combine_send),
+                dr = report::stats_without_first(tdr), cr = report::stats_without_first(tcr);
+    std::printf(
+        "[rank %d] gpu-bench halves: dispatch_send_median_us=%.2f dispatch_recv_median_us=%.2f "
+        "combine_send_median_us=%.2f combine_recv_median_us=%.2f\n",
+        me_, ds.median * 1e6, dr.median * 1e6, cs.median * 1e6, cr.median * 1e6);
+  }
+
+  World& world_;
+  const Options& o_;
+  const int me_, size_;
+  const Shape s_;
+  Ep ep_;
+  const Stream stream_;
+  const Routing routing_;
+  Variants inputs_;
+  DeviceOutputs out_;
+  std::unique_ptr<DeviceArray<uint8_t>> l2_;
+};
+
+int run(const Options& o) {
+  World world;
+  std::string why;
+  if (!select_cuda_device(world.local_rank(), &why)) {
+    std::printf("ep-bench-gpu: rank %d: SKIPPED: %s\n", world.rank(), why.c_str());
+    std::fflush(stdout);
+    return 77;
+  }
+  if (!o.kernel_only && world.num_nodes() > 1)
+    throw UsageError(
+        "ep-bench-gpu shares GPUs through CUDA IPC: every rank must be on one node (or use --kernel-only)");
+  GpuBench bench(world, o);
+  bench.check_variants();
+  bench.warm_up();
+  const Samples samples = o.cold ? bench.time_cold_calls() : bench.time_back_to_back();
   world.barrier();
+  // The outputs are still right after the timed loop (every variant again).
+  bench.check_variants();
+  world.barrier();
+  if (!o.kernel_only)
+    std::printf("[rank %d] gpu-bench: outputs of %d input variants checked before and after timing: PASS\n",
+                world.rank(), kVariants);
+  const std::size_t bytes = bench.print_results(samples);
+  world.barrier();
+  if (world.rank() == 0) bench.time_baselines(bytes);
+  bench.close_peers();
   return 0;
 }
 
@@ -374,12 +458,12 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   hyrun::ep::check::Options o;
   CLI::App app{"ep-bench-gpu: dispatch + combine of the CUDA EP backend timed with CUDA events"};
-  hyrun::ep::tools::add_bench_options(app, o, CLI::Range(1, 32), "all experts local: kernels without peer traffic");
+  hyrun::ep::tools::add_bench_options(app, o, hyrun::ep::tools::kMaxCudaTopk,
+                                      "all experts local: kernels without peer traffic");
   app.add_flag("!--no-flush-l2", o.flush_l2,
                "do not flush the L2 (before the timed calls, or before each with --cold-calls)");
   app.add_flag("--cold-calls", o.cold,
                "flush the L2 and meet in a barrier before every timed call (default: as the reference, once before "
                "the timed calls, which then run back to back)");
-  CLI11_PARSE(app, argc, argv);
-  return hyrun::ep::tools::run_tool("ep-bench-gpu", [&] { return hyrun::ep::check::run(o); });
+  return hyrun::ep::tools::run_program(app, argc, argv, "ep-bench-gpu", [&] { return hyrun::ep::check::run(o); });
 }

@@ -19,10 +19,10 @@
 #include <numeric>
 
 #include "bench_options.hpp"
+#include "bench_results.hpp"
 #include "hyrun/ep/buffer.hpp"
 #include "hyrun/ep/host_backend.hpp"
 #include "hyrun/ep/reference_inputs.hpp"
-#include "hyrun/ep/report/sample_stats.hpp"
 #include "hyrun/worker.hpp"
 #include "tool_main.hpp"
 
@@ -83,33 +83,27 @@ int run(const Options& o) {
     combine();
   }
   world.barrier();
-  std::vector<double> tdisp, tcomb, ttotal;
+  tools::CallTimes times;
   for (int i = 0; i < o.iters; ++i) {
     const auto t0 = Clock::now();
     dispatch();
     const auto t1 = Clock::now();
     combine();
     const auto t2 = Clock::now();
-    tdisp.push_back(std::chrono::duration<double>(t1 - t0).count());
-    tcomb.push_back(std::chrono::duration<double>(t2 - t1).count());
-    ttotal.push_back(std::chrono::duration<double>(t2 - t0).count());
+    times.add(std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
+              std::chrono::duration<double>(t2 - t0).count());
   }
   world.barrier();
 
-  const std::size_t sel =
-      count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr);
-  const std::size_t db = dispatch_bytes(sel, o.hidden, Format::kFP8), cb = combine_bytes(sel, o.hidden);
-  const auto t = report::stats_without_first(ttotal), d = report::stats_without_first(tdisp),
-             cm = report::stats_without_first(tcomb);
-  std::printf("[rank %d] Dispatch + combine bandwidth: %.2f GB/s, avg_t=%.2f us, min_t=%.2f us, max_t=%.2f us\n", me,
-              bandwidth_gbps(db, cb, t.avg), t.avg * 1e6, t.min * 1e6, t.max * 1e6);
-  std::printf("[rank %d] Dispatch bandwidth: %.2f GB/s, avg_t=%.2f us | Combine bandwidth: %.2f GB/s, avg_t=%.2f us\n",
-              me, db / 1e9 / d.avg, d.avg * 1e6, cb / 1e9 / cm.avg, cm.avg * 1e6);
+  const auto summary = tools::summarize(
+      times, count_valid_selections(in.topk_idx.data(), o.tokens, o.topk, o.experts_per_rank, size, nullptr), o.hidden);
+  tools::print_bandwidth_lines(me, summary);
   std::printf(
       "[rank %d] accounting: mode=%s selections=%zu dispatch_bytes=%zu combine_bytes=%zu "
       "dispatch_msg_bytes=%zu combine_msg_bytes=%zu (logical bytes, self traffic included)\n",
-      me, o.kernel_only ? "kernel-only" : "transport", sel, db, cb,
-      dispatch_bytes_per_selection(o.hidden, Format::kFP8), combine_bytes_per_selection(o.hidden));
+      me, o.kernel_only ? "kernel-only" : "transport", summary.selections, summary.dispatch_bytes,
+      summary.combine_bytes, dispatch_bytes_per_selection(o.hidden, Format::kFP8),
+      combine_bytes_per_selection(o.hidden));
   std::fflush(stdout);
   return 0;
 }
@@ -120,9 +114,9 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   hyrun::ep::check::Options o;
   CLI::App app{"ep-bench-host: dispatch + combine bandwidth of the host EP backend across hyrun ranks"};
-  hyrun::ep::tools::add_bench_options(app, o, CLI::PositiveNumber, "all experts local: compute without the network");
+  hyrun::ep::tools::add_bench_options(app, o, hyrun::ep::tools::kMaxTopk,
+                                      "all experts local: compute without the network");
   app.add_flag("--copy-recv", o.copy_recv,
                "receive into private recv_x/recv_scales (a copy) instead of the region's rows");
-  CLI11_PARSE(app, argc, argv);
-  return hyrun::ep::tools::run_tool("ep-bench-host", [&] { return hyrun::ep::check::run(o); });
+  return hyrun::ep::tools::run_program(app, argc, argv, "ep-bench-host", [&] { return hyrun::ep::check::run(o); });
 }

@@ -21,15 +21,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench_options.hpp"
 #include "ep_engine.hpp"
 #include "hyrun/ep/reference_checks.hpp"
 #include "hyrun/ep/reference_inputs.hpp"
 #include "hyrun/ep/transport.hpp"
 #include "hyrun/worker.hpp"
 #include "tool_main.hpp"
-
-#ifdef HYRUN_EP_WITH_CUDA
-#endif
 
 namespace hyrun::ep::check {
 namespace {
@@ -140,134 +138,173 @@ std::unique_ptr<Engine> make_engine(World& world, const Options& o, const Shape&
   return std::make_unique<Engine>(world, max_shape, backend, std::chrono::milliseconds(o.timeout_ms));
 }
 
-int run(const Options& o) {
-  World world;
-  const int me = world.rank(), size = world.size();
-  const int max_ranks = o.max_ranks > 0 ? o.max_ranks : size;
-  if (max_ranks < size) throw UsageError(fmt::format("--max-ranks {} is below the world size {}", max_ranks, size));
-  const auto shapes = o.shapes.empty() ? default_shapes() : parse_shapes(o.shapes);
-  const auto formats = formats_of(o.dtype);
-  const int E = o.experts_per_rank;
-
-  // Buffers once, for the largest of everything.
-  Shape max_shape{max_ranks, 1, kScaleBlock, 1, E};
+/// The shape the buffers are built for: the largest of every case, for `max_ranks` ranks.
+Shape largest_shape(const std::vector<CaseShape>& shapes, int max_ranks, int experts_per_rank) {
+  Shape max_shape{max_ranks, 1, kScaleBlock, 1, experts_per_rank};
   for (const auto& c : shapes) {
     max_shape.max_tokens = std::max(max_shape.max_tokens, c.tokens);
     max_shape.hidden = std::max(max_shape.hidden, c.hidden);
     max_shape.topk = std::max(max_shape.topk, c.topk);
   }
   max_shape.validate();
-  bool skipped = false;
-  auto engine = make_engine(world, o, max_shape, &skipped);
-  // Every rank decides alike (same build, same options); a skip is still agreed on.
+  return max_shape;
+}
+
+/// True when any rank skips. Every rank decides alike (same build, same options); a skip
+/// is still agreed on.
+bool any_rank_skips(World& world, bool skipped) {
   const std::byte skip_byte{static_cast<uint8_t>(skipped)};
   const auto skips = world.allgather(std::span(&skip_byte, 1));
-  if (std::any_of(skips.begin(), skips.end(), [](std::byte b) { return b != std::byte{0}; })) return kSkipExitCode;
-  if (me == 0)
-    spdlog::info("ep-check: {} ranks, max_ranks {}, buffers for {} ({} bytes of receive region per rank)", size,
-                 max_ranks, max_shape.describe(), region_bytes(max_shape));
+  return std::any_of(skips.begin(), skips.end(), [](std::byte b) { return b != std::byte{0}; });
+}
 
-  Checker checker(world, *engine, o);
-  const auto timeout = std::chrono::milliseconds(o.timeout_ms);
-  const Routing everyone = Routing::all(size);
-  auto inputs_of_all = [&](const CaseShape& c, int case_index) {
+/// What every round of one run shares.
+struct Rounds {
+  World& world;
+  const Options& o;
+  Engine& engine;
+  Checker& checker;
+  int max_ranks;
+  std::chrono::milliseconds timeout;
+
+  int me() const { return world.rank(); }
+  int size() const { return world.size(); }
+  std::vector<RankInputs> inputs_of_all(const CaseShape& c, int case_index) const {
     std::vector<RankInputs> all;
-    for (int r = 0; r < size; ++r) all.push_back(make_rank_inputs(c, size, E, r, o.seed, case_index));
+    for (int r = 0; r < size(); ++r)
+      all.push_back(make_rank_inputs(c, size(), o.experts_per_rank, r, o.seed, case_index));
     return all;
-  };
-  auto shape_of = [&](const CaseShape& c) {
-    Shape s{max_ranks, c.tokens, c.hidden, c.topk, E};
+  }
+  Shape shape_of(const CaseShape& c) const {
+    Shape s{max_ranks, c.tokens, c.hidden, c.topk, o.experts_per_rank};
     s.validate();
     return s;
-  };
+  }
 
-  for (std::size_t ci = 0; ci < shapes.size(); ++ci) {
-    const Shape s = shape_of(shapes[ci]);
-    const auto all = inputs_of_all(shapes[ci], static_cast<int>(ci));
-    engine->begin_shape(s, timeout);
-    for (Format f : formats) {
-      const std::string what = fmt::format("{} E={} {}", shapes[ci].describe(), E, to_string(f));
-      try {
-        checker.record(what, checker.round(s, f, everyone, all));
-      } catch (const Error& e) {
-        checker.record(what, false, e.what());
-        throw;  // the ranks are out of step now; hyrun stops the others
+  /// Every shape in every format, every rank active.
+  void shape_rounds(const std::vector<CaseShape>& shapes, const std::vector<Format>& formats) {
+    const Routing everyone = Routing::all(size());
+    for (std::size_t ci = 0; ci < shapes.size(); ++ci) {
+      const Shape s = shape_of(shapes[ci]);
+      const auto all = inputs_of_all(shapes[ci], static_cast<int>(ci));
+      engine.begin_shape(s, timeout);
+      for (Format f : formats) {
+        const std::string what = fmt::format("{} E={} {}", shapes[ci].describe(), o.experts_per_rank, to_string(f));
+        try {
+          checker.record(what, checker.round(s, f, everyone, all));
+        } catch (const Error& e) {
+          checker.record(what, false, e.what());
+          throw;  // the ranks are out of step now; hyrun stops the others
+        }
       }
     }
   }
 
-  if (o.fault_rounds && size >= 2) {
-    const CaseShape& c = shapes[shapes.size() / 2];
-    const Shape s = shape_of(c);
-    const int victim = size - 1;
-    const int case_index = static_cast<int>(shapes.size());
-    const auto all = inputs_of_all(c, case_index);
-
-    // Masked round: the victim is inactive; its region is filled with a witness pattern
-    // that must survive, and the others must finish without it.
-    Routing masked{size, std::vector<uint8_t>(static_cast<std::size_t>(size), 1)};
+  /// The victim is inactive; its region is filled with a witness pattern that must
+  /// survive, and the others must finish without it.
+  void masked_round(const CaseShape& c, const Shape& s, int victim, const std::vector<RankInputs>& all) {
+    Routing masked{size(), std::vector<uint8_t>(static_cast<std::size_t>(size()), 1)};
     masked.active[static_cast<std::size_t>(victim)] = 0;
-    engine->begin_shape(s, timeout);
+    engine.begin_shape(s, timeout);
     constexpr uint8_t kWitness = 0xA5;
-    if (me == victim) engine->fill_region(kWitness);
+    if (me() == victim) engine.fill_region(kWitness);
     world.barrier();
-    const std::string what = fmt::format("masked round (rank {} inactive) {} E={} fp8", victim, c.describe(), E);
-    if (me != victim) {
+    const std::string what =
+        fmt::format("masked round (rank {} inactive) {} E={} fp8", victim, c.describe(), o.experts_per_rank);
+    if (me() != victim) {
       checker.record(what, checker.round(s, Format::kFP8, masked, all));
     }
     world.barrier();  // every active rank is done writing
-    if (me == victim) {
-      const std::size_t touched = engine->region_bytes_not(kWitness);
+    if (me() == victim) {
+      const std::size_t touched = engine.region_bytes_not(kWitness);
       checker.record(what, touched == 0,
                      touched == 0 ? "nobody wrote to the inactive rank's region"
                                   : fmt::format("{} bytes of the inactive rank's region were written", touched));
     }
+  }
 
-    // Timeout round: the victim is active in the routing but never dispatches.
-    const auto silent = std::chrono::milliseconds(o.silent_timeout_ms);
-    engine->begin_shape(s, silent);
-    const std::string what2 = fmt::format("timeout round (rank {} silent, {} ms)", victim, o.silent_timeout_ms);
-    if (me != victim) {
+  /// The victim is active in the routing but never dispatches.
+  void timeout_round(const Shape& s, int victim, const std::vector<RankInputs>& all) {
+    engine.begin_shape(s, std::chrono::milliseconds(o.silent_timeout_ms));
+    const std::string what = fmt::format("timeout round (rank {} silent, {} ms)", victim, o.silent_timeout_ms);
+    if (me() == victim) {
+      checker.record(what, true, "stayed silent");
+    } else {
       DispatchBuffers out(s, Format::kFP8);
       const auto t0 = Clock::now();
       try {
-        engine->dispatch(all[me], everyone, Format::kFP8, out);
-        checker.record(what2, false, "dispatch returned although a rank never sent");
+        engine.dispatch(all[me()], Routing::all(size()), Format::kFP8, out);
+        checker.record(what, false, "dispatch returned although a rank never sent");
       } catch (const PeerTimeoutError& e) {
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
         const bool named = e.ranks() == std::vector<int>{victim};
-        checker.record(what2, named,
+        checker.record(what, named,
                        fmt::format("rank(s) {} reported after {} ms{}", rank_list(e.ranks()), ms,
                                    named ? "" : fmt::format(", expected exactly rank {}", victim)));
       }
-    } else {
-      checker.record(what2, true, "stayed silent");
     }
     world.barrier();
   }
 
-  // Summary: every rank learns every rank's result, so all exit alike.
-  const int32_t mine[2] = {checker.checks(), checker.failures()};
-  const auto gathered = world.allgather(std::as_bytes(std::span(mine)));
-  std::vector<int> failed_ranks;
-  int total_checks = 0, total_failures = 0;
-  for (int r = 0; r < size; ++r) {
-    int32_t v[2];
-    std::memcpy(v, gathered.data() + static_cast<std::size_t>(r) * sizeof v, sizeof v);
-    total_checks += v[0];
-    total_failures += v[1];
-    if (v[1] > 0) failed_ranks.push_back(r);
+  /// The masked and the timeout round, on the middle shape, the last rank the victim.
+  void fault_rounds(const std::vector<CaseShape>& shapes) {
+    const CaseShape& c = shapes[shapes.size() / 2];
+    const Shape s = shape_of(c);
+    const int victim = size() - 1;
+    const auto all = inputs_of_all(c, static_cast<int>(shapes.size()));
+    masked_round(c, s, victim, all);
+    timeout_round(s, victim, all);
   }
-  if (me == 0)
-    say(fmt::format("ep-check: SUMMARY {} ranks, {} shapes, backend {}: {} checks, {}", size, shapes.size(),
-                    engine->name(), total_checks,
-                    total_failures == 0
-                        ? std::string("ALL PASSED")
-                        : fmt::format("{} FAILED on rank(s) {}", total_failures, rank_list(failed_ranks))));
+
+  /// Every rank learns every rank's result, so all exit alike; rank 0 says the summary.
+  /// Returns the failures of all ranks.
+  int summary(std::size_t shape_count) {
+    const int32_t mine[2] = {checker.checks(), checker.failures()};
+    const auto gathered = world.allgather(std::as_bytes(std::span(mine)));
+    std::vector<int> failed_ranks;
+    int total_checks = 0, total_failures = 0;
+    for (int r = 0; r < size(); ++r) {
+      int32_t v[2];
+      std::memcpy(v, gathered.data() + static_cast<std::size_t>(r) * sizeof v, sizeof v);
+      total_checks += v[0];
+      total_failures += v[1];
+      if (v[1] > 0) failed_ranks.push_back(r);
+    }
+    if (me() == 0)
+      say(fmt::format("ep-check: SUMMARY {} ranks, {} shapes, backend {}: {} checks, {}", size(), shape_count,
+                      engine.name(), total_checks,
+                      total_failures == 0
+                          ? std::string("ALL PASSED")
+                          : fmt::format("{} FAILED on rank(s) {}", total_failures, rank_list(failed_ranks))));
+    return total_failures;
+  }
+};
+
+int run(const Options& o) {
+  World world;
+  const int size = world.size();
+  const int max_ranks = o.max_ranks > 0 ? o.max_ranks : size;
+  if (max_ranks < size) throw UsageError(fmt::format("--max-ranks {} is below the world size {}", max_ranks, size));
+  const auto shapes = o.shapes.empty() ? default_shapes() : parse_shapes(o.shapes);
+
+  // Buffers once, for the largest of everything.
+  const Shape max_shape = largest_shape(shapes, max_ranks, o.experts_per_rank);
+  bool skipped = false;
+  auto engine = make_engine(world, o, max_shape, &skipped);
+  if (any_rank_skips(world, skipped)) return kSkipExitCode;
+  if (world.rank() == 0)
+    spdlog::info("ep-check: {} ranks, max_ranks {}, buffers for {} ({} bytes of receive region per rank)", size,
+                 max_ranks, max_shape.describe(), region_bytes(max_shape));
+
+  Checker checker(world, *engine, o);
+  Rounds rounds{world, o, *engine, checker, max_ranks, std::chrono::milliseconds(o.timeout_ms)};
+  rounds.shape_rounds(shapes, formats_of(o.dtype));
+  if (o.fault_rounds && size >= 2) rounds.fault_rounds(shapes);
+  const int failures = rounds.summary(shapes.size());
   // No rank frees its region (engine's destructor) while another still maps it.
   engine->close_peers();
   world.barrier();
-  return total_failures == 0 ? 0 : 1;
+  return failures == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -285,15 +322,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-ranks", o.max_ranks, "largest world the buffers serve (default: the world size)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "seed of the random routing")->capture_default_str();
-  app.add_option("--backend", o.backend, "host, cuda or auto")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"host", "cuda", "auto"}));
+  hyrun::ep::tools::add_backend_option(app, o.backend);
   app.add_option("--dispatch-dtype", o.dtype, "fp8, bf16 or both")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp8", "bf16", "both"}));
-  app.add_option("--timeout-ms", o.timeout_ms, "time limit of every wait for peers")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  hyrun::ep::tools::add_timeout_option(app, o.timeout_ms, "time limit of every wait for peers");
   app.add_option("--silent-timeout-ms", o.silent_timeout_ms, "time limit in the timeout round")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -302,6 +335,5 @@ int main(int argc, char** argv) {
                "CUDA backend: no CUDA IPC; stage through pinned host memory and send with UCX");
   app.add_option("--inject-corruption", o.inject_corruption,
                  "debug: flip a byte of one received row on this rank (the checks must fail)");
-  CLI11_PARSE(app, argc, argv);
-  return hyrun::ep::tools::run_tool("ep-check", [&] { return hyrun::ep::check::run(o); });
+  return hyrun::ep::tools::run_program(app, argc, argv, "ep-check", [&] { return hyrun::ep::check::run(o); });
 }

@@ -8,6 +8,23 @@
 
 namespace hyrun::ep::tools {
 
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const char* name) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: %s; see %s --help\n", name, e.what(), name);
+    return exit_code::kUsage;
+  }
+  return std::nullopt;
+}
+
+int run_program(CLI::App& app, int argc, char** argv, const char* name, const std::function<int()>& body) {
+  if (const auto done = parse_command_line(app, argc, argv, name)) return *done;
+  return run_tool(name, body);
+}
+
 int run_tool(const char* name, const std::function<int()>& body) noexcept {
   try {
     init_logging(name, log_level_from_environment("warn"));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "hyrun/common/error.hpp"
 
@@ -15,11 +16,18 @@ std::string prefix(int global_rank, int local_rank) {
   return fmt::format("global_rank={}, local_rank={} ->", global_rank, local_rank);
 }
 
-void require_finite(int rank, const char* field, double value) {
-  if (!std::isfinite(value)) {
-    throw Error(fmt::format(
-        "bandwidth line for rank {}: {} is {}; a log line must carry finite numbers (CloudAI cannot parse it)", rank,
-        field, value));
+struct Field {
+  const char* name;
+  double value;
+};
+
+void require_finite(int rank, std::initializer_list<Field> fields) {
+  for (const Field& f : fields) {
+    if (!std::isfinite(f.value)) {
+      throw Error(fmt::format(
+          "bandwidth line for rank {}: {} is {}; a log line must carry finite numbers (CloudAI cannot parse it)", rank,
+          f.name, f.value));
+    }
   }
 }
 
@@ -42,7 +50,7 @@ std::string connections_removed_line(int global_rank, int local_rank, std::span<
 }
 
 std::string failed_ranks_detected_line(int global_rank, int local_rank, std::span<const int> ranks, double detect_ms) {
-  require_finite(global_rank, "detect_ms", detect_ms);
+  require_finite(global_rank, {{"detect_ms", detect_ms}});
   return fmt::format("{} detected failed ranks [{}] in {:.1f} ms", prefix(global_rank, local_rank),
                      fmt::join(ranks, ", "), detect_ms);
 }
@@ -58,20 +66,17 @@ std::string gbps_text(double gbps) {
 }
 
 std::string bandwidth_line(int rank, const BandwidthStats& s) {
-  require_finite(rank, "gbps", s.gbps);
-  require_finite(rank, "avg_us", s.avg_us);
-  require_finite(rank, "min_us", s.min_us);
-  require_finite(rank, "max_us", s.max_us);
+  require_finite(rank, {{"gbps", s.gbps}, {"avg_us", s.avg_us}, {"min_us", s.min_us}, {"max_us", s.max_us}});
   return fmt::format(
       "[rank {}] Dispatch + combine bandwidth: {} GB/s, avg_t={:.2f} us, min_t={:.2f} us, max_t={:.2f} us", rank,
       gbps_text(s.gbps), s.avg_us, s.min_us, s.max_us);
 }
 
 std::string split_bandwidth_line(int rank, const SplitBandwidth& s) {
-  require_finite(rank, "dispatch_gbps", s.dispatch_gbps);
-  require_finite(rank, "dispatch_avg_us", s.dispatch_avg_us);
-  require_finite(rank, "combine_gbps", s.combine_gbps);
-  require_finite(rank, "combine_avg_us", s.combine_avg_us);
+  require_finite(rank, {{"dispatch_gbps", s.dispatch_gbps},
+                        {"dispatch_avg_us", s.dispatch_avg_us},
+                        {"combine_gbps", s.combine_gbps},
+                        {"combine_avg_us", s.combine_avg_us}});
   return fmt::format(
       "[rank {}] Dispatch bandwidth: {} GB/s, avg_t={:.2f} us | Combine bandwidth: {} GB/s, avg_t={:.2f} us", rank,
       gbps_text(s.dispatch_gbps), s.dispatch_avg_us, gbps_text(s.combine_gbps), s.combine_avg_us);

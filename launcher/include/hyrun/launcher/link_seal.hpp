@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "hyrun/common/hmac_sha256.hpp"
+
 namespace hyrun {
 
 /// The hello's first words.
@@ -40,7 +42,7 @@ class LinkSeal {
  private:
   std::string mac(std::uint64_t seq, std::string_view body) const;
 
-  std::string key_;
+  HmacSha256 key_;
   std::string_view direction_;
   std::uint64_t next_ = 1;
 };

@@ -77,6 +77,131 @@ bool contains(const std::vector<int>& sorted_values, int value) {
   return std::binary_search(sorted_values.begin(), sorted_values.end(), value);
 }
 
+nlohmann::json parse_document(std::string_view json_text, std::string_view source) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(json_text.begin(), json_text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError(
+        fmt::format("{}: plan must be valid JSON: {}; write a list of phases such as [[0,1,2,3],[0,1,2,3,4,5,6,7]]",
+                    source, e.what()));
+  }
+  if (!doc.is_array() || doc.empty()) {
+    throw UsageError(fmt::format(
+        "{}: plan must decode to a non-empty list of phases, got {}; write e.g. [[0,1,2,3],[0,1,2,3,4,5,6,7]]", source,
+        brief(doc)));
+  }
+  return doc;
+}
+
+/// The rank at position `i` of plan phase `p`: an integer within int's range.
+int rank_entry(const nlohmann::json& v, std::size_t p, std::size_t i, std::string_view source) {
+  const bool integer = v.is_number_integer();
+  const bool in_range =
+      integer && (v.is_number_unsigned() ? v.get<std::uint64_t>() <= INT_MAX
+                                         : v.get<std::int64_t>() >= -INT_MAX && v.get<std::int64_t>() <= INT_MAX);
+  if (!integer) {
+    throw UsageError(
+        fmt::format("{}: plan phase {} (0-based), position {}: {} is not an integer rank; each plan rank "
+                    "must be an integer (negative = killed in that phase)",
+                    source, p, i, brief(v)));
+  }
+  if (!in_range) {
+    throw UsageError(
+        fmt::format("{}: plan phase {} (0-based), position {}: {} is too large for a rank", source, p, i, brief(v)));
+  }
+  return v.get<int>();
+}
+
+/// The structure: every phase a non-empty list of integers.
+std::vector<std::vector<int>> rank_entries(const nlohmann::json& doc, std::string_view source) {
+  std::vector<std::vector<int>> entries;
+  for (std::size_t p = 0; p < doc.size(); ++p) {
+    const auto& phase = doc[p];
+    if (!phase.is_array() || phase.empty()) {
+      throw UsageError(
+          fmt::format("{}: each plan phase must be a non-empty list of ranks: plan phase {} (0-based) is {}", source, p,
+                      brief(phase)));
+    }
+    auto& row = entries.emplace_back();
+    for (std::size_t i = 0; i < phase.size(); ++i) row.push_back(rank_entry(phase[i], p, i, source));
+  }
+  return entries;
+}
+
+/// The ranks one phase lists (active) and those it kills.
+struct PhaseRanks {
+  std::set<int> active;
+  std::set<int> killed;
+};
+
+/// Phase `p`'s ranks, checked: inside the world, each once, a killed one running in the
+/// phase before, rank 0 (the coordinator) always active.
+PhaseRanks phase_ranks(const std::vector<int>& row, std::size_t p, int world_size, int max_rank,
+                       const std::set<int>& prev_survivors, std::string_view source) {
+  std::map<int, std::size_t> first_position;
+  PhaseRanks ranks;
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    const int r = std::abs(row[i]);
+    if (world_size > 0 && r >= world_size) {
+      throw UsageError(
+          fmt::format("{}: rank {} in plan phase {} (0-based) is outside the world of {} ranks started by hyrun "
+                      "(hyrun -n {}); start at least {} ranks or remove it",
+                      source, r, p, world_size, world_size, max_rank + 1));
+    }
+    if (auto [it, fresh] = first_position.emplace(r, i); !fresh) {
+      throw UsageError(
+          fmt::format("{}: plan phase {} (0-based) lists rank {} twice (as {} at position {} and {} at position {}); "
+                      "list each rank once (negative = killed)",
+                      source, p, r, row[it->second], it->second, row[i], i));
+    }
+    ranks.active.insert(r);
+    if (row[i] >= 0) continue;
+    if (p == 0) {
+      throw UsageError(
+          fmt::format("{}: plan phase 0, position {}: {} kills rank {} in the first phase, but no rank is running "
+                      "before it; only a rank active in the previous phase can be killed",
+                      source, i, row[i], r));
+    }
+    if (!prev_survivors.contains(r)) {
+      throw UsageError(
+          fmt::format("{}: plan phase {} (0-based), position {}: {} kills rank {}, but rank {} is not running in "
+                      "phase {} (absent or killed there); only a rank active in the previous phase can be killed",
+                      source, p, i, row[i], r, r, p - 1));
+    }
+    ranks.killed.insert(r);
+  }
+  if (!ranks.active.contains(kCoordinatorRank)) {
+    throw UsageError(
+        fmt::format("{}: plan phase {} (0-based) is {} and does not list rank 0; rank 0 hosts the coordinator and "
+                    "must be active in every phase (it cannot be killed or leave)",
+                    source, p, nlohmann::json(row).dump()));
+  }
+  return ranks;
+}
+
+/// What a phase means against the one before: who joins, leaves, survives, and who needs a
+/// new process (active before, gone, back now).
+PlanPhase derive_phase(const std::vector<int>& row, const PhaseRanks& ranks, const std::set<int>& prev_survivors,
+                       const std::set<int>& ever_active) {
+  PlanPhase phase;
+  phase.entries = row;
+  phase.active = sorted(ranks.active);
+  phase.killed = sorted(ranks.killed);
+  std::set<int> survivors;
+  for (int r : ranks.active) {
+    if (!ranks.killed.contains(r)) survivors.insert(r);
+    if (!prev_survivors.contains(r)) {
+      phase.joining.push_back(r);
+      if (ever_active.contains(r)) phase.new_processes.push_back(r);
+    }
+  }
+  for (int r : prev_survivors)
+    if (!ranks.active.contains(r)) phase.leaving.push_back(r);
+  phase.survivors = sorted(survivors);
+  return phase;
+}
+
 }  // namespace
 
 std::string_view to_string(PhaseRole role) {
@@ -91,49 +216,7 @@ std::string_view to_string(PhaseRole role) {
 }
 
 ElasticPlan ElasticPlan::parse(std::string_view json_text, int world_size, std::string_view source) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(json_text.begin(), json_text.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw UsageError(
-        fmt::format("{}: plan must be valid JSON: {}; write a list of phases such as [[0,1,2,3],[0,1,2,3,4,5,6,7]]",
-                    source, e.what()));
-  }
-  if (!doc.is_array() || doc.empty()) {
-    throw UsageError(fmt::format(
-        "{}: plan must decode to a non-empty list of phases, got {}; write e.g. [[0,1,2,3],[0,1,2,3,4,5,6,7]]", source,
-        brief(doc)));
-  }
-
-  // Structure first: every phase a non-empty list of integers.
-  std::vector<std::vector<int>> entries;
-  for (std::size_t p = 0; p < doc.size(); ++p) {
-    const auto& phase = doc[p];
-    if (!phase.is_array() || phase.empty()) {
-      throw UsageError(
-          fmt::format("{}: each plan phase must be a non-empty list of ranks: plan phase {} (0-based) is {}", source, p,
-                      brief(phase)));
-    }
-    auto& row = entries.emplace_back();
-    for (std::size_t i = 0; i < phase.size(); ++i) {
-      const auto& v = phase[i];
-      const bool integer = v.is_number_integer();
-      const bool in_range =
-          integer && (v.is_number_unsigned() ? v.get<std::uint64_t>() <= INT_MAX
-                                             : v.get<std::int64_t>() >= -INT_MAX && v.get<std::int64_t>() <= INT_MAX);
-      if (!integer) {
-        throw UsageError(
-            fmt::format("{}: plan phase {} (0-based), position {}: {} is not an integer rank; each plan rank "
-                        "must be an integer (negative = killed in that phase)",
-                        source, p, i, brief(v)));
-      }
-      if (!in_range) {
-        throw UsageError(fmt::format("{}: plan phase {} (0-based), position {}: {} is too large for a rank", source, p,
-                                     i, brief(v)));
-      }
-      row.push_back(v.get<int>());
-    }
-  }
+  const std::vector<std::vector<int>> entries = rank_entries(parse_document(json_text, source), source);
   reject_negative_zero(json_text, source);
 
   ElasticPlan plan;
@@ -145,64 +228,10 @@ ElasticPlan ElasticPlan::parse(std::string_view json_text, int world_size, std::
   std::set<int> prev_survivors;
   std::set<int> ever_active;
   for (std::size_t p = 0; p < entries.size(); ++p) {
-    const auto& row = entries[p];
-    std::map<int, std::size_t> first_position;
-    std::set<int> active, killed;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      const int r = std::abs(row[i]);
-      if (world_size > 0 && r >= world_size) {
-        throw UsageError(
-            fmt::format("{}: rank {} in plan phase {} (0-based) is outside the world of {} ranks started by hyrun "
-                        "(hyrun -n {}); start at least {} ranks or remove it",
-                        source, r, p, world_size, world_size, plan.max_rank_ + 1));
-      }
-      if (auto [it, fresh] = first_position.emplace(r, i); !fresh) {
-        throw UsageError(
-            fmt::format("{}: plan phase {} (0-based) lists rank {} twice (as {} at position {} and {} at position {}); "
-                        "list each rank once (negative = killed)",
-                        source, p, r, row[it->second], it->second, row[i], i));
-      }
-      active.insert(r);
-      if (row[i] < 0) {
-        if (p == 0) {
-          throw UsageError(
-              fmt::format("{}: plan phase 0, position {}: {} kills rank {} in the first phase, but no rank is running "
-                          "before it; only a rank active in the previous phase can be killed",
-                          source, i, row[i], r));
-        }
-        if (!prev_survivors.contains(r)) {
-          throw UsageError(
-              fmt::format("{}: plan phase {} (0-based), position {}: {} kills rank {}, but rank {} is not running in "
-                          "phase {} (absent or killed there); only a rank active in the previous phase can be killed",
-                          source, p, i, row[i], r, r, p - 1));
-        }
-        killed.insert(r);
-      }
-    }
-    if (!active.contains(kCoordinatorRank)) {
-      throw UsageError(
-          fmt::format("{}: plan phase {} (0-based) is {} and does not list rank 0; rank 0 hosts the coordinator and "
-                      "must be active in every phase (it cannot be killed or leave)",
-                      source, p, nlohmann::json(row).dump()));
-    }
-
-    PlanPhase phase;
-    phase.entries = row;
-    phase.active = sorted(active);
-    phase.killed = sorted(killed);
-    std::set<int> survivors;
-    for (int r : active) {
-      if (!killed.contains(r)) survivors.insert(r);
-      if (!prev_survivors.contains(r)) {
-        phase.joining.push_back(r);
-        if (ever_active.contains(r)) phase.new_processes.push_back(r);
-      }
-    }
-    for (int r : prev_survivors)
-      if (!active.contains(r)) phase.leaving.push_back(r);
-    phase.survivors = sorted(survivors);
-    ever_active.insert(active.begin(), active.end());
-    prev_survivors = std::move(survivors);
+    const PhaseRanks ranks = phase_ranks(entries[p], p, world_size, plan.max_rank_, prev_survivors, source);
+    PlanPhase phase = derive_phase(entries[p], ranks, prev_survivors, ever_active);
+    ever_active.insert(ranks.active.begin(), ranks.active.end());
+    prev_survivors = std::set<int>(phase.survivors.begin(), phase.survivors.end());
     plan.phases_.push_back(std::move(phase));
   }
   return plan;
