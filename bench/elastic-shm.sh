@@ -17,7 +17,7 @@ build=${BUILD_DIR:-$root/build}
 REPEATS=${REPEATS:-5}; TOKENS=${TOKENS:-128}; HIDDEN=${HIDDEN:-7168}; TOPK=${TOPK:-8}
 ITERS=${ITERS:-30}; WARMUP=${WARMUP:-5}
 RANKS=("$@"); [ ${#RANKS[@]} -gt 0 ] || RANKS=(2 4)
-hyrun=$build/launcher/hyrun; elastic=$build/worker/ep/elastic/ep-bench; plain=$build/worker/ep/programs/ep-bench-host
+hyrun=$build/launcher/hyrun; elastic=$build/worker/ep/programs/ep-bench; plain=$build/worker/ep/programs/ep-bench-host
 for b in "$hyrun" "$elastic" "$plain"; do [ -x "$b" ] || { echo "bench/elastic-shm.sh: missing $b: build first" >&2; exit 1; }; done
 work=$(mktemp -d "${TMPDIR:-/tmp}/elastic-shm.XXXXXX"); trap 'rm -rf "$work"' EXIT
 

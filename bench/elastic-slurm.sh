@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-hyrun=$build/launcher/hyrun; bench=$build/worker/ep/elastic/ep-bench
+hyrun=$build/launcher/hyrun; bench=$build/worker/ep/programs/ep-bench
 for b in "$hyrun" "$bench"; do [ -x "$b" ] || { echo "missing $b: build hyrun and ep-bench first" >&2; exit 1; }; done
 ARGS=${ARGS:-"--num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 20"}
 PLANS=${PLANS:-"[[0,1,2,3,4,5,6,7],[0,1,2,3,4,5,-6,-7],[0,1,2,3,4,5],[0,1,2,3,4,5,6,7]] [[0,1,2,3,4,5,6,7],[0,1,-2,-3,4,5,6,7],[0,1,4,5,6,7],[0,1,2,3,4,5,6,7]]"}

@@ -13,7 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-hyrun=$build/launcher/hyrun; bench=$build/worker/ep/elastic/ep-bench; elastic=$build/worker/ep/elastic/ep-elastic
+hyrun=$build/launcher/hyrun; bench=$build/worker/ep/programs/ep-bench; elastic=$build/worker/ep/programs/ep-elastic
 waves=$root/tests/elastic/cloudai_nixl_ep.py
 for b in "$hyrun" "$bench" "$elastic"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh first" >&2; exit 1; }; done
 ARGS=${ARGS:-"--num-tokens 32 --hidden-dim 2048 --num-topk 4 --warmup 5 --iters 20"}

@@ -27,7 +27,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=""; build=$root/build-bundle; from_build=""; allow_missing_cuda=0; jobs=$(nproc)
 limit_mib=64
-programs_cpu=(launcher/hyrun worker/ep/elastic/ep-bench worker/ep/elastic/ep-elastic worker/ep/programs/ep-check worker/ep/programs/ep-bench-host examples/hello)
+programs_cpu=(launcher/hyrun worker/ep/programs/ep-bench worker/ep/programs/ep-elastic worker/ep/programs/ep-check worker/ep/programs/ep-bench-host examples/hello)
 programs_cuda=(worker/ep/programs/ep-bench-gpu worker/ep/programs/ep-cuda-selftest worker/ep/programs/cuda-device-report)
 targets=(hyrun ep-bench ep-elastic ep-check ep-bench-host hello ep-bench-gpu ep-cuda-selftest cuda-device-report)
 
@@ -116,7 +116,7 @@ for p in "${programs[@]}"; do
   copy_deps "$p"
 done
 # elastic.py, what CloudAI runs: it finds ep-elastic beside itself.
-cp "$root/worker/ep/elastic/elastic.py" "$stage/bin/elastic.py"
+cp "$root/worker/ep/programs/elastic.py" "$stage/bin/elastic.py"
 # hwloc's lstopo, to save a GPU machine's topology as XML (a binding test fixture).
 if lstopo=$(command -v lstopo-no-graphics); then
   cp "$lstopo" "$stage/bin/"

@@ -10,4 +10,4 @@ build=${BUILD_DIR:-$root/build}
 args=(--plan "$root/examples/plans/expansion_contraction.json" --backend host
       --num-tokens 32 --hidden-dim 2048 --num-topk 4 --warmup 5 --iters 20 --validate-phase-failures)
 [ "${HYRUN_MAIN_JOB_QUIET:-0}" = 1 ] || echo "+ hyrun -n 8 -- ep-bench ${args[*]/#$root\//}"
-exec "$build/launcher/hyrun" -n 8 -- "$build/worker/ep/elastic/ep-bench" "${args[@]}"
+exec "$build/launcher/hyrun" -n 8 -- "$build/worker/ep/programs/ep-bench" "${args[@]}"

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "elastic_plan.hpp"
 #include "hyrun/common/error.hpp"
+#include "hyrun/ep/plan/elastic_plan.hpp"
 
 namespace hyrun {
 namespace {

@@ -752,15 +752,26 @@ TEST(EpHostBackendElastic, KilledRankIsReportedAtOnceMaskedThenReplaced) {
   ASSERT_NO_THROW(checked_round(s, be, all, 5));
 }
 
+namespace {
+
+// Three host backends on `fabric`, rank 2 already dead. Their 10-minute timeout makes a
+// wait for the deadline fail the test (the binary's ctest TIMEOUT).
+std::vector<std::unique_ptr<HostBackend>> backends_with_rank_2_dead(const Shape& s, InProcessFabric& fabric) {
+  std::vector<std::unique_ptr<HostBackend>> be;
+  for (int r = 0; r < 3; ++r)
+    be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), std::chrono::minutes(10)));
+  fabric.kill(2);
+  return be;
+}
+
+}  // namespace
+
 // A send to a dead rank still signals the live ranks, so their wait names only the dead
 // rank, never the sender (dispatch side).
 TEST(EpHostBackendElastic, DispatchToDeadRankStillSignalsTheOthers) {
   const Shape s{3, 8, 2048, 2, 1};
   InProcessFabric fabric(3, region_bytes(s));
-  std::vector<std::unique_ptr<HostBackend>> be;
-  for (int r = 0; r < 3; ++r)
-    be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), std::chrono::minutes(10)));
-  fabric.kill(2);
+  auto be = backends_with_rank_2_dead(s, fabric);
   auto in = ep_elastic_test::make_input(s, 3, 0, 7, 0);
   DispatchBuffers out(s, Format::kFP8);
   for (int r = 0; r < 2; ++r) {
@@ -783,14 +794,11 @@ TEST(EpHostBackendElastic, DispatchToDeadRankStillSignalsTheOthers) {
 // last call and left for the failure agreement, so it never signals rank 0 in the next
 // call. Rank 0 must not wait for rank 1 to its deadline and then blame it (a live rank
 // dropped from the job): once rank 2 is known dead its wait ends at once and names only
-// rank 2. The 10-minute timeout makes a wait for the deadline fail the test (ctest TIMEOUT).
+// rank 2.
 TEST(EpHostBackendElastic, ASurvivorThatLeftTheCallIsNotBlamed) {
   const Shape s{3, 8, 2048, 2, 1};
   InProcessFabric fabric(3, region_bytes(s));
-  std::vector<std::unique_ptr<HostBackend>> be;
-  for (int r = 0; r < 3; ++r)
-    be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), std::chrono::minutes(10)));
-  fabric.kill(2);
+  auto be = backends_with_rank_2_dead(s, fabric);
   auto in = ep_elastic_test::make_input(s, 3, 0, 11, 0);
   DispatchBuffers out(s, Format::kFP8);
   // Only rank 0 makes the call: rank 1 has left it (it is in the agreement, alive).

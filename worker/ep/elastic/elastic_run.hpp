@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "elastic_plan.hpp"
 #include "hyrun/ep/buffer.hpp"
+#include "hyrun/ep/plan/elastic_plan.hpp"
 #include "hyrun/ep/report/phase_sample.hpp"
 #include "hyrun/ep/report/run_report.hpp"
 #include "hyrun/worker.hpp"

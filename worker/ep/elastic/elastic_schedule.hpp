@@ -1,14 +1,14 @@
 #pragma once
 // The life of every rank's processes over a run of one or more plans, played one after
 // another: which process runs which phase, who leaves or dies and whether hyrun must restart
-// it afterwards. The plan model (plan/elastic_plan.hpp) derives what each phase of one plan
+// it afterwards. The plan model (worker/ep/plan) derives what each phase of one plan
 // means (active, killed, joining, leaving); this takes those sets as they are and adds only
 // what spans plans and processes: the first phase of a later plan follows the previous plan's
 // last one, and a joining rank whose earlier process ended (or that has none yet) needs a new one.
 #include <cstddef>
 #include <vector>
 
-#include "elastic_plan.hpp"
+#include "hyrun/ep/plan/elastic_plan.hpp"
 
 namespace hyrun::ep::elastic {
 

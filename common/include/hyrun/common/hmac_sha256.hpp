@@ -2,7 +2,7 @@
 // HMAC-SHA256 (RFC 2104, FIPS 198-1) over OpenSSL's libcrypto, and the constant-time
 // comparison that checks such a code. The one owner of the keyed codes that hyrun's
 // protocols carry: the node link (launcher/link_seal.cpp), the elastic join
-// (worker/ep/elastic/join_protocol.cpp) and the worker's messages (worker/src/message_auth.cpp).
+// (worker/ep/join/join_protocol.cpp) and the worker's messages (worker/src/message_auth.cpp).
 // OpenSSL stays an implementation detail: nothing here names its types.
 #include <array>
 #include <cstddef>

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "elastic_plan.hpp"
+#include "hyrun/ep/plan/elastic_plan.hpp"
 #include "hyrun/ep/report/log_lines.hpp"
 
 namespace hyrun::ep::report {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "elastic_plan.hpp"
+#include "hyrun/ep/plan/elastic_plan.hpp"
 #include "hyrun/ep/report/phase_sample.hpp"
 
 namespace hyrun::ep::report {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 
-#include "elastic_schedule.hpp"
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/launcher/node_launch.hpp"

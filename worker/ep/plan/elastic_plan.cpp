@@ -1,4 +1,4 @@
-#include "elastic_plan.hpp"
+#include "hyrun/ep/plan/elastic_plan.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -18,10 +18,10 @@
 #include <filesystem>
 
 #include "bench_options.hpp"
-#include "elastic_plan.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "hyrun/common/logging.hpp"
+#include "hyrun/ep/plan/elastic_plan.hpp"
 #include "hyrun/launcher/help_formatter.hpp"
 #include "hyrun/process/job_events.hpp"
 #include "hyrun/process/launcher_process.hpp"
