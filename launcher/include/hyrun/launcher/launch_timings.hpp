@@ -2,7 +2,7 @@
 // `--timings`: when each step of a node's launch was done, in milliseconds from hyrun's
 // main (mark_process_start), for finding where a launch's time goes (docs/performance.md).
 // Each hyrun prints its own line when its job ends, on stderr:
-//   hyrun: timings on HOST (task T of N), ms: launch 8.0, plan 2.1, rank 0 started 3.0, ...
+//   hyrun: timings on HOST (task T of N), ms: launch 8.0, plan 30.1, rank 0 started 36.0, ...
 // "launch" is when the launch sequence began: the command line is parsed and, under srun
 // or mpirun, PMIx is initialised.
 // Steps are said in the order they were done; a step not reached is not in the line.
