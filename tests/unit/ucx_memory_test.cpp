@@ -89,5 +89,30 @@ TEST(UcxMappedMemory, MovedFromIsEmptyAndUnmapsOnce) {
   EXPECT_FALSE(b);
 }
 
+// A mapping kept until exit (the transport's after a write timed out) keeps its context:
+// ucp_cleanup with a region still mapped asserts and aborts the process (UCX 1.13).
+// Worker, endpoint and context are destroyed here as a rank's teardown does, in a child.
+TEST(UcxMappedMemoryDeathTest, AMappingKeptUntilExitSurvivesItsContextsTeardown) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        static std::vector<std::byte> bytes(1 << 20);
+        {
+          Loopback l;
+          MappedMemory kept = MappedMemory::map(l.context.get(), bytes.data(), bytes.size(), "test");
+          auto allocated = MappedMemory::allocate(l.context.get(), 4096);
+          l.put(kept, 64, 0x5eed);
+          kept.keep_until_exit();
+          if (allocated) allocated->keep_until_exit();
+        }
+        uint64_t seen = 0;
+        std::memcpy(&seen, bytes.data() + 64, sizeof seen);
+        // Another context, with nothing kept, is still cleaned up as usual.
+        { Loopback other; }
+        std::exit(seen == 0x5eed ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 }  // namespace hyrun::ucx

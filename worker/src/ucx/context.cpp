@@ -9,8 +9,13 @@
 #include <string>
 
 #include "hyrun/ucx/check.hpp"
+#include "hyrun/ucx/memory.hpp"
 
 namespace hyrun::ucx {
+
+void ContextDeleter::operator()(ucp_context_h context) const noexcept {
+  if (!MappedMemory::kept_until_exit(context)) ucp_cleanup(context);
+}
 
 Context make_context(uint64_t extra_features, const char* default_net_devices) {
   ucp_config_t* config = nullptr;

@@ -2,12 +2,24 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "hyrun/ucx/check.hpp"
 
 namespace hyrun::ucx {
+namespace {
+
+// The contexts with a mapping kept until exit: few (one a rank), never removed.
+std::mutex kept_mutex;
+std::vector<ucp_context_h>& kept_contexts() {
+  static std::vector<ucp_context_h> contexts;
+  return contexts;
+}
+
+}  // namespace
 
 MappedMemory MappedMemory::map(ucp_context_h context, void* address, std::size_t length, std::string_view who) {
   ucp_mem_map_params_t params{};
@@ -50,6 +62,20 @@ MappedMemory& MappedMemory::operator=(MappedMemory&& other) noexcept {
 void MappedMemory::reset() noexcept {
   if (memh_) ucp_mem_unmap(context_, memh_);
   memh_ = nullptr;
+}
+
+void MappedMemory::keep_until_exit() noexcept {
+  if (memh_ == nullptr) return;
+  memh_ = nullptr;
+  const std::scoped_lock lock(kept_mutex);
+  auto& contexts = kept_contexts();
+  if (std::find(contexts.begin(), contexts.end(), context_) == contexts.end()) contexts.push_back(context_);
+}
+
+bool MappedMemory::kept_until_exit(ucp_context_h context) noexcept {
+  const std::scoped_lock lock(kept_mutex);
+  const auto& contexts = kept_contexts();
+  return std::find(contexts.begin(), contexts.end(), context) != contexts.end();
 }
 
 std::vector<std::byte> MappedMemory::pack_rkey(std::string_view who) const {

@@ -9,8 +9,11 @@
 
 namespace hyrun::ucx {
 
+/// Cleans the context up, unless a mapping made from it is kept until the process exits
+/// (MappedMemory::keep_until_exit): UCX asserts on a context destroyed under a mapped
+/// region, so such a context is left to the process's exit too.
 struct ContextDeleter {
-  void operator()(ucp_context_h context) const noexcept { ucp_cleanup(context); }
+  void operator()(ucp_context_h context) const noexcept;
 };
 using Context = std::unique_ptr<std::remove_pointer_t<ucp_context_h>, ContextDeleter>;
 

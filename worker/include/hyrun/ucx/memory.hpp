@@ -36,8 +36,10 @@ class MappedMemory {
   /// Unmaps now (an empty one is left).
   void reset() noexcept;
   /// Gives the mapping up without unmapping it: it stays until the process exits (late
-  /// remote writes must not land in unmapped memory).
-  void keep_until_exit() noexcept { memh_ = nullptr; }
+  /// remote writes must not land in unmapped memory), and so does its context.
+  void keep_until_exit() noexcept;
+  /// Whether some mapping of `context` was kept until exit.
+  static bool kept_until_exit(ucp_context_h context) noexcept;
 
  private:
   MappedMemory(ucp_context_h context, ucp_mem_h memh, void* address, std::size_t length)
