@@ -1,64 +1,187 @@
 #!/usr/bin/env bash
-# Hybrid-mode launch on a real Slurm cluster (started here: scripts/slurm-cluster.sh, each
-# node in its own network namespace, UCX over tcp): for k = 2, 4 nodes and n = 1, 2, 4, 8
-# ranks per node, the time until every rank is connected and until the job ends, for
-#   srun -N k --ntasks-per-node=1 hyrun -n n -- hello
+# Hybrid-mode launch on a real Slurm cluster started here (scripts/slurm-cluster.sh: each
+# simulated node in its own network and UTS namespace where possible, UCX over tcp): for
+# every cell of a grid of k nodes x n ranks per node, the time until every rank is connected
+# and until the job ends, for
+#   srun -N k --ntasks-per-node=1 hyrun -n n --timings -- hello
 # against srun starting the same k*n ranks natively (--ntasks-per-node=n) with a program
-# that exchanges UCX addresses through PMIx (bench/pmix_ucx_hello.cpp), in the same run,
-# as a ratio; also the PMIx fence alone (pmix-probe). Medians over REPS runs. Needs root.
+# that exchanges UCX addresses through PMIx (bench/pmix_ucx_hello.cpp), runs alternated in
+# the same run, as a ratio; then where hyrun's time goes (its --timings steps); then the
+# PMIx fence alone (pmix-probe). Medians over --reps runs. Needs root.
+#
+#   bench/launch-slurm.sh [--cluster N] [--nodes "K..."] [--per-node "n..."] [--reps R]
+#                         [--plot FILE.png] [--keep DIR]
+#
+#   --cluster N     slurmd nodes to start (default: the largest of --nodes)
+#   --nodes         the node counts k of the grid (default "2 4")
+#   --per-node      the ranks per node n of the grid (default "1 2 4 8")
+#   --reps R        runs of each launcher per cell (default 5); the median is shown
+#   --plot FILE     also a PNG plot (gnuplot) of the job's end against total ranks: hyrun and
+#                   native, one line per ranks-per-node (default: none)
+#   --keep DIR      the output of every run goes here (default: a temporary dir, removed)
+#
+# Every run is bounded (timeout 300 s). A failed run is counted in the table's "failed"
+# column, and its output kept; the script then exits 1.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-REPS=${REPS:-5}
-NODES=${NODES:-"2 4"}
-PER_NODE=${PER_NODE:-"1 2 4 8"}
-hyrun=$build/launcher/hyrun; hello=$build/examples/hello
-native=$build/bench/pmix-ucx-hello; probe=$build/tests/pmix/pmix-probe
+cluster_nodes=0 nodes="2 4" per_node="1 2 4 8" reps=5 plot="" keep=""
+usage() { sed -n '2,24p' "$0" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || usage
+  case $1 in
+    --cluster) cluster_nodes=$2 ;;
+    --nodes) nodes=$2 ;;
+    --per-node) per_node=$2 ;;
+    --reps) reps=$2 ;;
+    --plot) plot=$2 ;;
+    --keep) keep=$2 ;;
+    *) usage ;;
+  esac
+  shift 2
+done
+count_ok() { [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "launch-slurm: $1 must be a whole number >= 1, got '$2'" >&2; exit 2; }; }
+largest=0
+for k in $nodes; do
+  count_ok --nodes "$k"
+  [ "$k" -le "$largest" ] || largest=$k
+done
+for n in $per_node; do count_ok --per-node "$n"; done
+count_ok --reps "$reps"
+[ "$largest" -gt 0 ] || { echo "launch-slurm: --nodes names no node count" >&2; exit 2; }
+[ "$cluster_nodes" != 0 ] || cluster_nodes=$largest
+count_ok --cluster "$cluster_nodes"
+[ "$largest" -le "$cluster_nodes" ] \
+  || { echo "launch-slurm: --nodes $largest is more than the cluster's $cluster_nodes nodes (--cluster)" >&2; exit 2; }
+hyrun=$build/launcher/hyrun hello=$build/examples/hello
+native=$build/bench/pmix-ucx-hello probe=$build/tests/pmix/pmix-probe
 for b in "$hyrun" "$hello" "$native" "$probe"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh" >&2; exit 1; }; done
+[ -z "$plot" ] || command -v gnuplot >/dev/null || { echo "launch-slurm: --plot needs gnuplot (scripts/install-deps.sh)" >&2; exit 1; }
 
-cluster=$(bash "$root/scripts/slurm-cluster.sh" up auto 4 8 2>/dev/null | tail -1)
-trap 'bash "$root/scripts/slurm-cluster.sh" down "$cluster" >/dev/null 2>&1' EXIT
+work=${keep:-$(mktemp -d)}
+mkdir -p "$work"
+cluster=$(bash "$root/scripts/slurm-cluster.sh" up auto "$cluster_nodes" 8 2>/dev/null | tail -1)
+cleanup() {
+  bash "$root/scripts/slurm-cluster.sh" down "$cluster" >/dev/null 2>&1 || true
+  [ -n "$keep" ] || rm -rf "$work"
+}
+trap cleanup EXIT
 # shellcheck source=/dev/null  # written by scripts/slurm-cluster.sh up
 . "$cluster/cluster.env"
 export UCX_TLS=$HYRUN_CLUSTER_UCX_TLS UCX_NET_DEVICES=$HYRUN_CLUSTER_UCX_NET_DEVICES
 
 now_ns() { date +%s%N; }
-median() { sort -n | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)]}'; }
+median() { sort -n | awk '{a[NR]=$1} END {if (NR) printf "%.0f", a[int((NR+1)/2)]; else printf "-"}'; }
 
-# measure CMD...: one run; prints "connect_ms total_ms" (connect = the last rank's connected_ns)
-measure() {
-  local t0 out t1 last
+# run NAME CMD...: one run, its output in $work/NAME.{out,err}; prints "connect_ms end_ms",
+# or nothing when it failed (and leaves $work/NAME.failed).
+run() {
+  local name=$1 t0 t1 last
+  shift
   t0=$(now_ns)
-  out=$(timeout 120 "$@" 2>/dev/null) || { echo "failed: $*" >&2; exit 1; }
+  if ! timeout 300 "$@" >"$work/$name.out" 2>"$work/$name.err"; then
+    touch "$work/$name.failed"
+    return 0
+  fi
   t1=$(now_ns)
-  last=$(printf '%s\n' "$out" | sed -n 's/^connected_ns=\([0-9]*\).*/\1/p' | sort -n | tail -1)
-  [ -n "$last" ] || { echo "no connected_ns from: $*" >&2; exit 1; }
-  echo "$(( (last - t0) / 1000000 )) $(( (t1 - t0) / 1000000 ))"
+  last=$(sed -n 's/^connected_ns=\([0-9]*\).*/\1/p' "$work/$name.out" | sort -n | tail -1)
+  if [ -z "$last" ]; then
+    echo "no connected_ns in the output" >>"$work/$name.err"
+    touch "$work/$name.failed"
+    return 0
+  fi
+  echo "$(((last - t0) / 1000000)) $(((t1 - t0) / 1000000))"
 }
 
-# stats CMD...: medians over REPS runs: "connect_ms total_ms"
-stats() {
-  local c=() t=() m
-  for _ in $(seq "$REPS"); do m=$(measure "$@") || exit 1; c+=("${m% *}"); t+=("${m#* }"); done
-  echo "$(printf '%s\n' "${c[@]}" | median) $(printf '%s\n' "${t[@]}" | median)"
+# step NAME FILE...: the latest time of hyrun's --timings step NAME over every node's line of
+# every file (one file a run), one number a run.
+step() {
+  local name=$1 f
+  shift
+  for f in "$@"; do
+    grep -h 'timings on' "$f" | sed -n "s/.*[:,] $name \([0-9][0-9.]*\).*/\1/p" | sort -n | tail -1
+  done
 }
 
-echo "hybrid launch on a Slurm 22.05 cluster of simulated nodes ($HYRUN_CLUSTER_MODE mode, UCX_TLS=$UCX_TLS), $(nproc) cores, median of $REPS, $(date -u +%Y-%m-%d)"
-printf '%5s %3s %5s | %12s %12s | %12s %12s | %7s %7s\n' nodes n ranks "hyrun conn" "hyrun end" "native conn" "native end" "conn x" "end x"
-for k in $NODES; do
-  for n in $PER_NODE; do
-    h=$(stats srun --mpi=pmix -N "$k" --ntasks-per-node=1 "$hyrun" -n "$n" -- "$hello" --timestamps --bytes 1024)
-    s=$(stats srun --mpi=pmix -N "$k" --ntasks-per-node="$n" "$native")
-    printf '%5s %3s %5s | %9s ms %9s ms | %9s ms %9s ms | %7.2f %7.2f\n' "$k" "$n" $((k * n)) "${h% *}" "${h#* }" "${s% *}" "${s#* }" \
-      "$(echo "${h% *} / ${s% *}" | bc -l)" "$(echo "${h#* } / ${s#* }" | bc -l)"
+m() { printf '%s\n' "$@" | median; }
+# ratio A B: A / B to two decimals, "-" where either is missing.
+ratio() { if [[ $1 =~ ^[0-9]+$ && $2 =~ ^[1-9][0-9]*$ ]]; then printf '%.2f' "$(echo "$1 / $2" | bc -l)"; else echo -; fi; }
+
+failed=0
+table=$work/table.txt data=$work/plot.dat steps=$work/steps.txt
+: >"$data"
+header="hybrid launch on a Slurm cluster of $cluster_nodes simulated nodes ($HYRUN_CLUSTER_MODE mode, UCX_TLS=$UCX_TLS), $(nproc) cores, median of $reps alternated runs, $(date -u '+%Y-%m-%d %H:%M UTC')"
+printf '%s\n' "$header" >"$table"
+printf '%5s %3s %5s | %10s %10s | %11s %11s | %6s %6s | %s\n' nodes n ranks "hyrun conn" "hyrun end" \
+  "native conn" "native end" "conn x" "end x" failed >>"$table"
+printf '%5s %3s | %10s %10s %10s %10s %14s %10s\n' nodes n "rank0 addr" "fence" "root rec" "link" \
+  "ranks started" "job end" >"$steps"
+for k in $nodes; do
+  for n in $per_node; do
+    hc=() he=() nc=() ne=() herr=() fails=0
+    for r in $(seq "$reps"); do
+      h=$(run "h-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node=1 "$hyrun" -n "$n" --timings -- "$hello" --timestamps --bytes 1024)
+      s=$(run "s-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node="$n" "$native")
+      if [ -n "$h" ]; then hc+=("${h% *}"); he+=("${h#* }"); herr+=("$work/h-$k-$n-$r.err"); else fails=$((fails + 1)); fi
+      if [ -n "$s" ]; then nc+=("${s% *}"); ne+=("${s#* }"); else fails=$((fails + 1)); fi
+    done
+    failed=$((failed + fails))
+    mhc=$(m "${hc[@]}") mhe=$(m "${he[@]}") mnc=$(m "${nc[@]}") mne=$(m "${ne[@]}")
+    printf '%5s %3s %5s | %7s ms %7s ms | %8s ms %8s ms | %6s %6s | %s\n' "$k" "$n" $((k * n)) "$mhc" "$mhe" \
+      "$mnc" "$mne" "$(ratio "$mhc" "$mnc")" "$(ratio "$mhe" "$mne")" "$fails" >>"$table"
+    echo "$n $((k * n)) $mhe $mne" >>"$data"
+    if [ ${#herr[@]} -gt 0 ]; then
+      printf '%5s %3s | %7s ms %7s ms %7s ms %7s ms %11s ms %7s ms\n' "$k" "$n" \
+        "$(step 'rank 0 address' "${herr[@]}" | median)" "$(step fence "${herr[@]}" | median)" \
+        "$(step 'root record' "${herr[@]}" | median)" "$(step link "${herr[@]}" | median)" \
+        "$(step 'ranks started' "${herr[@]}" | median)" "$(step 'job end' "${herr[@]}" | median)" >>"$steps"
+    fi
+    tail -1 "$table" >&2  # progress
   done
 done
+
+cat "$table"
 echo
-echo "PMIx fence alone (pmix-probe fence_ms, max over ranks; median of $REPS):"
-for k in $NODES; do
+echo "where hyrun's time goes (--timings: ms from each hyrun's own start, the latest node of a run, median"
+echo "of the runs; rank0 addr on the root, root rec and link (to the root's hyrun) on the other nodes):"
+cat "$steps"
+echo
+echo "PMIx fence alone (pmix-probe fence_ms, max over ranks; median of $reps):"
+for k in $nodes; do
   f=()
-  for _ in $(seq "$REPS"); do
+  for _ in $(seq "$reps"); do
     f+=("$(timeout 60 srun --mpi=pmix -N "$k" --ntasks-per-node=1 "$probe" 2>/dev/null | sed -n 's/.*fence_ms=\([0-9]*\).*/\1/p' | sort -n | tail -1)")
   done
   echo "  $k nodes: $(printf '%s\n' "${f[@]}" | median) ms"
 done
+
+if [ -n "$plot" ]; then
+  # One line per launcher and ranks per node: the job's end (median) against the total ranks.
+  plots=()
+  for n in $per_node; do
+    awk -v n="$n" '$1 == n && $3 != "-" {print $2, $3}' "$data" >"$work/hyrun-$n.dat"
+    awk -v n="$n" '$1 == n && $4 != "-" {print $2, $4}' "$data" >"$work/native-$n.dat"
+    plots+=("'$work/hyrun-$n.dat' with linespoints lw 2 title 'hyrun, $n per node'")
+    plots+=("'$work/native-$n.dat' with linespoints dt 2 lw 2 title 'native srun, $n per node'")
+  done
+  joined=$(IFS=,; echo "${plots[*]}")
+  gnuplot <<EOF
+set terminal pngcairo size 900,600
+set output '$plot'
+set title "Launch on Slurm ($cluster_nodes-node test bed, $(nproc) cores): srun to job end, median of $reps"
+set xlabel 'total ranks'
+set ylabel 'ms'
+set key top left
+set grid
+set logscale x 2
+set yrange [0:*]
+set offsets graph 0.05, graph 0.05, 0, 0
+plot $joined
+EOF
+  echo "plot: $plot"
+fi
+if [ "$failed" -gt 0 ]; then
+  echo "launch-slurm: $failed run(s) failed; their output: $work" >&2
+  keep=$work  # keep it for the user
+  exit 1
+fi

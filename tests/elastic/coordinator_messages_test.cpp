@@ -23,7 +23,8 @@ std::string error_of(const std::string& text) {
 }
 
 TEST(CoordinatorMessages, EveryMessageArrivesAsSent) {
-  const auto phase = decode<msg::Phase>(encode(msg::Phase{7, {{0, 0, "ab", 0, "cd"}, {5, 2, "0123", 3, "4567"}}}));
+  const auto phase =
+      decode<msg::Phase>(encode(msg::Phase{7, {{0, 0, "ab", 0, "cd", ""}, {5, 2, "0123", 3, "4567", "89ab"}}}));
   EXPECT_EQ(phase.global_phase, 7u);
   ASSERT_EQ(phase.peers.size(), 2u);
   EXPECT_EQ(phase.peers[1].rank, 5);
@@ -31,6 +32,8 @@ TEST(CoordinatorMessages, EveryMessageArrivesAsSent) {
   EXPECT_EQ(phase.peers[1].address, "0123");
   EXPECT_EQ(phase.peers[1].world_node, 3);
   EXPECT_EQ(phase.peers[1].descriptor, "4567");
+  EXPECT_EQ(phase.peers[1].process, "89ab");
+  EXPECT_EQ(phase.peers[0].process, "");
 
   const auto reg = decode<msg::Register>(encode(msg::Register{3, "beef"}));
   EXPECT_EQ(reg.incarnation, 3);
@@ -111,8 +114,9 @@ TEST(CoordinatorMessages, AFieldOfTheWrongKindIsNamedWithWhatItHolds) {
   EXPECT_EQ(error_of<msg::Resume>(R"({"type": "resume", "ranks": [], "epoch": -1, "iteration": 0})"),
             "'resume' message: field 'epoch' is -1; expected an unsigned integer");
   EXPECT_EQ(error_of<msg::Phase>(R"({"type": "phase", "global_phase": 0, "peers": [{"rank": 0, "incarnation": 0,
-                                     "address": "", "world_node": 0, "descriptor": "ab"}, {"rank": -3, "incarnation": 0,
-                                     "address": "", "world_node": 0, "descriptor": "ab"}]})"),
+                                     "address": "", "world_node": 0, "descriptor": "ab", "process": ""}, {"rank": -3,
+                                     "incarnation": 0, "address": "", "world_node": 0, "descriptor": "ab",
+                                     "process": ""}]})"),
             "'phase' message: field 'peers[1].rank' is -3; expected a rank (0 or more)");
   EXPECT_EQ(error_of<msg::Phase>(R"({"type": "phase", "global_phase": 0, "peers": [7]})"),
             "'phase' message: field 'peers[0]' is 7; expected an object");

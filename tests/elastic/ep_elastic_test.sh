@@ -146,6 +146,35 @@ print("detection times (ms):", times)
 assert len(times) == 3 and all(t < 10000 for t in times), times
 PY
   ;;
+same-host-deaths)  # two launches on this host: a death in either reaches the other's ranks at once
+  # Ranks of one host reach each other through shared memory, whose endpoints report no
+  # peer's death (UCX 1.13); each launch's hyrun tells only its own ranks. Both directions:
+  # a later launch's rank killed (plan a), a first launch's rank killed (plan b). With
+  # --timeout-ms 20000, a survivor that only times out reports about 20000 ms.
+  for case in 'a [[0,1],[0,1,2,3],[0,1,-2,3],[0,1,3]] 2' 'b [[0,1],[0,1,2,3],[0,-1,2,3],[0,2,3]] 1'; do
+    read -r name plan_json dead <<<"$case"
+    plan=$WORK/plan-$name.json; echo "$plan_json" >"$plan"
+    : >"$log"
+    timeout -k 5 120 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "${small[@]}" >>"$log" 2>&1 &
+    root=$!
+    wait_port || fail "plan $name: no join server"
+    wait_end_phase 0 || fail "plan $name: no end of phase 0"
+    timeout -k 5 120 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 --port "$port" \
+      "${small[@]}" >>"$log" 2>&1; later_rc=$?
+    wait "$root"; RC=$?
+    cp "$log" "$WORK/log-$name"
+    [ "$later_rc" = 0 ] && [ "$RC" = 0 ] && pass "plan $name: both launches succeeded" \
+      || fail "plan $name: the launches exited $RC and $later_rc"
+    OUT=$log; ERR=$log
+    verdict "$plan" && pass "plan $name: CloudAI's verdict: successful" || { fail "plan $name: CloudAI's verdict"; show_output; }
+    python3 - "$log" "$dead" <<'PY' && pass "plan $name: every survivor of both launches detected rank $dead's death without waiting for its timeout" || fail "plan $name: a death waited for --timeout-ms"
+import re, sys
+times = [float(t) for t in re.findall(rf"detected failed ranks \[{sys.argv[2]}\] in ([0-9.]+) ms", open(sys.argv[1]).read())]
+print("detection times (ms):", times)
+assert len(times) == 3 and all(t < 10000 for t in times), times
+PY
+  done
+  ;;
 wrong-token)  # a launch with another token is refused and logged; the run ends naming the missing ranks
   plan=$WORK/plan.json; echo '[[0,1],[0,1,2,3]]' >"$plan"
   timeout -k 5 60 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "${small[@]}" --timeout-ms 3000 >"$log" 2>&1 &

@@ -89,7 +89,7 @@ class MessageChecks : public ::testing::Test {
       : a_(contract_of(0, 3), root_options), b_(contract_of(1, 3), {}), c_(contract_of(2, 3), {}) {}
 
   void connect_all() {
-    const std::vector<bootstrap::Peer> table{{0, address_of(a_)}, {0, address_of(b_)}, {0, address_of(c_)}};
+    const std::vector<bootstrap::Peer> table{{0, address_of(a_), {}}, {0, address_of(b_), {}}, {0, address_of(c_), {}}};
     for (Communicator* comm : {&a_, &b_, &c_}) comm->connect_endpoints(table);
   }
   // `from` sends `sealed` under tag `t` to rank 0, as it is (eager: completes without rank 0).
@@ -99,7 +99,7 @@ class MessageChecks : public ::testing::Test {
   // A join of `rank` carrying `address`, sealed by `from` for rank 0, sent to it on `ep`.
   void send_join(Communicator& from, const ucx::Endpoint& ep, int rank, const std::vector<std::byte>& address) {
     const auto t = tag::make(tag::Kind::kJoin, rank, 0);
-    const auto sealed = from.seal(t, auth::process_id(address_of(a_)), bootstrap::encode({rank, 0, address}));
+    const auto sealed = from.seal(t, auth::process_id(address_of(a_)), bootstrap::encode({rank, 0, address, {}}));
     from.wait(from.start_send(-1, ep.get(), t, sealed, "a test join"), "a test join");
   }
 
@@ -111,7 +111,7 @@ class MessageChecks : public ::testing::Test {
 // by another process than the one it names"; "a join already admitted" is refused when replayed.
 TEST_F(MessageChecks, AJoinIsAdmittedOnceAndOnlyFromTheProcessItNames) {
   JoinAdmission admission(a_);
-  const ucx::Endpoint b_to_a = b_.connect({0, address_of(a_)}), c_to_a = c_.connect({0, address_of(a_)});
+  const ucx::Endpoint b_to_a = b_.connect({0, address_of(a_), {}}), c_to_a = c_.connect({0, address_of(a_), {}});
   send_join(b_, b_to_a, 1, address_of(c_));  // sealed by B, naming C's process
   send_join(b_, b_to_a, 1, address_of(b_));
   send_join(b_, b_to_a, 1, address_of(b_));  // the same join again: a replay
@@ -283,7 +283,7 @@ TEST(MessageChecksTable, AnAddressTableOverItsLimitIsRefusedUnread) {
   std::thread member_side([&] { bootstrap::start_member(joining); });
   JoinAdmission admission(root);
   const auto join = admission.next("the test's join", root.deadline());
-  root.connect_endpoints({{0, address_of(root)}, {0, join.address}});
+  root.connect_endpoints({{0, address_of(root), {}}, {0, join.address, {}}});
   const auto t = tag::make(tag::Kind::kTable, 0, 0);
   const std::vector<std::byte> huge(bootstrap::max_table_bytes(2) + 1, std::byte{0});
   const auto sealed_huge = root.seal(t, root.id_of(1), huge);

@@ -54,7 +54,7 @@ void start_root(Communicator& comm, JoinAdmission& admission) {
   publish(*contract.publish_fd, format_publish_line(to_hex(own)));
 
   std::vector<Peer> peers(contract.world_size);
-  peers[0] = {contract.node_rank, own};
+  peers[0] = {contract.node_rank, own, ProcessIdentity::own()};
   const auto until = comm.deadline();
   const auto starting = start_ranks(contract);
   int joined = 1;
@@ -71,7 +71,7 @@ void start_root(Communicator& comm, JoinAdmission& admission) {
       // Two processes with the job's token claim one rank: hyrun never starts two.
       throw Error(fmt::format("rank 0: two processes with this job's token joined as rank {}", join.rank));
     }
-    peers[join.rank] = {join.node, std::move(join.address)};
+    peers[join.rank] = {join.node, std::move(join.address), join.process};
     ++joined;
   }
   comm.connect_endpoints(std::move(peers));
@@ -99,9 +99,10 @@ void start_member(Communicator& comm) {
   // This endpoint stays the rank's endpoint to rank 0. UCX pairs rank 0's endpoint to
   // this rank with it (one connection per pair of workers), so closing it and opening
   // another would cancel rank 0's rendezvous sends to this rank ("Request canceled").
-  ucx::Endpoint root = comm.connect({0, root_address});
+  ucx::Endpoint root = comm.connect({0, root_address, {}});
   const auto join_tag = tag::make(tag::Kind::kJoin, contract.rank, 0);
-  const auto join = comm.seal(join_tag, root_id, encode({contract.rank, contract.node_rank, own}));
+  const auto join =
+      comm.seal(join_tag, root_id, encode({contract.rank, contract.node_rank, own, ProcessIdentity::own()}));
   comm.wait(comm.start_send(-1, root.get(), join_tag, join, "joining rank 0"), "joining rank 0");
   std::vector<Peer> peers;
   comm.recv_authentic(tag::make(tag::Kind::kTable, 0, 0), tag::kFullMask, max_table_bytes(contract.world_size),
@@ -129,12 +130,12 @@ std::vector<World::Rejoin> admit_rejoins(Communicator& comm, JoinAdmission& admi
   ucp_worker_progress(comm.worker());
   while (auto join = admission.poll()) {
     const int joined = join->rank;
-    comm.replace_peer(joined, join->address, join->node);
+    comm.replace_peer(joined, join->address, join->node, join->process);
     const auto t = tag::make(tag::Kind::kTable, 0, 0);
     const auto sealed = comm.seal(t, comm.id_of(joined), encode_table(comm.table()));
     const auto what = fmt::format("the address table for restarted rank {}", joined);
     comm.wait(comm.start_send(joined, comm.endpoint_to(joined), t, sealed, what), what, joined);
-    admitted.push_back({joined, comm.table()[joined].address, comm.table()[joined].node});
+    admitted.push_back({joined, comm.table()[joined].address, comm.table()[joined].node, join->process.encode()});
   }
   return admitted;
 }

@@ -55,6 +55,14 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
+ProcessIdentity decode_process(const std::vector<std::byte>& bytes, const char* what) {
+  try {
+    return ProcessIdentity::decode(bytes);
+  } catch (const Error& e) {
+    throw Error(fmt::format("malformed {} message: {}", what, e.what()));
+  }
+}
+
 }  // namespace
 
 std::vector<std::byte> encode(const JoinRequest& join) {
@@ -62,6 +70,7 @@ std::vector<std::byte> encode(const JoinRequest& join) {
   w.u32(static_cast<uint32_t>(join.rank));
   w.u32(static_cast<uint32_t>(join.node));
   w.blob(join.address);
+  w.blob(join.process.encode());
   return w.take();
 }
 
@@ -73,6 +82,7 @@ JoinRequest decode_join(std::span<const std::byte> bytes) {
   join.rank = static_cast<int>(r.u32());
   join.node = static_cast<int>(r.u32());
   join.address = r.blob();
+  join.process = decode_process(r.blob(), "join");
   r.expect_end();
   if (join.address.empty()) throw Error("malformed join message: empty worker address");
   return join;
@@ -84,6 +94,7 @@ std::vector<std::byte> encode_table(const std::vector<Peer>& peers) {
   for (const auto& p : peers) {
     w.u32(static_cast<uint32_t>(p.node));
     w.blob(p.address);
+    w.blob(p.process.encode());
   }
   return w.take();
 }
@@ -99,6 +110,7 @@ std::vector<Peer> decode_table(std::span<const std::byte> bytes) {
     if (p.address.size() > kMaxAddressBytes)
       throw Error(fmt::format("malformed address table message: an address of {} bytes, at most {}", p.address.size(),
                               kMaxAddressBytes));
+    p.process = decode_process(r.blob(), "address table");
   }
   r.expect_end();
   return peers;

@@ -1,8 +1,9 @@
 #pragma once
 // The two bootstrap messages and their byte encoding (little-endian host order:
 // every rank of a job runs the same build on the same architecture).
-//   join  (rank -> rank 0): rank, node, worker address
-//   table (rank 0 -> rank): the node and worker address of every rank, by rank
+//   join  (rank -> rank 0): rank, node, worker address, process identity
+//   table (rank 0 -> rank): the node, worker address and process identity of every rank,
+//                           by rank
 // Both travel sealed (message_auth.hpp): the job token never goes over the wire, and a
 // decoder only ever sees bytes that a holder of the token sent.
 #include <cstddef>
@@ -10,26 +11,30 @@
 #include <span>
 #include <vector>
 
+#include "process_identity.hpp"
+
 namespace hyrun::bootstrap {
 
 /// Largest UCX worker address accepted (a worker with many devices has a few KiB).
 inline constexpr std::size_t kMaxAddressBytes = std::size_t{16} * 1024;
-/// Largest encoded join: rank, node, address.
-inline constexpr std::size_t kMaxJoinBytes = 3 * sizeof(uint32_t) + kMaxAddressBytes;
+/// Largest encoded join: rank, node, address, process identity.
+inline constexpr std::size_t kMaxJoinBytes = 4 * sizeof(uint32_t) + kMaxAddressBytes + ProcessIdentity::kBytes;
 /// Largest encoded table of `ranks` entries.
 constexpr std::size_t max_table_bytes(std::size_t ranks) {
-  return sizeof(uint32_t) + ranks * (2 * sizeof(uint32_t) + kMaxAddressBytes);
+  return sizeof(uint32_t) + ranks * (3 * sizeof(uint32_t) + kMaxAddressBytes + ProcessIdentity::kBytes);
 }
 
 struct JoinRequest {
   int rank = 0;
   int node = 0;  ///< HYRUN node rank of the joining process
   std::vector<std::byte> address;
+  ProcessIdentity process;  ///< for ranks of its host to watch
 };
 
 struct Peer {
   int node = 0;
   std::vector<std::byte> address;
+  ProcessIdentity process;  ///< unknown for a rank without a process yet
   bool operator==(const Peer&) const = default;
 };
 

@@ -258,6 +258,8 @@ std::string Communicator::check_source(int source, const auth::Envelope& envelop
 
 void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint to_root) {
   table_ = std::move(peers);
+  if (notices_)
+    for (std::size_t r = 0; r < table_.size(); ++r) notices_->watch(static_cast<int>(r), table_[r].process);
   ids_.clear();
   for (const auto& p : table_) ids_.push_back(p.address.empty() ? 0 : auth::process_id(p.address));
   failed_.assign(table_.size(), 0);
@@ -297,10 +299,14 @@ ucp_ep_h Communicator::endpoint_to(int peer) {
   return ep.get();
 }
 
-void Communicator::replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node) {
+void Communicator::replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node,
+                                const ProcessIdentity& process) {
   endpoints_[peer].close(std::chrono::milliseconds(200), is_failed(peer) && peer_mode(table_[peer].node));
-  if (notices_) notices_->forget(peer);  // before the new endpoint: no older notice can mark it
-  const bootstrap::Peer replacement{node.value_or(table_[peer].node), {address.begin(), address.end()}};
+  if (notices_) {
+    notices_->forget(peer);  // before the new endpoint: no older notice can mark it
+    notices_->watch(peer, process);
+  }
+  const bootstrap::Peer replacement{node.value_or(table_[peer].node), {address.begin(), address.end()}, process};
   endpoints_[peer] = connect(replacement);
   if (ids_[peer] != 0) retired_ids_.insert(ids_[peer]);
   table_[peer] = replacement;

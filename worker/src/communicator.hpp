@@ -60,8 +60,10 @@ class Communicator {
   void connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint to_root = {});
   /// The endpoint to `peer`, connected on first use; nullptr when unreachable.
   ucp_ep_h endpoint_to(int peer);
-  /// `peer`'s process was replaced by the one at `address` (on `node`, default: as before).
-  void replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node = std::nullopt);
+  /// `peer`'s process was replaced by `process`, at `address` (on `node`, default: as
+  /// before); a process of this host is watched (DeathNotices::watch).
+  void replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node = std::nullopt,
+                    const ProcessIdentity& process = {});
 
   /// Seals `payload` for the process `destination` under tag `t`.
   std::vector<std::byte> seal(ucp_tag_t t, auth::ProcessId destination, std::span<const std::byte> payload,

@@ -7,6 +7,7 @@
 #include "hyrun/ucx/worker.hpp"
 #include "join_admission.hpp"
 #include "launcher_hello.hpp"
+#include "process_identity.hpp"
 #include "worker_log.hpp"
 
 namespace hyrun {
@@ -94,10 +95,17 @@ std::vector<World::Rejoin> World::accept_rejoins() {
   return bootstrap::admit_rejoins(impl_->comm, impl_->admission);
 }
 
-void World::replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node) {
+void World::replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node,
+                         std::span<const std::byte> process) {
   if (peer < 0 || peer >= size() || peer == rank())
     throw Error(fmt::format("replace_peer: {} is not another rank of the world of {}", peer, size()));
-  impl_->comm.replace_peer(peer, address, node);
+  ProcessIdentity identity;
+  try {
+    identity = ProcessIdentity::decode(process);
+  } catch (const Error& e) {
+    throw Error(fmt::format("replace_peer: rank {}'s process: {}", peer, e.what()));
+  }
+  impl_->comm.replace_peer(peer, address, node, identity);
 }
 
 std::vector<int> World::failed_peers() const {

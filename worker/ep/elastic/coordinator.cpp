@@ -45,7 +45,8 @@ int Coordinator::run() {
                to_hex(loop_.buffer().local_descriptor()),
                true,
                node_name(),
-               world_.local_rank()};
+               world_.local_rank(),
+               ""};  // rank 0 is never replaced: its peers watch it from the address table
   for (int r = 1; r < world_.size(); ++r) {
     if (!schedule_.used(r) || !schedule_.started_at_launch(r)) {
       ranks_[r].alive = false;
@@ -141,6 +142,7 @@ void Coordinator::admit_new_processes(const GlobalPhase& g, std::size_t gi) {
       m.incarnation = ++admissions_[*it];  // peers attach a process once per admission
       m.address = to_hex(found->second.address);
       m.world_node = found->second.node;
+      m.process = to_hex(found->second.process);
       m.descriptor = reg.descriptor;
       m.alive = true;
       early_.erase(found);
@@ -174,7 +176,7 @@ void Coordinator::run_phase(const GlobalPhase& g, std::size_t gi, Clock::time_po
   msg::Phase announcement{gi, {}};
   for (int r : ranks_where(g.active))
     announcement.peers.push_back(
-        {r, ranks_[r].incarnation, ranks_[r].address, ranks_[r].world_node, ranks_[r].descriptor});
+        {r, ranks_[r].incarnation, ranks_[r].address, ranks_[r].world_node, ranks_[r].descriptor, ranks_[r].process});
   std::vector<int> leaving;  // told to leave: they wait for Free
   for (int r = 1; r < world_.size(); ++r) {
     if (!(g.active[r] || g.departs[r]) || !ranks_[r].alive) continue;

@@ -47,6 +47,7 @@ class Coordinator {
     bool alive = true;
     std::string node;  // from the rank's last result
     int local_rank = 0;
+    std::string process;  // hex World::Rejoin::process: ranks of its host watch it
   };
 
   void open_join_server();

@@ -124,7 +124,8 @@ void to_json(json& j, const Phase& m) {
                      {"incarnation", p.incarnation},
                      {"address", p.address},
                      {"world_node", p.world_node},
-                     {"descriptor", p.descriptor}});
+                     {"descriptor", p.descriptor},
+                     {"process", p.process}});
   j = {{"global_phase", m.global_phase}, {"peers", std::move(peers)}};
 }
 
@@ -134,7 +135,7 @@ void from_json(const json& j, Phase& m) {
   m.peers.clear();
   for (const Fields& p : f.objects("peers"))
     m.peers.push_back({p.rank("rank"), p.integer("incarnation"), p.string("address"), p.integer("world_node"),
-                       p.string("descriptor")});
+                       p.string("descriptor"), p.string("process")});
 }
 
 void to_json(json& j, const Failed& m) {

@@ -50,6 +50,7 @@ struct Peer {
   std::string address;     ///< hex World address of a restarted process; empty for a first one
   int world_node = 0;      ///< that process's World node (its launch's), for World::replace_peer
   std::string descriptor;  ///< hex region descriptor
+  std::string process;     ///< hex World::Rejoin::process of a restarted process (may be empty)
 };
 
 /// A phase begins: every active rank of it (a rank that leaves now waits for Free and exits).

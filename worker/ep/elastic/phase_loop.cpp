@@ -66,7 +66,9 @@ void PhaseLoop::enter(const GlobalPhase& g, std::size_t gi, const std::vector<ms
     if (p.rank == me_ || attached_[p.rank] == p.incarnation) continue;
     // A restarted peer is a new process at a new address (rank 0's World already
     // switched to it when it admitted the rank).
-    if (p.incarnation > 0 && me_ != 0) world_.replace_peer(p.rank, from_hex(p.address, "a peer address"), p.world_node);
+    if (p.incarnation > 0 && me_ != 0)
+      world_.replace_peer(p.rank, from_hex(p.address, "a peer address"), p.world_node,
+                          from_hex(p.process, "a peer's process identity"));
     buffer_->attach_peer(p.rank, from_hex(p.descriptor, "a peer's region descriptor"));
     attached_[p.rank] = p.incarnation;
   }

@@ -127,6 +127,10 @@ class World {
     int rank;
     std::vector<std::byte> address;
     int node;  ///< the node it joined from (HYRUN_NODE_RANK of its launch)
+    /// Who the process is (opaque; empty when unknown): pass it on to replace_peer, so
+    /// that ranks of its host watch it (its death is then known at once, whichever hyrun
+    /// started it).
+    std::vector<std::byte> process;
   };
   /// Rank 0 only, non-blocking: admits every restarted rank whose join has arrived
   /// (token checked), replaces its endpoint, sends it the current address table, and
@@ -136,7 +140,9 @@ class World {
   /// `address`; clears the peer's failed mark. `node`: the new process's node, when it may
   /// differ from the old one's (a rank brought by another launch). Both ends of a pair must
   /// agree on it: it decides whether their endpoints use UCX's peer error handling.
-  void replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node = std::nullopt);
+  /// `process`: the Rejoin's, when known. Throws Error on a malformed `process`.
+  void replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node = std::nullopt,
+                    std::span<const std::byte> process = {});
   /// Ranks whose endpoint reported a failure or that hyrun reported dead (only with
   /// peer_error_handling), ascending.
   std::vector<int> failed_peers() const;
