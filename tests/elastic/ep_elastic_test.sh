@@ -174,6 +174,28 @@ print("detection times (ms):", times)
 assert len(times) == 3 and all(t < 10000 for t in times), times
 PY
   done
+  # A later launch that dies whole (its ep-elastic SIGKILLed: its ranks go with it) ends
+  # the first at once, naming a dead rank, not after --timeout-ms (600 s here: past this
+  # test's own limit) and --bootstrap-timeout.
+  plan=$WORK/plan-c.json; echo '[[0,1],[0,1,2,3],[0,1,2,3]]' >"$plan"
+  long=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --num-experts-per-rank 2 --warmup 2 --iters 20000 --timeout-ms 600000)
+  : >"$log"
+  timeout -k 5 100 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "${long[@]}" >>"$log" 2>&1 &
+  root=$!
+  wait_port || fail "plan c: no join server"
+  wait_end_phase 0 || fail "plan c: no end of phase 0"
+  timeout -k 5 100 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 --port "$port" \
+    "${long[@]}" >"$WORK/later-c.log" 2>&1 &
+  for _ in $(seq 600); do grep -q "global_rank=2, local_rank=[0-9]* -> start phase 1" "$WORK/later-c.log" && break; sleep 0.05; done
+  later=$(pgrep -f "ep-elastic.*--tcp-server.*$port")
+  [ -n "$later" ] && kill -KILL "$later" && pass "plan c: the later launch's ep-elastic was killed in phase 1" \
+    || fail "plan c: no later launch to kill"
+  wait "$root"; RC=$?
+  cp "$log" "$WORK/log-c"
+  [ "$RC" != 0 ] && [ "$RC" != 124 ] && pass "plan c: the first launch failed by itself (exit $RC)" \
+    || fail "plan c: the first launch exited $RC"
+  grep -Eq "rank [23] failed \(its process ended\)" "$log" \
+    && pass "plan c: the first launch names a rank of the dead launch" || { fail "plan c: no dead rank named"; show_output; }
   ;;
 wrong-token)  # a launch with another token is refused and logged; the run ends naming the missing ranks
   plan=$WORK/plan.json; echo '[[0,1],[0,1,2,3]]' >"$plan"

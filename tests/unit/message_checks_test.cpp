@@ -247,7 +247,7 @@ TEST_F(MessageChecksShortTimeout, AMessageThatNeverComesIsATimeoutNamingIt) {
     a_.recv(1, kUserTag);
     FAIL() << "a message that was never sent was received";
   } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 0: a message from rank 1 (tag 7) did not arrive within 300 ms"),
+    EXPECT_NE(std::string(e.what()).find("rank 0: a message from rank 1 (tag 0x7) did not arrive within 300 ms"),
               std::string::npos)
         << e.what();
   }

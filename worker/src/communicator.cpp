@@ -115,8 +115,11 @@ ucx::Endpoint Communicator::connect(const bootstrap::Peer& peer) {
 /// A peer this rank needs has failed. Programs without peer error handling do not expect
 /// it: give hyrun the time to stop this rank for the peer's failure before failing alone.
 void Communicator::peer_died(int peer, const std::string& what) {
-  const std::string message =
-      fmt::format("rank {}: {}: rank {} failed (its endpoint reported an error)", contract_.rank, what, peer);
+  // Which of the two ways the death was learnt: the endpoint's error, or the end of the
+  // process (told by hyrun, or watched on this host).
+  const bool by_endpoint = failed_[static_cast<std::size_t>(peer)] != 0;
+  const std::string message = fmt::format("rank {}: {}: rank {} failed ({})", contract_.rank, what, peer,
+                                          by_endpoint ? "its endpoint reported an error" : "its process ended");
   if (!options_.peer_error_handling) {
     worker_log().info("{}; waiting up to {} s to be stopped for it", message, kPeerFailureSettle.count());
     const auto until = Clock::now() + std::min<std::chrono::milliseconds>(timeout_, kPeerFailureSettle);
@@ -369,14 +372,14 @@ std::vector<std::byte> Communicator::recv(int peer, uint32_t user_tag) {
     auto& queue = self_messages_[user_tag];
     if (queue.empty())
       throw Error(
-          fmt::format("recv: rank {} waits for a message from itself (tag {}) that it never sent", peer, user_tag));
+          fmt::format("recv: rank {} waits for a message from itself (tag {:#x}) that it never sent", peer, user_tag));
     auto message = std::move(queue.front());
     queue.pop_front();
     return message;
   }
   auto [payload, envelope] = recv_authentic(
       tag::make(tag::Kind::kPointToPoint, peer, user_tag), tag::kFullMask, options_.max_message_bytes,
-      fmt::format("a message from rank {} (tag {})", peer, user_tag), deadline(), peer,
+      fmt::format("a message from rank {} (tag {:#x})", peer, user_tag), deadline(), peer,
       [&](const auth::Envelope& e, std::vector<std::byte>&) -> std::string {
         if (auto why = check_source(peer, e); !why.empty()) return why;
         const auto it = received_sequence_.find({peer, user_tag});
