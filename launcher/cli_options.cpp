@@ -1,12 +1,15 @@
 #include "hyrun/launcher/cli_options.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/version.hpp"
@@ -47,6 +50,22 @@ CLI::Validator seconds_between(double min, double max) {
       "", "SECONDS");
 }
 
+// A duration in seconds from `min` to `max` (its help names the range), shown as S with its
+// default: every time limit of the command line reads and checks the same way.
+CLI::Option* add_seconds_option(CLI::App& app, const std::string& name, double& seconds, const std::string& help,
+                                double min, double max) {
+  return app.add_option(name, seconds, help)->check(seconds_between(min, max))->option_text("S")->capture_default_str();
+}
+
+// One word of `choices`, shown as "a|b|c" with its default: the words checked are the words shown.
+CLI::Option* add_choice_option(CLI::App& app, const std::string& name, std::string& choice, const std::string& help,
+                               const std::vector<std::string>& choices) {
+  return app.add_option(name, choice, help)
+      ->check(CLI::IsMember(choices))
+      ->option_text(fmt::format("{}", fmt::join(choices, "|")))
+      ->capture_default_str();
+}
+
 constexpr const char* kUsage = "hyrun -n N [options] -- program [args...]";
 
 }  // namespace
@@ -61,35 +80,24 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
                   "number of ranks this hyrun starts (per node under a PMIx server); mpirun's -np N works too")
       ->option_text("N")
       ->check(CLI::Range(1, 1 << 20));
-  app_.add_option("--mode", mode_name_,
-                  "auto: hybrid mode under a PMIx server, local mode without one; local: ignore any PMIx server; "
-                  "pmix: require a PMIx server")
-      ->check(CLI::IsMember({"auto", "local", "pmix"}))
-      ->option_text("auto|local|pmix")
-      ->capture_default_str();
-  app_.add_option("--bootstrap", bootstrap_name_,
-                  "ucx: rank 0 publishes its UCX address and the others join it (programs using the hyrun worker "
-                  "library); none: just start the program")
-      ->check(CLI::IsMember({"ucx", "none"}))
-      ->option_text("ucx|none")
-      ->capture_default_str();
-  app_.add_option("--bootstrap-timeout", bootstrap_timeout_s_,
-                  "seconds to wait for rank 0's address and for joins (0.001 to 86400)")
-      ->check(seconds_between(0.001, 86400))
-      ->option_text("S")
-      ->capture_default_str();
-  app_.add_option("--grace-period", grace_period_s_,
-                  "seconds between forwarding SIGTERM/SIGINT/SIGHUP (or stopping after a failure) and SIGKILL "
-                  "(0 to 86400)")
-      ->check(seconds_between(0, 86400))
-      ->option_text("S")
-      ->capture_default_str();
-  app_.add_option("--node-timeout", node_timeout_s_,
-                  "seconds another node's hyrun may stay silent before it is taken for lost (off the network, or "
-                  "stopped); a closed link is a loss at once (0.1 to 86400)")
-      ->check(seconds_between(0.1, 86400))
-      ->option_text("S")
-      ->capture_default_str();
+  add_choice_option(app_, "--mode", mode_name_,
+                    "auto: hybrid mode under a PMIx server, local mode without one; local: ignore any PMIx server; "
+                    "pmix: require a PMIx server",
+                    {"auto", "local", "pmix"});
+  add_choice_option(app_, "--bootstrap", bootstrap_name_,
+                    "ucx: rank 0 publishes its UCX address and the others join it (programs using the hyrun worker "
+                    "library); none: just start the program",
+                    {"ucx", "none"});
+  add_seconds_option(app_, "--bootstrap-timeout", bootstrap_timeout_s_,
+                     "seconds to wait for rank 0's address and for joins (0.001 to 86400)", 0.001, 86400);
+  add_seconds_option(app_, "--grace-period", grace_period_s_,
+                     "seconds between forwarding SIGTERM/SIGINT/SIGHUP (or stopping after a failure) and SIGKILL "
+                     "(0 to 86400)",
+                     0, 86400);
+  add_seconds_option(app_, "--node-timeout", node_timeout_s_,
+                     "seconds another node's hyrun may stay silent before it is taken for lost (off the network, or "
+                     "stopped); a closed link is a loss at once (0.1 to 86400)",
+                     0.1, 86400);
   app_.add_flag("-l,--label,--tag-output", options_.label, "prefix every output line with the rank (\"3: ...\")");
   app_.add_flag("--timestamp-output", options_.timestamp_output,
                 "prefix every output line with the UTC time hyrun forwarded it (\"2026-01-02T03:04:05.678Z ...\")");
@@ -119,13 +127,11 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
                 "compute the binding plan (see --report-bindings), start nothing, exit 0");
   app_.add_flag("--timings", options_.timings,
                 "when the job ends, print when each step of this node's launch was done (ms from its start)");
-  app_.add_option("--mps", mps_name_,
-                  "auto: when ranks of this hyrun share a GPU and no MPS daemon runs, start a private one for the "
-                  "job (else they take turns on the GPU); on: always, and fail if it cannot; off: never (a warning "
-                  "when ranks share a GPU without one)")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->option_text("auto|on|off")
-      ->capture_default_str();
+  add_choice_option(app_, "--mps", mps_name_,
+                    "auto: when ranks of this hyrun share a GPU and no MPS daemon runs, start a private one for the "
+                    "job (else they take turns on the GPU); on: always, and fail if it cannot; off: never (a warning "
+                    "when ranks share a GPU without one)",
+                    {"auto", "on", "off"});
   binding::add_binding_options(app_, options_.binding);
   app_.add_option("--log-level", options_.log_level, "trace, debug, info, warn, error, critical or off")
       ->option_text("LEVEL")

@@ -41,6 +41,15 @@ probe_lines() { printf '%s\n' "$RUN_OUT" | grep '^pmix-probe rank=' | sort -t= -
 # Distinct values of field $1 (rank, host, node, ...) over the probe lines.
 probe_distinct() { probe_lines | grep -o " $1=[^ ]*" | sort -u | wc -l; }
 
+# Runs the pmix-probe job "$@" (bounded by $1 seconds) and fails unless its launcher, $3,
+# exited 0 and the job printed $2 probe lines (one per process).
+run_probe_job() {
+  local limit=$1 lines=$2; shift 2
+  run_bounded "$limit" "$@"
+  [ "$RUN_RC" = 0 ] || fail "$1 exited $RUN_RC"
+  [ "$(probe_lines | wc -l)" = "$lines" ] || fail "expected $lines probe lines"
+}
+
 # PIDs whose executable is $1 (exact path: other builds' probes are not ours).
 pids_of_exe() {
   local want p; want=$(readlink -f "$1")

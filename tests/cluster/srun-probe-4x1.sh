@@ -2,9 +2,7 @@
 # srun --mpi=pmix -N4 --ntasks-per-node=1: 4 records exchanged across 4 nodes, every
 # hostname and node id distinct.
 . "$(dirname "$0")/cluster-env.sh"
-run_bounded 30 srun --mpi=pmix -N4 --ntasks-per-node=1 "$PMIX_PROBE" --expect-hosts 4
-[ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
-[ "$(probe_lines | wc -l)" = 4 ] || fail "expected 4 probe lines"
+run_probe_job 30 4 srun --mpi=pmix -N4 --ntasks-per-node=1 "$PMIX_PROBE" --expect-hosts 4
 [ "$(probe_distinct rank)" = 4 ] || fail "ranks not 0..3"
 [ "$(probe_distinct host)" = 4 ] || fail "hostnames not distinct"
 [ "$(probe_distinct node)" = 4 ] || fail "node ids not distinct"

@@ -2,6 +2,7 @@
 // become plain groups), for many random values; and that no line can contain a failure pattern.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <regex>
@@ -38,6 +39,17 @@ void expect_round_trip(const std::string& printed, double value) {
 void expect_no_failure_pattern(const std::string& line) {
   for (const auto& pattern : kFailurePatterns) EXPECT_EQ(line.find(pattern), std::string::npos) << line;
   EXPECT_EQ(line.find('\n'), std::string::npos) << "a log line must be one line: " << line;
+}
+
+// `line` matches `re`, whose groups are the rank and then `values` in order, each printed
+// close enough to read back; and it holds no failure pattern.
+void expect_line_round_trips(const std::string& line, const std::regex& re, int rank,
+                             const std::array<double, 4>& values) {
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(line, m, re)) << line;
+  EXPECT_EQ(std::stoi(m[1]), rank);
+  for (std::size_t i = 0; i < values.size(); ++i) expect_round_trip(m[i + 2], values[i]);
+  expect_no_failure_pattern(line);
 }
 
 class RandomValues {
@@ -81,15 +93,8 @@ TEST(LogLines, BandwidthLineMatchesCloudAiRegex) {
   for (int i = 0; i < 2000; ++i) {
     const int rank = rnd.rank();
     const BandwidthStats s{rnd.value(), rnd.value(), rnd.value(), rnd.value()};
-    const std::string line = bandwidth_line(rank, s);
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(line, m, kBandwidth)) << line;
-    EXPECT_EQ(std::stoi(m[1]), rank);
-    expect_round_trip(m[2], s.gbps);
-    expect_round_trip(m[3], s.avg_us);
-    expect_round_trip(m[4], s.min_us);
-    expect_round_trip(m[5], s.max_us);
-    expect_no_failure_pattern(line);
+    ASSERT_NO_FATAL_FAILURE(
+        expect_line_round_trips(bandwidth_line(rank, s), kBandwidth, rank, {s.gbps, s.avg_us, s.min_us, s.max_us}));
   }
 }
 
@@ -107,16 +112,10 @@ TEST(LogLines, SplitLineRoundTrips) {
     const int rank = rnd.rank();
     const SplitBandwidth s{rnd.value(), rnd.value(), rnd.value(), rnd.value()};
     const std::string line = split_bandwidth_line(rank, s);
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(line, m, kSplit)) << line;
-    EXPECT_EQ(std::stoi(m[1]), rank);
-    expect_round_trip(m[2], s.dispatch_gbps);
-    expect_round_trip(m[3], s.dispatch_avg_us);
-    expect_round_trip(m[4], s.combine_gbps);
-    expect_round_trip(m[5], s.combine_avg_us);
+    ASSERT_NO_FATAL_FAILURE(expect_line_round_trips(
+        line, kSplit, rank, {s.dispatch_gbps, s.dispatch_avg_us, s.combine_gbps, s.combine_avg_us}));
     // The split line must not be mistaken for the combined line CloudAI averages.
     EXPECT_FALSE(std::regex_search(line, kBandwidth)) << line;
-    expect_no_failure_pattern(line);
   }
 }
 

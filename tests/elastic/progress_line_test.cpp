@@ -13,57 +13,57 @@
 namespace hyrun::ep::report {
 namespace {
 
-std::string contents(std::FILE* f) {
-  std::fflush(f);
-  std::rewind(f);
-  std::string out;
-  for (int c; (c = std::fgetc(f)) != EOF;) out += static_cast<char>(c);
-  return out;
-}
+// Each test writes through a ProgressLine into a fresh temporary file (never a terminal)
+// and reads back what reached it.
+class ProgressLineFile : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(f_, nullptr); }
+  void TearDown() override {
+    if (f_ != nullptr) std::fclose(f_);
+  }
+  std::string contents() {
+    std::fflush(f_);
+    std::rewind(f_);
+    std::string out;
+    for (int c; (c = std::fgetc(f_)) != EOF;) out += static_cast<char>(c);
+    return out;
+  }
 
-TEST(ProgressLine, SilentWhenNotATerminal) {
-  std::FILE* f = std::tmpfile();
-  ASSERT_NE(f, nullptr);
+  std::FILE* f_ = std::tmpfile();
+};
+
+TEST_F(ProgressLineFile, SilentWhenNotATerminal) {
   {
-    ProgressLine progress(f);  // a regular file is not a terminal
+    ProgressLine progress(f_);  // a regular file is not a terminal
     EXPECT_FALSE(progress.enabled());
     progress.update(0, 4, "4 ranks joining");
     progress.clear();
   }
-  EXPECT_EQ(contents(f), "");
-  std::fclose(f);
+  EXPECT_EQ(contents(), "");
 }
 
-TEST(ProgressLine, RewritesOneLineOnATerminal) {
-  std::FILE* f = std::tmpfile();
-  ASSERT_NE(f, nullptr);
+TEST_F(ProgressLineFile, RewritesOneLineOnATerminal) {
   {
-    ProgressLine progress(f, ProgressLine::Mode::kInPlace);
+    ProgressLine progress(f_, ProgressLine::Mode::kInPlace);
     progress.update(0, 4);
     progress.update(1, 4, "4 ranks joining");
   }  // the destructor erases the line
-  EXPECT_EQ(contents(f), "\r\x1b[Kphase 1 of 4\r\x1b[Kphase 2 of 4: 4 ranks joining\r\x1b[K");
-  std::fclose(f);
+  EXPECT_EQ(contents(), "\r\x1b[Kphase 1 of 4\r\x1b[Kphase 2 of 4: 4 ranks joining\r\x1b[K");
 }
 
-TEST(ProgressLine, WholeLinesWhenHyrunsOutputIsATerminal) {
-  std::FILE* f = std::tmpfile();
-  ASSERT_NE(f, nullptr);
+TEST_F(ProgressLineFile, WholeLinesWhenHyrunsOutputIsATerminal) {
   {
-    ProgressLine progress(f, ProgressLine::Mode::kLines);
+    ProgressLine progress(f_, ProgressLine::Mode::kLines);
     progress.update(0, 2);
     progress.update(1, 2, "plan 1 of 1");
     progress.clear();
   }  // nothing to erase: hyrun forwarded whole lines
-  EXPECT_EQ(contents(f), "phase 1 of 2\nphase 2 of 2: plan 1 of 1\n");
-  std::fclose(f);
+  EXPECT_EQ(contents(), "phase 1 of 2\nphase 2 of 2: plan 1 of 1\n");
 }
 
-TEST(ProgressLine, DetectsHyrunsTerminalOnlyForStdout) {
+TEST_F(ProgressLineFile, DetectsHyrunsTerminalOnlyForStdout) {
   ::setenv("HYRUN_OUTPUT_TERMINAL", "1", 1);
-  std::FILE* f = std::tmpfile();
-  ASSERT_NE(f, nullptr);
-  EXPECT_EQ(ProgressLine(f).mode(), ProgressLine::Mode::kOff);  // a file of the rank's own
+  EXPECT_EQ(ProgressLine(f_).mode(), ProgressLine::Mode::kOff);  // a file of the rank's own
   if (::isatty(STDOUT_FILENO) != 1) {
     EXPECT_EQ(ProgressLine(stdout).mode(), ProgressLine::Mode::kLines);
   }
@@ -72,7 +72,6 @@ TEST(ProgressLine, DetectsHyrunsTerminalOnlyForStdout) {
     EXPECT_EQ(ProgressLine(stdout).mode(), ProgressLine::Mode::kOff);
   }
   ::unsetenv("HYRUN_OUTPUT_TERMINAL");
-  std::fclose(f);
 }
 
 }  // namespace

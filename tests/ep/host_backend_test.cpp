@@ -70,6 +70,25 @@ double calc_diff(const std::vector<double>& x, const std::vector<double>& y) {
   return 1 - 2 * xy / xx_yy;
 }
 
+// Every rank of a test over one in-process fabric: its backend, its dispatch outputs, and a
+// full batch of input tokens (drawn from `seed` in rank order).
+struct Ranks {
+  Ranks(const Shape& shape, std::chrono::milliseconds timeout, Format format, unsigned seed, bool random_x)
+      : s(shape), fabric(shape.max_ranks, region_bytes(shape)) {
+    std::mt19937 rng(seed);
+    for (int r = 0; r < s.max_ranks; ++r) {
+      be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), timeout));
+      out.emplace_back(s, format);
+      in.push_back(make_input(s, s.max_ranks, r, s.max_tokens, rng, random_x));
+    }
+  }
+  Shape s;
+  InProcessFabric fabric;
+  std::vector<std::unique_ptr<HostBackend>> be;
+  std::vector<DispatchBuffers> out;
+  std::vector<RankInput> in;
+};
+
 void poison_region_data(std::span<std::byte> region, const RegionLayout& l) {
   std::memset(region.data() + l.dispatch_data, 0xFF, l.dispatch_counts - l.dispatch_data);
   std::memset(region.data() + l.combine_data, 0xFF, l.dispatch_signals - l.combine_data);
@@ -240,18 +259,9 @@ INSTANTIATE_TEST_SUITE_P(
 // Exact check of the combine arithmetic: BF16 dispatch of random x with identity experts
 // gives out = bf16(sum_k w_k * x) computed in selection order.
 TEST(EpHostBackendExact, Bf16CombineIsExactWeightedSum) {
-  const Shape s{3, 20, 2048, 4, 2};
-  InProcessFabric fabric(3, region_bytes(s));
-  std::mt19937 rng(5);
-  std::vector<std::unique_ptr<HostBackend>> be;
-  std::vector<DispatchBuffers> out;
-  std::vector<RankInput> in;
+  Ranks ranks({3, 20, 2048, 4, 2}, 5000ms, Format::kBF16, 5, true);
+  auto& [s, fabric, be, out, in] = ranks;
   const Routing routing = Routing::all(3);
-  for (int r = 0; r < 3; ++r) {
-    be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), 5000ms));
-    out.emplace_back(s, Format::kBF16);
-    in.push_back(make_input(s, 3, r, 20, rng, true));
-  }
   for (int r = 0; r < 3; ++r) be[r]->dispatch_send(in[r].x.data(), in[r].topk_idx.data(), 20, routing, Format::kBF16);
   for (int r = 0; r < 3; ++r) be[r]->dispatch_recv(out[r].view());
   for (int r = 0; r < 3; ++r)
@@ -273,17 +283,8 @@ TEST(EpHostBackendExact, Bf16CombineIsExactWeightedSum) {
 // A rank that never sends is reported by rank at the deadline; the survivors mask it
 // and the next call succeeds (the elastic recovery path).
 TEST(EpHostBackendFaults, SilentRankIsReportedThenMasked) {
-  const Shape s{3, 8, 2048, 2, 1};
-  InProcessFabric fabric(3, region_bytes(s));
-  std::mt19937 rng(9);
-  std::vector<std::unique_ptr<HostBackend>> be;
-  std::vector<DispatchBuffers> out;
-  std::vector<RankInput> in;
-  for (int r = 0; r < 3; ++r) {
-    be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), 200ms));
-    out.emplace_back(s, Format::kFP8);
-    in.push_back(make_input(s, 3, r, 8, rng, false));
-  }
+  Ranks ranks({3, 8, 2048, 2, 1}, 200ms, Format::kFP8, 9, false);
+  auto& [s, fabric, be, out, in] = ranks;
   const Routing all = Routing::all(3);
   for (int r = 0; r < 2; ++r) be[r]->dispatch_send(in[r].x.data(), in[r].topk_idx.data(), 8, all, Format::kFP8);
   const auto t0 = std::chrono::steady_clock::now();
@@ -754,14 +755,31 @@ TEST(EpHostBackendElastic, KilledRankIsReportedAtOnceMaskedThenReplaced) {
 
 namespace {
 
-// Three host backends on `fabric`, rank 2 already dead. Their 10-minute timeout makes a
-// wait for the deadline fail the test (the binary's ctest TIMEOUT).
-std::vector<std::unique_ptr<HostBackend>> backends_with_rank_2_dead(const Shape& s, InProcessFabric& fabric) {
+// Three host backends on one fabric, rank 2 already dead, and rank 0's dispatch outputs.
+// Their 10-minute timeout makes a wait for the deadline fail the test (the binary's ctest
+// TIMEOUT).
+struct RankTwoDead {
+  RankTwoDead() {
+    for (int r = 0; r < 3; ++r)
+      be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), std::chrono::minutes(10)));
+    fabric.kill(2);
+  }
+  Shape s{3, 8, 2048, 2, 1};
+  InProcessFabric fabric{3, region_bytes(s)};
   std::vector<std::unique_ptr<HostBackend>> be;
-  for (int r = 0; r < 3; ++r)
-    be.push_back(std::make_unique<HostBackend>(s, fabric.transport(r), std::chrono::minutes(10)));
-  fabric.kill(2);
-  return be;
+  DispatchBuffers out{s, Format::kFP8};
+};
+
+// Rank 0's receive fails at once naming rank 2 alone, whatever the other live rank did.
+void expect_recv_blames_only_rank_2(RankTwoDead& job) {
+  try {
+    job.be[0]->dispatch_recv(job.out.view());
+    FAIL() << "expected PeerFailureError";
+  } catch (const PeerFailureError& e) {
+    EXPECT_EQ(e.ranks(), std::vector<int>{2}) << e.what();
+  } catch (const std::exception& e) {
+    FAIL() << "expected PeerFailureError naming rank 2, got: " << e.what();
+  }
 }
 
 }  // namespace
@@ -769,25 +787,17 @@ std::vector<std::unique_ptr<HostBackend>> backends_with_rank_2_dead(const Shape&
 // A send to a dead rank still signals the live ranks, so their wait names only the dead
 // rank, never the sender (dispatch side).
 TEST(EpHostBackendElastic, DispatchToDeadRankStillSignalsTheOthers) {
-  const Shape s{3, 8, 2048, 2, 1};
-  InProcessFabric fabric(3, region_bytes(s));
-  auto be = backends_with_rank_2_dead(s, fabric);
-  auto in = ep_elastic_test::make_input(s, 3, 0, 7, 0);
-  DispatchBuffers out(s, Format::kFP8);
+  RankTwoDead job;
+  const auto in = ep_elastic_test::make_input(job.s, 3, 0, 7, 0);
   for (int r = 0; r < 2; ++r) {
     try {
-      be[r]->dispatch_send(in.x.data(), in.topk_idx.data(), s.max_tokens, Routing::all(3), Format::kFP8);
+      job.be[r]->dispatch_send(in.x.data(), in.topk_idx.data(), job.s.max_tokens, Routing::all(3), Format::kFP8);
       FAIL() << "expected PeerFailureError";
     } catch (const PeerFailureError& e) {
       EXPECT_EQ(e.ranks(), std::vector<int>{2});
     }
   }
-  try {
-    be[0]->dispatch_recv(out.view());
-    FAIL() << "expected PeerFailureError";
-  } catch (const PeerFailureError& e) {
-    EXPECT_EQ(e.ranks(), std::vector<int>{2}) << e.what();
-  }
+  expect_recv_blames_only_rank_2(job);
 }
 
 // Two survivors may see one death an iteration apart: rank 1 saw rank 2 die after its
@@ -796,23 +806,14 @@ TEST(EpHostBackendElastic, DispatchToDeadRankStillSignalsTheOthers) {
 // dropped from the job): once rank 2 is known dead its wait ends at once and names only
 // rank 2.
 TEST(EpHostBackendElastic, ASurvivorThatLeftTheCallIsNotBlamed) {
-  const Shape s{3, 8, 2048, 2, 1};
-  InProcessFabric fabric(3, region_bytes(s));
-  auto be = backends_with_rank_2_dead(s, fabric);
-  auto in = ep_elastic_test::make_input(s, 3, 0, 11, 0);
-  DispatchBuffers out(s, Format::kFP8);
+  RankTwoDead job;
+  const auto in = ep_elastic_test::make_input(job.s, 3, 0, 11, 0);
   // Only rank 0 makes the call: rank 1 has left it (it is in the agreement, alive).
-  EXPECT_THROW(be[0]->dispatch_send(in.x.data(), in.topk_idx.data(), s.max_tokens, Routing::all(3), Format::kFP8),
-               PeerFailureError);
+  EXPECT_THROW(
+      job.be[0]->dispatch_send(in.x.data(), in.topk_idx.data(), job.s.max_tokens, Routing::all(3), Format::kFP8),
+      PeerFailureError);
   const auto before = Clock::now();
-  try {
-    be[0]->dispatch_recv(out.view());
-    FAIL() << "expected PeerFailureError";
-  } catch (const PeerFailureError& e) {
-    EXPECT_EQ(e.ranks(), std::vector<int>{2}) << e.what();
-  } catch (const std::exception& e) {
-    FAIL() << "expected PeerFailureError naming rank 2, got: " << e.what();
-  }
+  expect_recv_blames_only_rank_2(job);
   EXPECT_LT(Clock::now() - before, std::chrono::minutes(1));
-  EXPECT_FALSE(fabric.transport(0).known_failed(1));
+  EXPECT_FALSE(job.fabric.transport(0).known_failed(1));
 }

@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -45,32 +46,36 @@ uint16_t random_bf16(std::mt19937& g) {
   }
 }
 uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
+
+// `row(f) == shared(f)` for every float whose bits above the low `low_bits` take every
+// value and whose low bits take each of `lows`; a failure names the first float that differs.
+template <class Row, class Shared>
+void expect_equal_around_rounding_points(int low_bits, std::initializer_list<uint32_t> lows, Row row, Shared shared) {
+  uint64_t mismatches = 0;
+  uint32_t first = 0;
+  for (uint32_t hi = 0; hi < (1u << (32 - low_bits)); ++hi)
+    for (uint32_t low : lows) {
+      const uint32_t bits = hi << low_bits | low;
+      const float f = std::bit_cast<float>(bits);
+      if (row(f) != shared(f) && mismatches++ == 0) first = bits;
+    }
+  EXPECT_EQ(mismatches, 0u) << "first mismatch at float bits 0x" << std::hex << first;
+}
 }  // namespace
 
 TEST(EpHostRows, Fp8EncodeEqualsSharedEncodeAroundEveryRoundingPoint) {
   // Bits 11..31 exhaustively (sign, exponent, the kept mantissa bits, the rounding bit
   // and the upper sticky bits at every exponent), the low 11 bits at their edges.
-  const uint32_t lows[] = {0x000, 0x001, 0x3ff, 0x400, 0x7ff};
-  uint64_t mismatches = 0;
-  uint32_t first = 0;
-  for (uint32_t hi = 0; hi < (1u << 21); ++hi)
-    for (uint32_t low : lows) {
-      const float f = std::bit_cast<float>(hi << 11 | low);
-      if (fp8_e4m3_encode_branchless(f) != float_to_fp8_e4m3(f) && mismatches++ == 0) first = hi << 11 | low;
-    }
-  EXPECT_EQ(mismatches, 0u) << "first mismatch at float bits 0x" << std::hex << first;
+  expect_equal_around_rounding_points(
+      11, {0x000, 0x001, 0x3ff, 0x400, 0x7ff}, [](float f) { return fp8_e4m3_encode_branchless(f); },
+      [](float f) { return float_to_fp8_e4m3(f); });
 }
 
 TEST(EpHostRows, Bf16RoundEqualsSharedRoundAroundEveryRoundingPoint) {
-  const uint32_t lows[] = {0x000, 0x001, 0x7ff, 0x800, 0x801, 0xfff};
-  uint64_t mismatches = 0;
-  uint32_t first = 0;
-  for (uint32_t hi = 0; hi < (1u << 20); ++hi)
-    for (uint32_t low : lows) {
-      const float f = std::bit_cast<float>(hi << 12 | low);
-      if (bf16_round_branchless(f) != float_to_bf16(f) && mismatches++ == 0) first = hi << 12 | low;
-    }
-  EXPECT_EQ(mismatches, 0u) << "first mismatch at float bits 0x" << std::hex << first;
+  // Bits 12..31 exhaustively, the low 12 bits (those rounded away) at their edges.
+  expect_equal_around_rounding_points(
+      12, {0x000, 0x001, 0x7ff, 0x800, 0x801, 0xfff}, [](float f) { return bf16_round_branchless(f); },
+      [](float f) { return float_to_bf16(f); });
 }
 
 TEST(EpHostRows, QuantizeEveryBf16InputEqualsSharedQuantize) {

@@ -4,6 +4,7 @@
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
+#include "sample_rank_environment.hpp"
 
 namespace hyrun {
 namespace {
@@ -26,13 +27,7 @@ class ScopedEnvironment {
 };
 
 RankEnvironment sample() {
-  RankEnvironment e;
-  e.rank = 5;
-  e.world_size = 8;
-  e.local_rank = 1;
-  e.local_world_size = 4;
-  e.node_rank = 1;
-  e.num_nodes = 2;
+  RankEnvironment e = test_support::sample_rank_environment();
   e.job_token = make_job_token();
   e.root_address_hex = "00ff10";
   e.bootstrap_timeout_ms = 1234;
@@ -79,27 +74,23 @@ TEST(EnvContract, OutsideHyrunSaysSo) {
 }
 
 TEST(EnvContract, RejectsMalformedAndInconsistentValues) {
-  auto vars = sample().to_variables();
-  for (auto& [k, v] : vars)
-    if (k == env::kWorldSize) v = "eight";
-  {
+  struct Bad {
+    const char* name;
+    const char* value;
+    const char* error;  // part of the UsageError's text
+  };
+  for (const Bad& bad : {Bad{env::kWorldSize, "eight", "HYRUN_WORLD_SIZE='eight' is not valid"},
+                         Bad{env::kRank, "8", "outside the world"}}) {
+    auto vars = sample().to_variables();
+    for (auto& [k, v] : vars)
+      if (k == bad.name) v = bad.value;
     ScopedEnvironment scoped(vars);
     try {
       RankEnvironment::from_environment();
-      FAIL();
+      FAIL() << bad.name << "=" << bad.value;
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("HYRUN_WORLD_SIZE='eight' is not valid"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad.error), std::string::npos) << e.what();
     }
-  }
-  vars = sample().to_variables();
-  for (auto& [k, v] : vars)
-    if (k == env::kRank) v = "8";
-  ScopedEnvironment scoped(vars);
-  try {
-    RankEnvironment::from_environment();
-    FAIL();
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("outside the world"), std::string::npos) << e.what();
   }
 }
 

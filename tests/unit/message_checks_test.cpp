@@ -32,6 +32,8 @@ namespace {
 using namespace std::chrono_literals;
 constexpr const char* kToken = "0123456789abcdef0123456789abcdef";
 constexpr uint32_t kUserTag = 7;
+// The tag of rank 1's point-to-point messages on kUserTag, as a forger seals them.
+constexpr ucp_tag_t kRank1UserTag = tag::make(tag::Kind::kPointToPoint, 1, kUserTag);
 
 std::vector<std::byte> bytes_of(const std::string& s) {
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
@@ -103,6 +105,17 @@ class MessageChecks : public ::testing::Test {
     from.wait(from.start_send(-1, ep.get(), t, sealed, "a test join"), "a test join");
   }
 
+  // B sends `text` the genuine way on kUserTag, and A takes it (past anything refused before it).
+  void expect_delivered(const std::string& text) {
+    b_.send(0, bytes_of(text), kUserTag);
+    EXPECT_EQ(text_of(a_.recv(1, kUserTag)), text);
+  }
+  // A refused `n` point-to-point messages claiming rank 1, each for `reason`.
+  void expect_refused_from_rank_1(int n, const std::string& reason) {
+    EXPECT_EQ(log_.count("refused a point-to-point message claiming rank 1"), n) << log_.all();
+    EXPECT_EQ(log_.count(reason), n) << log_.all();
+  }
+
   WorkerLog log_;
   Communicator a_, b_, c_;
 };
@@ -134,37 +147,30 @@ TEST_F(MessageChecks, AJoinIsAdmittedOnceAndOnlyFromTheProcessItNames) {
 // sealed for another process, or under another tag, is refused (a replay to elsewhere).
 TEST_F(MessageChecks, AMessageSealedForAnotherProcessOrTagIsRefused) {
   connect_all();
-  const auto t = tag::make(tag::Kind::kPointToPoint, 1, kUserTag);
-  send_raw(b_, t, b_.seal(t, auth::process_id(address_of(c_)), bytes_of("for rank 2"), 1));
-  send_raw(b_, t, b_.seal(tag::make(tag::Kind::kPointToPoint, 1, kUserTag + 1), a_.id_of(0), bytes_of("tag 8"), 1));
-  b_.send(0, bytes_of("genuine"), kUserTag);
-  EXPECT_EQ(text_of(a_.recv(1, kUserTag)), "genuine");
-  EXPECT_EQ(log_.count("refused a point-to-point message claiming rank 1"), 2) << log_.all();
-  EXPECT_EQ(log_.count("sealed for another tag or process (a replay)"), 2) << log_.all();
+  send_raw(b_, kRank1UserTag, b_.seal(kRank1UserTag, auth::process_id(address_of(c_)), bytes_of("for rank 2"), 1));
+  send_raw(b_, kRank1UserTag,
+           b_.seal(tag::make(tag::Kind::kPointToPoint, 1, kUserTag + 1), a_.id_of(0), bytes_of("tag 8"), 1));
+  expect_delivered("genuine");
+  expect_refused_from_rank_1(2, "sealed for another tag or process (a replay)");
 }
 
 // "it comes from the process this rank knows as the claimed rank": rank 2, which holds the
 // token, cannot pass a message off as rank 1's.
 TEST_F(MessageChecks, AMessageFromAnotherProcessThanTheClaimedRankIsRefused) {
   connect_all();
-  const auto t = tag::make(tag::Kind::kPointToPoint, 1, kUserTag);
-  send_raw(c_, t, c_.seal(t, a_.id_of(0), bytes_of("forged"), 1));
-  b_.send(0, bytes_of("genuine"), kUserTag);
-  EXPECT_EQ(text_of(a_.recv(1, kUserTag)), "genuine");
-  EXPECT_EQ(log_.count("refused a point-to-point message claiming rank 1"), 1) << log_.all();
-  EXPECT_EQ(log_.count("sent by a process that is not that rank"), 1) << log_.all();
+  send_raw(c_, kRank1UserTag, c_.seal(kRank1UserTag, a_.id_of(0), bytes_of("forged"), 1));
+  expect_delivered("genuine");
+  expect_refused_from_rank_1(1, "sent by a process that is not that rank");
 }
 
 // "for point-to-point messages, its number is above the last one taken from that process on
 // that tag (a replay is refused)".
 TEST_F(MessageChecks, APointToPointMessageReplayedIsRefused) {
   connect_all();
-  const auto t = tag::make(tag::Kind::kPointToPoint, 1, kUserTag);
-  b_.send(0, bytes_of("first"), kUserTag);
-  EXPECT_EQ(text_of(a_.recv(1, kUserTag)), "first");
-  send_raw(b_, t, b_.seal(t, a_.id_of(0), bytes_of("first"), 1));  // the very bytes of the first
-  b_.send(0, bytes_of("second"), kUserTag);
-  EXPECT_EQ(text_of(a_.recv(1, kUserTag)), "second");
+  expect_delivered("first");
+  // The very bytes of the first, again.
+  send_raw(b_, kRank1UserTag, b_.seal(kRank1UserTag, a_.id_of(0), bytes_of("first"), 1));
+  expect_delivered("second");
   EXPECT_EQ(log_.count("message number 1 was already received (a replay)"), 1) << log_.all();
 }
 
@@ -195,10 +201,9 @@ TEST_F(MessageChecks, ACollectiveContributionReplayedIsNeverTaken) {
 // at most 100 lines, and the rank goes on waiting for the real message.
 TEST_F(MessageChecks, TheFirstHundredRefusalsAreWarningsAndLaterOnesAreNot) {
   connect_all();
-  const auto t = tag::make(tag::Kind::kPointToPoint, 1, kUserTag);
   // From a thread of its own: so many messages fill the way to rank 0 until it takes some.
   std::thread flood([&] {
-    for (int i = 0; i < 150; ++i) send_raw(b_, t, bytes_of("unsealed " + std::to_string(i)));
+    for (int i = 0; i < 150; ++i) send_raw(b_, kRank1UserTag, bytes_of("unsealed " + std::to_string(i)));
     b_.send(0, bytes_of("genuine"), kUserTag);
   });
   EXPECT_EQ(text_of(a_.recv(1, kUserTag)), "genuine");
@@ -224,8 +229,7 @@ class MessageChecksSmallLimit : public MessageChecks {
 
 TEST_F(MessageChecksSmallLimit, AMessageOverTheLimitIsRefusedUnread) {
   connect_all();
-  const auto t = tag::make(tag::Kind::kPointToPoint, 1, kUserTag);
-  send_raw(b_, t, b_.seal(t, a_.id_of(0), std::vector<std::byte>(101, std::byte{'x'}), 1));
+  send_raw(b_, kRank1UserTag, b_.seal(kRank1UserTag, a_.id_of(0), std::vector<std::byte>(101, std::byte{'x'}), 1));
   b_.send(0, std::vector<std::byte>(100, std::byte{'y'}), kUserTag);
   EXPECT_EQ(text_of(a_.recv(1, kUserTag)), std::string(100, 'y'));
   EXPECT_EQ(log_.count(fmt::format("claiming rank 1 ({} bytes): larger than the 100 bytes allowed, not read",

@@ -68,6 +68,16 @@ struct Pair {
     node.emplace(NodeLink::connect("127.0.0.1", root.port(), 1, "n1", node_token, kLimit));
     node->on_loss([this](const NodeLink::Loss& l) { return node_loss = Loss{l.host, l.why}, false; });
   }
+  // Runs both ends' loops for `d` (the hello, then heartbeats) and lets neither stop early.
+  void run_both_for(std::chrono::milliseconds d) {
+    pump(
+        {&root, &*node}, [] { return false; }, d);
+  }
+  // The node's hyrun dies (the kernel closes its socket); true once the root saw a loss.
+  bool drop_node_until_root_loses_it() {
+    node.reset();
+    return pump({&root}, [&] { return root_loss.has_value(); });
+  }
 };
 
 TEST(NodeLink, LinkedNodesStayQuietWhileTheyHeartbeat) {
@@ -78,14 +88,17 @@ TEST(NodeLink, LinkedNodesStayQuietWhileTheyHeartbeat) {
   EXPECT_FALSE(pair.node_loss) << pair.node_loss->why;
 }
 
-TEST(NodeLink, ANodeThatClosesWithoutByeIsLostByName) {
-  Pair pair;
-  pump(
-      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
-  pair.node.reset();  // its hyrun died: the kernel closes the socket
-  ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
+// The node of `pair` dies: the root loses it by name, as a closed connection.
+void expect_dead_node_lost_as_closed(Pair& pair) {
+  ASSERT_TRUE(pair.drop_node_until_root_loses_it());
   EXPECT_EQ(pair.root_loss->host, "n2");
   EXPECT_EQ(pair.root_loss->why, "connection closed");
+}
+
+TEST(NodeLink, ANodeThatClosesWithoutByeIsLostByName) {
+  Pair pair;
+  pair.run_both_for(std::chrono::milliseconds(300));
+  expect_dead_node_lost_as_closed(pair);
 }
 
 TEST(NodeLink, ANodeThatDiesWithHeartbeatsUnreadIsLostAsClosed) {
@@ -93,19 +106,14 @@ TEST(NodeLink, ANodeThatDiesWithHeartbeatsUnreadIsLostAsClosed) {
   // of closing it (hybrid.ep-bench-node-lost once read "connection lost: Connection reset by
   // peer"). The loss reads the same either way.
   Pair pair;
-  pump(
-      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  pair.run_both_for(std::chrono::milliseconds(300));
   std::this_thread::sleep_for(3 * NodeLink::heartbeat_for(kLimit));  // the root beats; the node reads nothing
-  pair.node.reset();
-  ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
-  EXPECT_EQ(pair.root_loss->host, "n2");
-  EXPECT_EQ(pair.root_loss->why, "connection closed");
+  expect_dead_node_lost_as_closed(pair);
 }
 
 TEST(NodeLink, ANodeThatSaysByeIsNotLostAndTheRootStopsWaiting) {
   Pair pair;
-  pump(
-      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  pair.run_both_for(std::chrono::milliseconds(300));
   pair.node->say_bye();
   pair.node.reset();
   SignalEvents signals{SIGUSR2};
@@ -127,15 +135,13 @@ TEST(NodeLink, ABusyNodeIsNotLost) {
   // The node's loop does not run for three silence limits (starting many ranks, a flood of
   // output): its heartbeats go out from their own thread, and the root hears them (issue 20).
   Pair pair;
-  pump(
-      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  pair.run_both_for(std::chrono::milliseconds(300));
   const auto end = Clock::now() + 3 * kLimit;
   pump(
       {&pair.root}, [&] { return pair.root_loss.has_value() || Clock::now() >= end; }, 4 * kLimit);
   EXPECT_FALSE(pair.root_loss) << pair.root_loss->why;
   // And the busy node, back in its loop, has lost nothing either: the root beat all along.
-  pump(
-      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(100));
+  pair.run_both_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(pair.node_loss) << pair.node_loss->why;
 }
 
@@ -370,8 +376,7 @@ std::string hello_for(int task) {
 TEST(NodeLink, AReplayedHelloIsRefusedAndTheLinkedNodeKeepsItsLink) {
   CapturedLog log;
   Pair pair;
-  pump(
-      {&pair.root, &*pair.node}, [] { return false; }, std::chrono::milliseconds(300));
+  pair.run_both_for(std::chrono::milliseconds(300));
   const UniqueFd replay = connect_raw(pair.root.port());
   const std::string hello = hello_for(1);
   ASSERT_EQ(::send(replay.get(), hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
@@ -383,8 +388,8 @@ TEST(NodeLink, AReplayedHelloIsRefusedAndTheLinkedNodeKeepsItsLink) {
   }));
   EXPECT_FALSE(pair.root_loss) << pair.root_loss->why;
   EXPECT_FALSE(pair.node_loss) << pair.node_loss->why;
-  pair.node.reset();  // the genuine node is still the one linked: its end is seen by name
-  ASSERT_TRUE(pump({&pair.root}, [&] { return pair.root_loss.has_value(); }));
+  // The genuine node is still the one linked: its end is seen by name.
+  ASSERT_TRUE(pair.drop_node_until_root_loses_it());
   EXPECT_EQ(pair.root_loss->host, "n2");
 }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "sample_rank_environment.hpp"
+
 namespace hyrun {
 namespace {
 
@@ -45,13 +47,7 @@ namespace hyrun {
 namespace {
 
 TEST(RankEnvironment, TorchrunVariablesDescribeTheRankAndUserSetDefaultsWin) {
-  RankEnvironment c;
-  c.rank = 5;
-  c.world_size = 8;
-  c.local_rank = 1;
-  c.local_world_size = 4;
-  c.node_rank = 1;
-  c.num_nodes = 2;
+  RankEnvironment c = test_support::sample_rank_environment();  // rank 5 of 8, local 1 of 4, node 1 of 2
   c.incarnation = 2;
   c.job_token = "t";
   c.master_addr = "10.0.0.1";

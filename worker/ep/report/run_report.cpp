@@ -13,9 +13,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
+#include <utility>
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/unique_fd.hpp"
@@ -30,28 +32,30 @@ using nlohmann::json;
 
 json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
+// Each of `fields` of `measured`, or null for every one when it is absent: a sample has the
+// same keys whether or not its phase measured anything.
+template <class T>
+void put_or_null(json& j, const std::optional<T>& measured,
+                 std::initializer_list<std::pair<const char*, double T::*>> fields) {
+  for (const auto& [key, member] : fields) j[key] = measured ? json((*measured).*member) : json(nullptr);
+}
+
 json sample_json(const PhaseSample& s) {
   json j;
   j["rank"] = s.rank;
   j["node"] = s.node;
   j["local_rank"] = s.local_rank;
   j["state"] = std::string(to_string(s.state));
-  if (s.bandwidth) {
-    j["gbps"] = s.bandwidth->gbps;
-    j["avg_us"] = s.bandwidth->avg_us;
-    j["min_us"] = s.bandwidth->min_us;
-    j["max_us"] = s.bandwidth->max_us;
-  } else {
-    j["gbps"] = j["avg_us"] = j["min_us"] = j["max_us"] = nullptr;
-  }
-  if (s.split) {
-    j["dispatch_gbps"] = s.split->dispatch_gbps;
-    j["dispatch_avg_us"] = s.split->dispatch_avg_us;
-    j["combine_gbps"] = s.split->combine_gbps;
-    j["combine_avg_us"] = s.split->combine_avg_us;
-  } else {
-    j["dispatch_gbps"] = j["dispatch_avg_us"] = j["combine_gbps"] = j["combine_avg_us"] = nullptr;
-  }
+  put_or_null(j, s.bandwidth,
+              {{"gbps", &BandwidthStats::gbps},
+               {"avg_us", &BandwidthStats::avg_us},
+               {"min_us", &BandwidthStats::min_us},
+               {"max_us", &BandwidthStats::max_us}});
+  put_or_null(j, s.split,
+              {{"dispatch_gbps", &SplitBandwidth::dispatch_gbps},
+               {"dispatch_avg_us", &SplitBandwidth::dispatch_avg_us},
+               {"combine_gbps", &SplitBandwidth::combine_gbps},
+               {"combine_avg_us", &SplitBandwidth::combine_avg_us}});
   j["join_ms"] = optional_number(s.join_ms);
   j["detect_ms"] = optional_number(s.detect_ms);
   j["detected_ranks"] = s.detected_ranks;

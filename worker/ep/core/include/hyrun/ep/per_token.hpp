@@ -32,40 +32,30 @@ inline constexpr int kScaleBlock = 128;
 inline constexpr std::size_t kMessageHeaderBytes = 16;
 
 // ---------------------------------------------------------------- bit helpers
-HYRUN_HD_INLINE uint32_t float_bits(float f) {
+// The primitives whose code differs between nvcc's device pass and the host, in one switch:
+//  * float_bits / bits_float: the bits of a float, and the float of given bits;
+//  * ep_mul: a*b rounded to nearest even, never fused with a following add;
+//  * ep_add: a+b rounded to nearest even, never fused with a preceding multiply.
 #if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
+HYRUN_HD_INLINE uint32_t float_bits(float f) { return __float_as_uint(f); }
+HYRUN_HD_INLINE float bits_float(uint32_t u) { return __uint_as_float(u); }
+HYRUN_HD_INLINE float ep_mul(float a, float b) { return __fmul_rn(a, b); }
+HYRUN_HD_INLINE float ep_add(float a, float b) { return __fadd_rn(a, b); }
 #else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
+/// The bits of `from` read as a `To` of the same size (std::bit_cast is C++20; nvcc builds
+/// this header as C++17).
+template <class To, class From>
+HYRUN_HD_INLINE To host_bit_cast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "host_bit_cast: sizes differ");
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
 }
-HYRUN_HD_INLINE float bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
+HYRUN_HD_INLINE uint32_t float_bits(float f) { return host_bit_cast<uint32_t>(f); }
+HYRUN_HD_INLINE float bits_float(uint32_t u) { return host_bit_cast<float>(u); }
+HYRUN_HD_INLINE float ep_mul(float a, float b) { return a * b; }
+HYRUN_HD_INLINE float ep_add(float a, float b) { return a + b; }
 #endif
-}
-/// a*b rounded to nearest even, never fused with a following add.
-HYRUN_HD_INLINE float ep_mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-/// a+b rounded to nearest even, never fused with a preceding multiply.
-HYRUN_HD_INLINE float ep_add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
 HYRUN_HD_INLINE float ep_abs(float a) { return bits_float(float_bits(a) & 0x7fffffffu); }
 /// max that ignores a NaN operand only when the other is a number (like fmaxf).
 HYRUN_HD_INLINE float ep_max(float a, float b) {
@@ -191,28 +181,24 @@ HYRUN_HD_INLINE std::size_t bf16_message_bytes(int hidden) {
   return kMessageHeaderBytes + static_cast<std::size_t>(hidden) * 2;
 }
 
+/// Writes the header of one (token, expert) selection's message into `msg`, its magic
+/// marking `format` (1 FP8, 2 BF16); returns where the payload starts.
+HYRUN_HD_INLINE uint8_t* write_message_header(void* msg, int32_t src_token, int32_t src_topk, int32_t src_rank,
+                                              int32_t format) {
+  *static_cast<MessageHeader*>(msg) = MessageHeader{src_token, src_topk, src_rank, kMessageMagic ^ format};
+  return static_cast<uint8_t*>(msg) + kMessageHeaderBytes;
+}
 /// Writes the FP8 message of one (token, expert) selection into `msg`
 /// (fp8_message_bytes(hidden) bytes, 16-byte aligned): header, payload, scales.
 HYRUN_HD_INLINE void pack_message_fp8(const uint16_t* x_row, int hidden, int32_t src_token, int32_t src_topk,
                                       int32_t src_rank, void* msg) {
-  auto* h = static_cast<MessageHeader*>(msg);
-  h->src_token = src_token;
-  h->src_topk = src_topk;
-  h->src_rank = src_rank;
-  h->magic = kMessageMagic ^ 1;
-  auto* q = static_cast<uint8_t*>(msg) + kMessageHeaderBytes;
-  auto* scales = reinterpret_cast<float*>(q + hidden);
-  cast_row_fp8(x_row, hidden, q, scales);
+  uint8_t* q = write_message_header(msg, src_token, src_topk, src_rank, 1);
+  cast_row_fp8(x_row, hidden, q, reinterpret_cast<float*>(q + hidden));
 }
 /// BF16 variant: header followed by the row unchanged.
 HYRUN_HD_INLINE void pack_message_bf16(const uint16_t* x_row, int hidden, int32_t src_token, int32_t src_topk,
                                        int32_t src_rank, void* msg) {
-  auto* h = static_cast<MessageHeader*>(msg);
-  h->src_token = src_token;
-  h->src_topk = src_topk;
-  h->src_rank = src_rank;
-  h->magic = kMessageMagic ^ 2;
-  auto* out = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(msg) + kMessageHeaderBytes);
+  auto* out = reinterpret_cast<uint16_t*>(write_message_header(msg, src_token, src_topk, src_rank, 2));
   for (int i = 0; i < hidden; ++i) out[i] = x_row[i];
 }
 
