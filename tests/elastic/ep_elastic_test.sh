@@ -26,6 +26,23 @@ wait_end_phase() {  # PHASE: CloudAI's wait, without its 1 s polling
 }
 verdict() { python3 "$cloudai" check "$WORK" 1 "$@"; }
 
+# two_launches NAME PLAN_JSON LATER_LOG ARGS...: the first launch (2 ranks, in the background:
+# $root) until the end of its phase 0, then the later one (2 ranks, in the background:
+# $later_pid), its output in LATER_LOG (node 0's log where it is $log).
+two_launches() {
+  local name=$1 plan_json=$2 later_log=$3
+  shift 3
+  plan=$WORK/plan-$name.json; echo "$plan_json" >"$plan"
+  : >"$log"
+  timeout -k 5 100 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "$@" >>"$log" 2>&1 &
+  root=$!
+  wait_port || fail "plan $name: no join server"
+  wait_end_phase 0 || fail "plan $name: no end of phase 0"
+  timeout -k 5 100 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 --port "$port" \
+    "$@" >>"$later_log" 2>&1 &
+  later_pid=$!
+}
+
 # staged PLAN [extra...]: CloudAI's single-node waves: the first launch, then one launch per
 # wave once node 0's log shows the end of the phase before it, appended to the same log.
 staged() {
@@ -153,14 +170,8 @@ same-host-deaths)  # two launches on this host: a death in either reaches the ot
   # --timeout-ms 20000, a survivor that only times out reports about 20000 ms.
   for case in 'a [[0,1],[0,1,2,3],[0,1,-2,3],[0,1,3]] 2' 'b [[0,1],[0,1,2,3],[0,-1,2,3],[0,2,3]] 1'; do
     read -r name plan_json dead <<<"$case"
-    plan=$WORK/plan-$name.json; echo "$plan_json" >"$plan"
-    : >"$log"
-    timeout -k 5 120 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "${small[@]}" >>"$log" 2>&1 &
-    root=$!
-    wait_port || fail "plan $name: no join server"
-    wait_end_phase 0 || fail "plan $name: no end of phase 0"
-    timeout -k 5 120 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 --port "$port" \
-      "${small[@]}" >>"$log" 2>&1; later_rc=$?
+    two_launches "$name" "$plan_json" "$log" "${small[@]}"
+    wait "$later_pid"; later_rc=$?
     wait "$root"; RC=$?
     cp "$log" "$WORK/log-$name"
     [ "$later_rc" = 0 ] && [ "$RC" = 0 ] && pass "plan $name: both launches succeeded" \
@@ -177,15 +188,8 @@ PY
   # A later launch that dies whole (its ep-elastic SIGKILLed: its ranks go with it) ends
   # the first at once, naming a dead rank, not after --timeout-ms (600 s here: past this
   # test's own limit) and --bootstrap-timeout.
-  plan=$WORK/plan-c.json; echo '[[0,1],[0,1,2,3],[0,1,2,3]]' >"$plan"
   long=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --num-experts-per-rank 2 --warmup 2 --iters 20000 --timeout-ms 600000)
-  : >"$log"
-  timeout -k 5 100 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "${long[@]}" >>"$log" 2>&1 &
-  root=$!
-  wait_port || fail "plan c: no join server"
-  wait_end_phase 0 || fail "plan c: no end of phase 0"
-  timeout -k 5 100 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 --port "$port" \
-    "${long[@]}" >"$WORK/later-c.log" 2>&1 &
+  two_launches c '[[0,1],[0,1,2,3],[0,1,2,3]]' "$WORK/later-c.log" "${long[@]}"
   for _ in $(seq 600); do grep -q "global_rank=2, local_rank=[0-9]* -> start phase 1" "$WORK/later-c.log" && break; sleep 0.05; done
   later=$(pgrep -f "ep-elastic.*--tcp-server.*$port")
   [ -n "$later" ] && kill -KILL "$later" && pass "plan c: the later launch's ep-elastic was killed in phase 1" \
