@@ -12,11 +12,16 @@
 namespace hyrun::ucx {
 namespace {
 
-// The contexts with a mapping kept until exit: few (one a rank), never removed.
-std::mutex kept_mutex;
-std::vector<ucp_context_h>& kept_contexts() {
-  static std::vector<ucp_context_h> contexts;
-  return contexts;
+// What was kept until exit: the mappings (held here, so that they stay reachable: kept, not
+// lost) and their contexts. Few (one a rank), never removed.
+struct Kept {
+  std::mutex mutex;
+  std::vector<ucp_context_h> contexts;
+  std::vector<ucp_mem_h> mappings;
+};
+Kept& kept() {
+  static Kept k;
+  return k;
 }
 
 }  // namespace
@@ -66,16 +71,16 @@ void MappedMemory::reset() noexcept {
 
 void MappedMemory::keep_until_exit() noexcept {
   if (memh_ == nullptr) return;
-  memh_ = nullptr;
-  const std::scoped_lock lock(kept_mutex);
-  auto& contexts = kept_contexts();
-  if (std::find(contexts.begin(), contexts.end(), context_) == contexts.end()) contexts.push_back(context_);
+  Kept& k = kept();
+  const std::scoped_lock lock(k.mutex);
+  k.mappings.push_back(std::exchange(memh_, nullptr));
+  if (std::find(k.contexts.begin(), k.contexts.end(), context_) == k.contexts.end()) k.contexts.push_back(context_);
 }
 
 bool MappedMemory::kept_until_exit(ucp_context_h context) noexcept {
-  const std::scoped_lock lock(kept_mutex);
-  const auto& contexts = kept_contexts();
-  return std::find(contexts.begin(), contexts.end(), context) != contexts.end();
+  Kept& k = kept();
+  const std::scoped_lock lock(k.mutex);
+  return std::find(k.contexts.begin(), k.contexts.end(), context) != k.contexts.end();
 }
 
 std::vector<std::byte> MappedMemory::pack_rkey(std::string_view who) const {
