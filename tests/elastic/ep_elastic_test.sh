@@ -217,6 +217,33 @@ wrong-token)  # a launch with another token is refused and logged; the run ends 
     || { fail "no error naming ranks 2, 3"; cat "$log"; }
   ! verdict >/dev/null && pass "CloudAI's verdict: failed" || fail "CloudAI's verdict passed a failed run"
   ;;
+later-launch-never-joins)  # a later launch whose ranks never join gives them back: a retry brings them
+  plan=$WORK/plan.json; echo '[[0,1],[0,1,2,3]]' >"$plan"
+  timeout -k 5 100 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "${small[@]}" --timeout-ms 60000 \
+    >"$log" 2>&1 &
+  root=$!
+  wait_port || fail "no join server"
+  wait_end_phase 0 || fail "no end of phase 0"
+  # The first try's ranks fail before they join (their program exits at once): it is given
+  # ranks 2 and 3, and ends.
+  printf '#!/bin/sh\nexit 3\n' >"$WORK/no-join"; chmod +x "$WORK/no-join"
+  HYRUN_EP_BENCH=$WORK/no-join run_job 60 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 \
+    --tcp-server 127.0.0.1 --port "$port" "${small[@]}"
+  [ "$RC" -ne 0 ] && pass "the first try failed (exit $RC)" || fail "the first try exited 0"
+  expect_stderr "rank [23] \(pid [0-9]+\) exited with code 3"
+  # The retry the timeout message invites, while rank 0 still waits: the same ranks.
+  run_job 60 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 --port "$port" \
+    "${small[@]}"
+  expect_rc 0
+  expect_stdout "global_rank=2, local_rank=[0-9]+ -> end phase 1"
+  expect_stdout "global_rank=3, local_rank=[0-9]+ -> end phase 1"
+  cat "$OUT" "$ERR" >>"$log"
+  wait "$root"; root_rc=$?
+  [ "$root_rc" = 0 ] && pass "the first launch succeeded" || { fail "the first launch exited $root_rc"; tail -20 "$log"; }
+  grep -q "join server: the launch on host .* ended before rank(s) 2, 3 joined; another launch may bring them" "$log" \
+    && pass "rank 0 said it took the ranks back" || fail "no line saying the ranks were taken back"
+  verdict >/dev/null && pass "CloudAI's verdict: passed" || fail "CloudAI's verdict failed ($(verdict))"
+  ;;
 late-step-never-comes)  # nobody brings the ranks of phase 1: the run ends within --timeout-ms, naming them
   plan=$WORK/plan.json; echo '[[0,1],[0,1,2]]' >"$plan"
   run_job 60 "$EP_ELASTIC" --plan "$plan" --num-processes 2 --port "$port" "${small[@]}" --timeout-ms 2000

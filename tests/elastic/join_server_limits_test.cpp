@@ -147,7 +147,7 @@ TEST(JoinClientRetry, ALaunchShedBeforeItsAnswerTriesAgain) {
   });
   join::Grant grant;
   try {
-    grant = join::request_ranks("127.0.0.1", ntohs(a.sin_port), "the-token", 1, "node-b", 10s);
+    grant = join::request_ranks("127.0.0.1", ntohs(a.sin_port), "the-token", 1, "node-b", 10s).grant;
   } catch (const Error& e) {
     ADD_FAILURE() << "the launch gave up after being shed once: " << e.what();
   }

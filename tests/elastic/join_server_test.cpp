@@ -43,6 +43,22 @@ TEST(JoinProtocol, AProofHoldsForItsTokenNonceCountAndHostOnly) {
   EXPECT_FALSE(join::proves({2, "node-c", r.proof}, "token", nonce));
 }
 
+TEST(JoinProtocol, AGreetingOfAnotherVersionIsNamedAndNothingElseOfIt) {
+  const std::string nonce(32, 'a');
+  EXPECT_EQ(join::parse_greeting(join::greeting(nonce).substr(0, 49)), nonce);
+  try {
+    (void)join::parse_greeting("hyrun-ep-join v1 " + nonce);
+    ADD_FAILURE() << "a v1 greeting was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the join server speaks v1 of the join protocol, this ep-elastic v2"),
+              std::string::npos)
+        << e.what();
+  }
+  for (const std::string& other :
+       std::vector<std::string>{"hyrun-ep-join v1\x1b[2J " + nonce, "hyrun-ep-join vv " + nonce, "SSH-2.0-x"})
+    EXPECT_FALSE(join::parse_greeting(other)) << other;
+}
+
 TEST(JoinProtocol, RequestsAreParsedStrictly) {
   const std::string good = join::format_request({4, "n1", std::string(64, 'a')});
   ASSERT_TRUE(join::parse_request(good.substr(0, good.size() - 1)));
@@ -76,6 +92,21 @@ TEST(RankPool, LaunchesOnOneHostGetLocalRanksNotInUse) {
   EXPECT_EQ(back.local_ranks, (std::vector<int>{5, 6}));
 }
 
+TEST(RankPool, RanksTakenAndNeverJoinedGoBackWhenTheirLaunchEnds) {
+  RankPool pool(2, 6, "a");
+  const auto launch = pool.take(3, "b");
+  ASSERT_EQ(launch.ranks, (std::vector<int>{2, 3, 4}));
+  pool.joined(3);
+  EXPECT_EQ(pool.give_back_pending(launch.ranks), (std::vector<int>{2, 4}));
+  EXPECT_EQ(pool.give_back_pending(launch.ranks), (std::vector<int>{})) << "given back once";
+  const auto next = pool.take(3, "b");
+  EXPECT_EQ(next.ranks, (std::vector<int>{2, 4, 5}));
+  EXPECT_EQ(next.local_ranks, (std::vector<int>{0, 2, 3})) << "rank 3 keeps its slot 1";
+  pool.release(5);  // left: taken again, it is pending again
+  EXPECT_EQ(pool.take(1, "b").ranks, (std::vector<int>{5}));
+  EXPECT_EQ(pool.give_back_pending({5}), (std::vector<int>{5}));
+}
+
 TEST(RankPool, RefusesMoreThanItHasAndTakesNothingThen) {
   RankPool pool(6, 8);
   pool.release(3);
@@ -107,22 +138,49 @@ UniqueFd open_idle(int port) {
 
 class JoinServerTest : public ::testing::Test {
  protected:
+  /// A launch that asks for `count` ranks and goes on running (its connection stays open).
+  join::Grant ask(int count, const std::string& host, std::chrono::milliseconds timeout) {
+    launches.push_back(join::request_ranks("127.0.0.1", server.port(), "the-token", count, host, timeout));
+    return launches.back().grant;
+  }
+
   RankPool pool{2, 6};
   JoinServer server{0, "the-token", join::Grant{{}, {}, 6, 2, 0, "00ff"}, "root-host", pool};
+  std::vector<join::Membership> launches;  // the launches that asked and still run
 };
 
 TEST_F(JoinServerTest, GrantsRanksToALaunchThatKnowsTheToken) {
-  const auto g = join::request_ranks("127.0.0.1", server.port(), "the-token", 2, "node-b", 5s);
+  const auto g = ask(2, "node-b", 5s);
   EXPECT_EQ(g.ranks, (std::vector<int>{2, 3}));
   EXPECT_EQ(g.local_ranks, (std::vector<int>{0, 1}));
   EXPECT_EQ(g.world_size, 6);
   EXPECT_EQ(g.launch_ranks, 2);
   EXPECT_EQ(g.node_rank, 1);
   EXPECT_EQ(g.root_address, "00ff");
-  const auto same_host = join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s);
+  const auto same_host = ask(1, "node-b", 5s);
   EXPECT_EQ(same_host.ranks, (std::vector<int>{4}));
   EXPECT_EQ(same_host.node_rank, 1) << "one node index per host";
-  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "root-host", 5s).node_rank, 0);
+  EXPECT_EQ(ask(1, "root-host", 5s).node_rank, 0);
+}
+
+// A launch that fails or is stopped before its ranks join the job gives them back (its
+// connection ends), so that the retry the timeout message invites can bring them.
+TEST_F(JoinServerTest, ALaunchThatEndsBeforeItsRanksJoinGivesThemBack) {
+  join::Membership failed = join::request_ranks("127.0.0.1", server.port(), "the-token", 2, "node-b", 5s);
+  ASSERT_EQ(failed.grant.ranks, (std::vector<int>{2, 3}));
+  failed.connection.reset();  // its ranks never started
+  const auto retry = ask(2, "node-b", 5s);
+  EXPECT_EQ(retry.ranks, (std::vector<int>{2, 3})) << "the ranks of the launch that ended";
+  EXPECT_EQ(retry.local_ranks, (std::vector<int>{0, 1})) << "and their binding slots";
+}
+
+TEST_F(JoinServerTest, ALaunchWhoseRanksJoinedKeepsThemWhenItsConnectionEnds) {
+  join::Membership launch = join::request_ranks("127.0.0.1", server.port(), "the-token", 2, "node-b", 5s);
+  ASSERT_EQ(launch.grant.ranks, (std::vector<int>{2, 3}));
+  pool.joined(2);  // rank 2's process joined; rank 3's never did
+  launch.connection.reset();
+  EXPECT_EQ(ask(1, "node-b", 5s).ranks, (std::vector<int>{3}));
+  EXPECT_EQ(ask(2, "node-b", 5s).ranks, (std::vector<int>{4, 5})) << "rank 2 stays with the job";
 }
 
 TEST_F(JoinServerTest, RefusesAWrongTokenAndGivesNothingAway) {
@@ -132,7 +190,7 @@ TEST_F(JoinServerTest, RefusesAWrongTokenAndGivesNothingAway) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("its proof does not match this job's token"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 2, "node-b", 5s).ranks,
+  EXPECT_EQ(ask(2, "node-b", 5s).ranks,
             (std::vector<int>{2, 3}));
 }
 
@@ -143,9 +201,9 @@ TEST_F(JoinServerTest, AProbeOrGarbageAssignsNothingAndTheServerGoesOn) {
   ASSERT_TRUE(greeting && join::parse_greeting(*greeting));
   join::write_all(fd, std::string(join::kMaxLine + 10, 'x'), "test");  // an overlong line
   ::close(fd);
-  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 4, "node-b", 5s).ranks,
+  EXPECT_EQ(ask(4, "node-b", 5s).ranks,
             (std::vector<int>{2, 3, 4, 5}));
-  EXPECT_THROW(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s), Error) << "none left";
+  EXPECT_THROW(ask(1, "node-b", 5s), Error) << "none left";
 }
 
 TEST_F(JoinServerTest, IdleConnectionsDoNotHoldALaunchBack) {
@@ -153,7 +211,7 @@ TEST_F(JoinServerTest, IdleConnectionsDoNotHoldALaunchBack) {
   // kept a real launch out for a minute.
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 20; ++i) idle.push_back(open_idle(server.port()));
-  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 2, "node-b", 2s).ranks,
+  EXPECT_EQ(ask(2, "node-b", 2s).ranks,
             (std::vector<int>{2, 3}));
 }
 
@@ -162,11 +220,11 @@ TEST_F(JoinServerTest, AFloodOfConnectionsLeavesALaunchAdmitted) {
   // launch that asks within a round trip still gets in, during the flood and after it.
   std::vector<UniqueFd> flood;
   for (int i = 0; i < 300; ++i) flood.push_back(open_idle(server.port()));
-  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s).ranks, (std::vector<int>{2}));
+  EXPECT_EQ(ask(1, "node-b", 5s).ranks, (std::vector<int>{2}));
   for (int i = 0; i < 100; ++i) flood.push_back(open_idle(server.port()));
-  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s).ranks, (std::vector<int>{3}));
+  EXPECT_EQ(ask(1, "node-b", 5s).ranks, (std::vector<int>{3}));
   flood.clear();
-  EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s).ranks, (std::vector<int>{4}));
+  EXPECT_EQ(ask(1, "node-b", 5s).ranks, (std::vector<int>{4}));
 }
 
 TEST_F(JoinServerTest, ATricklingConnectionEndsAtTheDeadlineFromItsAccept) {
@@ -242,7 +300,7 @@ TEST(JoinServerDescriptors, OutOfDescriptorsItShedsAWaitingConnectionAndNeverSpi
   ASSERT_EQ(::write(down[1], "g", 1), 1);
   EXPECT_GE(word(), 0) << "the child could not take its descriptors";
   // Shorter than the waiting connections' deadline: only shedding one of them makes room.
-  EXPECT_EQ(join::request_ranks("127.0.0.1", port, "the-token", 1, "node-b", 2s).ranks, (std::vector<int>{2}));
+  EXPECT_EQ(join::request_ranks("127.0.0.1", port, "the-token", 1, "node-b", 2s).grant.ranks, (std::vector<int>{2}));
   std::this_thread::sleep_for(JoinServer::kRequestDeadline + 500ms);  // the rest expired: nothing left to shed
   for (int i = 0; i < 4; ++i) idle.push_back(open_idle(port));        // in the backlog; accept4 gives EMFILE
   ASSERT_EQ(::write(down[1], "g", 1), 1);
@@ -280,7 +338,7 @@ TEST(JoinServerRefusals, NeitherLogNorReplyEchoesThePeerAndTheWarningsAreBounded
       replies.push_back(*reply);
     }
     // The server goes on: a real launch still joins.
-    EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s).ranks,
+    EXPECT_EQ(join::request_ranks("127.0.0.1", server.port(), "the-token", 1, "node-b", 5s).grant.ranks,
               (std::vector<int>{2}));
   }
   for (const auto& reply : replies) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -163,6 +164,26 @@ TEST(DeathNoticesWatch, AProcessOfAnotherHostIsNotWatched) {
   one.kill_and_reap();
   EXPECT_FALSE(notices.dead(1));
   EXPECT_FALSE(notices.dead(2));
+}
+
+// Out of descriptors, a process cannot be watched: that must never read as its death.
+TEST(DeathNoticesWatch, AProcessThatCannotBeWatchedIsNotTakenForDead) {
+  Channel channel;
+  DeathNotices notices(channel.rank.get(), 3, 0);
+  Child one;
+  const ProcessIdentity identity = one.identity();
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int lowest_free = ::dup(0);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(lowest_free);  // no new descriptor from here on
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  EXPECT_THROW((void)identity.watch(), SystemError);
+  notices.watch(1, identity);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_FALSE(notices.dead(1));
 }
 
 TEST(DeathNoticesWatch, ANewProcessOfTheRankIsNotMarkedByTheOldOnesEnd) {

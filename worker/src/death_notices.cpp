@@ -67,7 +67,15 @@ void DeathNotices::forget(int rank) {
 
 void DeathNotices::watch(int rank, const ProcessIdentity& process) {
   if (rank == own_rank_ || rank < 0 || rank >= world_size_ || !process.same_host(ProcessIdentity::own())) return;
-  UniqueFd pidfd = process.watch();
+  UniqueFd pidfd;
+  try {
+    pidfd = process.watch();
+  } catch (const SystemError& e) {
+    // Never a death that did not happen: unwatched, its death is found by the calls' timeouts.
+    if (!watch_failed_) worker_log().warn("rank {}: cannot watch rank {}'s process: {}", own_rank_, rank, e.what());
+    watch_failed_ = true;
+    return;
+  }
   std::lock_guard lock(mutex_);
   if (!pidfd) {
     worker_log().debug("rank {}: rank {}'s process {} has ended", own_rank_, rank, process.pid);

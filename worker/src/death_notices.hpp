@@ -70,6 +70,7 @@ class DeathNotices {
   UniqueFd changed_fd_;         // eventfd: wakes the reader to poll another set of watches
   std::vector<Watch> watches_;  // by rank; guarded by mutex_
   uint64_t generation_ = 0;
+  bool watch_failed_ = false;  // said once: later failures are alike
   std::unique_ptr<std::atomic<bool>[]> dead_;
   std::mutex mutex_;  // one reader at a time: the thread, or forget(); guards worker_
   ucp_worker_h worker_ = nullptr;

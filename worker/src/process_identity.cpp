@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -72,10 +73,15 @@ bool ProcessIdentity::same_host(const ProcessIdentity& other) const {
 
 UniqueFd ProcessIdentity::watch() const {
   UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)));
-  if (!fd) return {};  // ESRCH: gone (and reaped)
-  // Checked after the pidfd is open: it holds whatever process had the pid then, so a start
-  // time that differs now means that ours had ended before.
-  if (start_ticks_of(pid) != start_ticks) return {};
+  if (!fd) {
+    if (errno == ESRCH) return {};  // gone (and reaped)
+    throw SystemError(fmt::format("pidfd_open of process {}", pid), errno);  // e.g. EMFILE, ENOSYS
+  }
+  // Checked after the pidfd is open: it holds whatever process had the pid then, so another
+  // start time means that ours had ended before. Where /proc cannot say (0), the pidfd is
+  // kept: a watch of the wrong process misses a death, a wrong "ended" would invent one.
+  const uint64_t now = start_ticks_of(pid);
+  if (now != 0 && now != start_ticks) return {};
   return fd;
 }
 

@@ -34,7 +34,8 @@ struct ProcessIdentity {
   /// names the same process for the other.
   bool same_host(const ProcessIdentity& other) const;
   /// A pidfd that becomes readable when the process ends; an empty fd when it has ended
-  /// already (or its pid now names another process). Needs same_host(own()).
+  /// already (or its pid now names another process). Needs same_host(own()). Throws
+  /// SystemError when it cannot tell (no pidfd: out of descriptors, a kernel before 5.3).
   UniqueFd watch() const;
 
   /// kBytes bytes; none for an unknown identity.

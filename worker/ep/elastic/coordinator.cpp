@@ -130,7 +130,10 @@ void Coordinator::admit_new_processes(const GlobalPhase& g, std::size_t gi) {
   const auto deadline = Clock::now() + limit;
   while (!waiting.empty()) {
     // A launch may start a rank before its phase: its join is kept until then.
-    for (auto& rejoin : world_.accept_rejoins()) early_[rejoin.rank] = std::move(rejoin);
+    for (auto& rejoin : world_.accept_rejoins()) {
+      if (pool_) pool_->joined(rejoin.rank);  // its launch's end no longer gives the rank back
+      early_[rejoin.rank] = std::move(rejoin);
+    }
     for (auto it = waiting.begin(); it != waiting.end();) {
       const auto found = early_.find(*it);
       if (found == early_.end()) {

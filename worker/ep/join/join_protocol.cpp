@@ -25,10 +25,24 @@
 namespace hyrun::ep::elastic::join {
 namespace {
 
-constexpr std::string_view kGreeting = "hyrun-ep-join v1 ";
+constexpr std::string_view kVersion = "v2";
+constexpr std::string_view kGreeting = "hyrun-ep-join v2 ";
 
 bool is_hex(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+/// "vN" of the greeting of any version of the protocol (digits only: nothing else of a
+/// peer's line is ever repeated), or empty.
+std::string_view version_of(std::string_view line) {
+  constexpr std::string_view prefix = "hyrun-ep-join v";
+  if (!line.starts_with(prefix)) return {};
+  const auto digits = line.substr(prefix.size(), line.find(' ', prefix.size()) - prefix.size());
+  if (digits.empty() || digits.size() > 3 || !std::all_of(digits.begin(), digits.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      }))
+    return {};
+  return line.substr(prefix.size() - 1, digits.size() + 1);
 }
 
 /// A waiting client checks for a stop signal this often.
@@ -85,14 +99,20 @@ std::string new_nonce() { return hyrun::new_nonce("the join server's nonce"); }
 std::string greeting(const std::string& nonce) { return fmt::format("{}{}\n", kGreeting, nonce); }
 
 std::optional<std::string> parse_greeting(std::string_view line) {
-  if (!line.starts_with(kGreeting)) return std::nullopt;
+  if (!line.starts_with(kGreeting)) {
+    if (const auto version = version_of(line); !version.empty())
+      throw Error(fmt::format("the join server speaks {} of the join protocol, this ep-elastic {}: give every launch "
+                              "of a job the same build of ep-elastic",
+                              version, kVersion));
+    return std::nullopt;
+  }
   line.remove_prefix(kGreeting.size());
   if (line.size() != 32 || !is_hex(line)) return std::nullopt;
   return std::string(line);
 }
 
 std::string proof(const std::string& token, const std::string& nonce, int count, const std::string& host) {
-  return to_hex(hmac_sha256(token, fmt::format("hyrun-ep-join v1 {} {} {}", nonce, count, host)));
+  return to_hex(hmac_sha256(token, fmt::format("{}{} {} {}", kGreeting, nonce, count, host)));
 }
 
 std::string format_request(const Request& r) { return fmt::format("join {} {} {}\n", r.count, r.host, r.proof); }
@@ -198,7 +218,7 @@ void write_all(int fd, std::string_view text, const std::string& what) {
   }
 }
 
-Grant request_ranks(const std::string& server, int port, const std::string& token, int count, const std::string& host,
+Membership request_ranks(const std::string& server, int port, const std::string& token, int count, const std::string& host,
                     std::chrono::milliseconds timeout, const StopCheck& check_stop) {
   const auto deadline = Clock::now() + timeout;
   const std::string where = fmt::format("{}:{}", server, port);
@@ -230,7 +250,7 @@ Grant request_ranks(const std::string& server, int port, const std::string& toke
         Grant g = parse_reply(*reply, where);
         if (static_cast<int>(g.ranks.size()) != count)
           throw Error(fmt::format("{}: asked for {} ranks, got {}", what, count, g.ranks.size()));
-        return g;
+        return {std::move(g), std::move(s)};
       }
     }
     if (Clock::now() + kRetryPause > deadline)

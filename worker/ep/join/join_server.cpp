@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "hyrun/common/error.hpp"
@@ -21,6 +23,16 @@ namespace {
 constexpr std::chrono::milliseconds kAcceptRest{100};
 /// New connections taken per turn of the loop, so that those waiting are read in between.
 constexpr int kAcceptsPerTurn = 64;
+
+/// A launch's host that stops answering (powered off, cut off) ends its connection within
+/// about 25 s; the kernel answers keepalives however busy the host is.
+void keep_alive(int fd) {
+  const int on = 1, idle_s = 10, interval_s = 5, probes = 3;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+}
 
 std::string address_of(const sockaddr_storage& from) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -75,9 +87,19 @@ void JoinServer::serve() {
       it = drop(it);
     }
     fds.assign(1, pollfd{listen_.get(), static_cast<short>(now >= accept_again_ ? POLLIN : 0), 0});
+    for (const auto& g : granted_) fds.push_back({g.fd.get(), POLLIN, 0});
     for (const auto& w : waiting_) fds.push_back({w.fd.get(), POLLIN, 0});
     if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
     auto fd = fds.begin() + 1;
+    // Ended launches first: their ranks are free before any request read in this turn.
+    for (auto it = granted_.begin(); it != granted_.end(); ++fd) {
+      if (fd->revents == 0) {
+        ++it;
+        continue;
+      }
+      launch_ended(*it);
+      it = granted_.erase(it);
+    }
     for (auto it = waiting_.begin(); it != waiting_.end(); ++fd) {
       const bool done = fd->revents != 0 && read_from(*it);
       it = done ? drop(it) : std::next(it);
@@ -212,6 +234,22 @@ void JoinServer::answer(Waiting& w) {
     return;
   }
   spdlog::info("join server: host {} ({}) joins with rank(s) {}", request->host, w.peer, fmt::join(grant.ranks, ", "));
+  keep_alive(w.fd.get());
+  granted_.push_back({std::move(w.fd), w.peer, request->host, grant.ranks});
+}
+
+void JoinServer::launch_ended(const Granted& g) {
+  char byte;
+  const ssize_t got = ::recv(g.fd.get(), &byte, 1, MSG_DONTWAIT);
+  const std::string how = got > 0    ? "sent bytes after its grant"
+                          : got == 0 ? "ended"
+                                     : fmt::format("lost its connection ({})", std::strerror(errno));
+  const auto given = pool_.give_back_pending(g.ranks);
+  if (given.empty())
+    spdlog::debug("join server: the launch on host {} ({}) {}", g.host, g.peer, how);
+  else
+    spdlog::warn("join server: the launch on host {} ({}) {} before rank(s) {} joined; another launch may bring them",
+                 g.host, g.peer, how, fmt::join(given, ", "));
 }
 
 }  // namespace hyrun::ep::elastic

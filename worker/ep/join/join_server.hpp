@@ -8,6 +8,10 @@
 // for a request are capped per peer address and in all: a new connection always gets in,
 // and sheds the oldest waiting one of the peer that holds the most. A flood of idle or slow
 // connections therefore cannot keep a real launch, which asks within a round trip, out.
+//
+// A launch that was given ranks keeps its connection open while it runs; when it ends (or
+// its host stops answering TCP keepalives) before its ranks joined, they go back to the pool
+// for another launch. Such connections proved the token, and there is at most one per rank.
 #include <atomic>
 #include <chrono>
 #include <list>
@@ -50,6 +54,13 @@ class JoinServer {
     join::Clock::time_point deadline;
   };
   using WaitingList = std::list<Waiting>;  // oldest first
+  /// A launch given ranks, while it runs.
+  struct Granted {
+    UniqueFd fd;
+    std::string peer;
+    std::string host;
+    std::vector<int> ranks;
+  };
 
   void serve();
   void accept_new();
@@ -61,6 +72,9 @@ class JoinServer {
   /// Reads what `w` sent; true when it is done with (answered, closed, or failed).
   bool read_from(Waiting& w);
   void answer(Waiting& w);
+  /// `g`'s connection has news: the launch ended (or broke the protocol). Its ranks that
+  /// never joined go back to the pool.
+  void launch_ended(const Granted& g);
 
   UniqueFd listen_;
   int port_ = 0;
@@ -69,6 +83,7 @@ class JoinServer {
   RankPool& pool_;
   // The serve() thread's own state.
   WaitingList waiting_;
+  std::list<Granted> granted_;
   std::map<std::string, std::size_t> per_peer_;  // peer address -> connections in waiting_
   std::map<std::string, int> nodes_;             // host -> node index
   join::Clock::time_point accept_again_{};       // out of descriptors: accept rests until then

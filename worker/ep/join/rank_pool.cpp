@@ -36,6 +36,7 @@ Placement RankPool::take(int count, const std::string& host) {
     }
     while (busy.contains(slot)) ++slot;
     busy.insert(slot);
+    pending_.insert(rank);
     where_[rank] = {host, slot};
     placement.ranks.push_back(rank);
     placement.local_ranks.push_back(slot);
@@ -45,11 +46,32 @@ Placement RankPool::take(int count, const std::string& host) {
 
 void RankPool::release(int rank) {
   std::lock_guard lock(mutex_);
+  release_locked(rank);
+}
+
+void RankPool::release_locked(int rank) {
   released_.insert(rank);
+  pending_.erase(rank);
   if (const auto it = where_.find(rank); it != where_.end()) {
     busy_[it->second.first].erase(it->second.second);
     where_.erase(it);
   }
+}
+
+void RankPool::joined(int rank) {
+  std::lock_guard lock(mutex_);
+  pending_.erase(rank);
+}
+
+std::vector<int> RankPool::give_back_pending(const std::vector<int>& ranks) {
+  std::lock_guard lock(mutex_);
+  std::vector<int> given;
+  for (int r : ranks)
+    if (pending_.contains(r)) {
+      release_locked(r);
+      given.push_back(r);
+    }
+  return given;
 }
 
 }  // namespace hyrun::ep::elastic

@@ -26,13 +26,22 @@ class RankPool {
   RankPool(int first_free, int world_size, const std::string& root_host = "");
   /// `count` ranks (lowest released first, then the next ones), each at the lowest free
   /// local rank of `host`; or throws Error saying why none are left, taking nothing then.
+  /// They are pending until joined().
   Placement take(int count, const std::string& host = "");
   /// `rank` left or was killed: a later join may get it, and its slot is free again.
   void release(int rank);
+  /// A process of `rank` joined the job: the end of the launch that took it no longer
+  /// gives it back (the job's own failure handling owns it from here).
+  void joined(int rank);
+  /// The launch that took `ranks` ended: those still pending are released. Returns them.
+  std::vector<int> give_back_pending(const std::vector<int>& ranks);
 
  private:
+  void release_locked(int rank);
+
   std::mutex mutex_;
   std::set<int> released_;
+  std::set<int> pending_;  // taken, not yet joined
   int next_;
   int world_size_;
   std::map<int, std::pair<std::string, int>> where_;  // rank -> (host, local rank)

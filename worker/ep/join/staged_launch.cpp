@@ -103,8 +103,10 @@ int run_joining_launch(StagedLaunchOptions o, SignalEvents& signals) {
                   128 + *sig);
   };
   spdlog::info("asking the join server at {}:{} for {} rank(s)", o.tcp_server, o.port, o.num_processes);
-  const join::Grant grant = join::request_ranks(o.tcp_server, o.port, o.token, o.num_processes, host,
-                                                std::chrono::milliseconds(o.timeout_ms), check_stop);
+  // Held open until this launch ends: if it ends before its ranks joined, the job gets them back.
+  const join::Membership membership = join::request_ranks(o.tcp_server, o.port, o.token, o.num_processes, host,
+                                                          std::chrono::milliseconds(o.timeout_ms), check_stop);
+  const join::Grant& grant = membership.grant;
   if (grant.world_size != o.world_size)
     throw UsageError(
         fmt::format("the job at {} runs a plan of {} ranks, --plan here has {}: give every launch the same "
