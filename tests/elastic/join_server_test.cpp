@@ -190,8 +190,7 @@ TEST_F(JoinServerTest, RefusesAWrongTokenAndGivesNothingAway) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("its proof does not match this job's token"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(ask(2, "node-b", 5s).ranks,
-            (std::vector<int>{2, 3}));
+  EXPECT_EQ(ask(2, "node-b", 5s).ranks, (std::vector<int>{2, 3}));
 }
 
 TEST_F(JoinServerTest, AProbeOrGarbageAssignsNothingAndTheServerGoesOn) {
@@ -201,8 +200,7 @@ TEST_F(JoinServerTest, AProbeOrGarbageAssignsNothingAndTheServerGoesOn) {
   ASSERT_TRUE(greeting && join::parse_greeting(*greeting));
   join::write_all(fd, std::string(join::kMaxLine + 10, 'x'), "test");  // an overlong line
   ::close(fd);
-  EXPECT_EQ(ask(4, "node-b", 5s).ranks,
-            (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_EQ(ask(4, "node-b", 5s).ranks, (std::vector<int>{2, 3, 4, 5}));
   EXPECT_THROW(ask(1, "node-b", 5s), Error) << "none left";
 }
 
@@ -211,8 +209,7 @@ TEST_F(JoinServerTest, IdleConnectionsDoNotHoldALaunchBack) {
   // kept a real launch out for a minute.
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 20; ++i) idle.push_back(open_idle(server.port()));
-  EXPECT_EQ(ask(2, "node-b", 2s).ranks,
-            (std::vector<int>{2, 3}));
+  EXPECT_EQ(ask(2, "node-b", 2s).ranks, (std::vector<int>{2, 3}));
 }
 
 TEST_F(JoinServerTest, AFloodOfConnectionsLeavesALaunchAdmitted) {

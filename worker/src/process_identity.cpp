@@ -74,7 +74,7 @@ bool ProcessIdentity::same_host(const ProcessIdentity& other) const {
 UniqueFd ProcessIdentity::watch() const {
   UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)));
   if (!fd) {
-    if (errno == ESRCH) return {};  // gone (and reaped)
+    if (errno == ESRCH) return {};                                           // gone (and reaped)
     throw SystemError(fmt::format("pidfd_open of process {}", pid), errno);  // e.g. EMFILE, ENOSYS
   }
   // Checked after the pidfd is open: it holds whatever process had the pid then, so another

@@ -38,9 +38,8 @@ std::string_view version_of(std::string_view line) {
   constexpr std::string_view prefix = "hyrun-ep-join v";
   if (!line.starts_with(prefix)) return {};
   const auto digits = line.substr(prefix.size(), line.find(' ', prefix.size()) - prefix.size());
-  if (digits.empty() || digits.size() > 3 || !std::all_of(digits.begin(), digits.end(), [](char c) {
-        return c >= '0' && c <= '9';
-      }))
+  if (digits.empty() || digits.size() > 3 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return {};
   return line.substr(prefix.size() - 1, digits.size() + 1);
 }
@@ -101,9 +100,10 @@ std::string greeting(const std::string& nonce) { return fmt::format("{}{}\n", kG
 std::optional<std::string> parse_greeting(std::string_view line) {
   if (!line.starts_with(kGreeting)) {
     if (const auto version = version_of(line); !version.empty())
-      throw Error(fmt::format("the join server speaks {} of the join protocol, this ep-elastic {}: give every launch "
-                              "of a job the same build of ep-elastic",
-                              version, kVersion));
+      throw Error(
+          fmt::format("the join server speaks {} of the join protocol, this ep-elastic {}: give every launch "
+                      "of a job the same build of ep-elastic",
+                      version, kVersion));
     return std::nullopt;
   }
   line.remove_prefix(kGreeting.size());
@@ -218,8 +218,8 @@ void write_all(int fd, std::string_view text, const std::string& what) {
   }
 }
 
-Membership request_ranks(const std::string& server, int port, const std::string& token, int count, const std::string& host,
-                    std::chrono::milliseconds timeout, const StopCheck& check_stop) {
+Membership request_ranks(const std::string& server, int port, const std::string& token, int count,
+                         const std::string& host, std::chrono::milliseconds timeout, const StopCheck& check_stop) {
   const auto deadline = Clock::now() + timeout;
   const std::string where = fmt::format("{}:{}", server, port);
   addrinfo hints{};

@@ -88,7 +88,7 @@ struct Membership {
 /// be starting, or have shed the connection under a flood), is tried again until the
 /// deadline; nothing blocks past it, whatever the network does. Throws Error (refused, with
 /// the server's reason), TimeoutError, or what `check_stop` throws.
-Membership request_ranks(const std::string& server, int port, const std::string& token, int count, const std::string& host,
-                    std::chrono::milliseconds timeout, const StopCheck& check_stop = {});
+Membership request_ranks(const std::string& server, int port, const std::string& token, int count,
+                         const std::string& host, std::chrono::milliseconds timeout, const StopCheck& check_stop = {});
 
 }  // namespace hyrun::ep::elastic::join
