@@ -66,6 +66,52 @@ def packed_waves(plan, num_nodes, capacity):
     return packed
 
 
+# The script's two waits, as CloudAI writes them.
+WAIT_FUNCTIONS = [
+    f"""wait_for_master_services() {{
+    local timeout={SERVICE_STARTUP_TIMEOUT}
+    local interval=1
+    local end_time=$(($(date +%s) + timeout))
+    while [ "$(date +%s)" -lt "$end_time" ]; do
+        if timeout 1 bash -c ": > /dev/tcp/$master_ip/{STORE_PORT}" >/dev/null 2>&1; then
+            echo "NIXL EP master services are ready on $master_ip"
+            return 0
+        fi
+        sleep "$interval"
+    done
+    echo "Timed out waiting for NIXL EP master services on $master_ip"
+    return 1
+}}""",
+    "",
+    f"""wait_for_phase_completion() {{
+    local phase="$1"
+    local log_file="$2"
+    local primary_pid="$3"
+    local timeout={PHASE_TRANSITION_TIMEOUT}
+    local interval=1
+    local end_time=$(($(date +%s) + timeout))
+    while [ "$(date +%s)" -lt "$end_time" ]; do
+        if [ -f "$log_file" ] && grep -Fq -- "-> end phase $phase" "$log_file"; then
+            echo "Detected completion of phase $phase in $log_file"
+            return 0
+        fi
+        if [ -f "$log_file" ] && grep -Fq -- "no plan phases were found for rank" "$log_file"; then
+            echo "Detected an early NIXL EP failure while waiting for phase $phase"
+            return 1
+        fi
+        if ! kill -0 "$primary_pid" >/dev/null 2>&1; then
+            echo "Primary NIXL EP launch exited before phase $phase completed"
+            return 1
+        fi
+        sleep "$interval"
+    done
+    echo "Timed out waiting for phase $phase to complete"
+    return 1
+}}""",
+    "",
+]
+
+
 def script(out, plan_path, num_nodes, procs, python, elastic, extra):
     plan = json.loads(Path(plan_path).read_text())
     out = Path(out).absolute()
@@ -101,47 +147,7 @@ def script(out, plan_path, num_nodes, procs, python, elastic, extra):
         # Not in CloudAI's script: its Slurm sets it; the test cluster's salloc may not.
         ': "${SLURM_JOB_MASTER_NODE:=$master_node}"',
         "",
-        f"""wait_for_master_services() {{
-    local timeout={SERVICE_STARTUP_TIMEOUT}
-    local interval=1
-    local end_time=$(($(date +%s) + timeout))
-    while [ "$(date +%s)" -lt "$end_time" ]; do
-        if timeout 1 bash -c ": > /dev/tcp/$master_ip/{STORE_PORT}" >/dev/null 2>&1; then
-            echo "NIXL EP master services are ready on $master_ip"
-            return 0
-        fi
-        sleep "$interval"
-    done
-    echo "Timed out waiting for NIXL EP master services on $master_ip"
-    return 1
-}}""",
-        "",
-        f"""wait_for_phase_completion() {{
-    local phase="$1"
-    local log_file="$2"
-    local primary_pid="$3"
-    local timeout={PHASE_TRANSITION_TIMEOUT}
-    local interval=1
-    local end_time=$(($(date +%s) + timeout))
-    while [ "$(date +%s)" -lt "$end_time" ]; do
-        if [ -f "$log_file" ] && grep -Fq -- "-> end phase $phase" "$log_file"; then
-            echo "Detected completion of phase $phase in $log_file"
-            return 0
-        fi
-        if [ -f "$log_file" ] && grep -Fq -- "no plan phases were found for rank" "$log_file"; then
-            echo "Detected an early NIXL EP failure while waiting for phase $phase"
-            return 1
-        fi
-        if ! kill -0 "$primary_pid" >/dev/null 2>&1; then
-            echo "Primary NIXL EP launch exited before phase $phase completed"
-            return 1
-        fi
-        sleep "$interval"
-    done
-    echo "Timed out waiting for phase $phase to complete"
-    return 1
-}}""",
-        "",
+        *WAIT_FUNCTIONS,
         "worker_pids=()",
     ]
     if num_nodes == 1:
