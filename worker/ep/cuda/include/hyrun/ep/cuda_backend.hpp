@@ -3,11 +3,11 @@
 // only when HYRUN_WITH_CUDA). Same semantics, region layout and message format as the
 // host backend (ep_call.hpp); the kernels call the shared per-token functions of
 // per_token.hpp, so for identical inputs every output is bit-identical to the host
-// backend's (ep-cuda-selftest checks that). Nothing of it has run on a GPU yet.
+// backend's (ep-cuda-selftest checks that; run on one H100: docs/performance.md).
 //
 // Transport: GPU kernels write directly into the peers' receive regions through device
 // pointers: `peer_regions[r]` is rank r's region as seen from this rank's GPU (own
-// region: cudaMalloc'ed; peers: CUDA IPC mappings, see cuda_ipc.hpp; in the self-test,
+// region: cudaMalloc'ed; peers: CUDA IPC mappings, see cuda_memory.hpp; in the self-test,
 // other allocations on the same GPU standing for simulated ranks). Completion per source
 // rank: the count words, a system fence, then a release store of the 8-byte epoch word
 // at system scope; receivers spin on the GPU with acquire loads, bounded by the timeout.
