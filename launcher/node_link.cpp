@@ -53,7 +53,9 @@ NodeLink NodeLink::listen(std::chrono::milliseconds silence_limit) {
   a.sin_addr.s_addr = htonl(INADDR_ANY);  // the other nodes reach it at one of the addresses in the record
   if (::bind(link.listener_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
     throw SystemError("bind (the node link)", errno);
-  if (::listen(link.listener_.get(), 128) != 0) throw SystemError("listen (the node link)", errno);
+  // The kernel's longest backlog: every node of the job connects at once after the fence, and
+  // a connection past a full backlog waits for the client's SYN retransmission (1 s, then 3 s).
+  if (::listen(link.listener_.get(), SOMAXCONN) != 0) throw SystemError("listen (the node link)", errno);
   socklen_t length = sizeof a;
   if (::getsockname(link.listener_.get(), reinterpret_cast<sockaddr*>(&a), &length) != 0)
     throw SystemError("getsockname (the node link)", errno);
@@ -75,6 +77,7 @@ void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::stri
   }
   // A node that is busy after the fence connects late; it is not lost before its silence would be.
   connect_deadline_ = now + std::max<Clock::duration>(kConnectLimit, silence_limit_);
+  max_unidentified_ = kMaxUnidentified + (hosts.empty() ? 0 : hosts.size() - 1);
 }
 
 NodeLink NodeLink::connect(const std::string& address, int port, int self, std::string root_host, std::string token,
@@ -165,7 +168,7 @@ void NodeLink::accept_all() {
       return;
     }
     set_nodelay(fd.get());
-    if (unidentified_.size() >= kMaxUnidentified) make_room();
+    if (unidentified_.size() >= max_unidentified_) make_room();
     Peer peer;
     peer.fd = std::move(fd);
     peer.heard = Clock::now();
@@ -178,14 +181,14 @@ void NodeLink::make_room() {
   for (auto& p : unidentified_)
     if (p.fd && !p.gone) on_readable(p);
   std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
-  if (unidentified_.size() < kMaxUnidentified) return;
+  if (unidentified_.size() < max_unidentified_) return;
   // The oldest, not the newest: connections held open by someone else must not keep a
   // node that connects later out (its hello is read before the next one is closed).
   unidentified_.erase(unidentified_.begin());
   refusals_.warn(
       fmt::format("node link: {} connections were waiting for their hello, the most allowed: the oldest "
                   "was closed",
-                  kMaxUnidentified));
+                  max_unidentified_));
 }
 
 void NodeLink::on_readable(Peer& peer) {

@@ -13,9 +13,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +23,7 @@
 #include "hyrun/common/unique_fd.hpp"
 #include "join_protocol.hpp"
 #include "join_server.hpp"
+#include "listen_backlog.hpp"
 
 namespace hyrun::ep::elastic {
 namespace {
@@ -87,19 +86,10 @@ TEST_F(JoinServerLimits, AtMost256ConnectionsWaitInAll) {
 
 // "The backlog is the kernel's longest (SOMAXCONN)": what ss reports for the listening port.
 TEST_F(JoinServerLimits, TheListenBacklogIsTheKernelsLongest) {
-  int somaxconn = 0;
-  std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
-  ASSERT_GT(somaxconn, 0);
-  const std::string command = fmt::format("ss -ltnH 'sport = :{}' 2>/dev/null", server.port());
-  FILE* ss = ::popen(command.c_str(), "r");
-  ASSERT_NE(ss, nullptr);
-  char state[32] = {}, line[512] = {};
-  int queued = -1, backlog = -1;
-  const bool got = std::fgets(line, sizeof line, ss) != nullptr;
-  ::pclose(ss);
-  if (!got) GTEST_SKIP() << "ss (iproute2) is not installed or lists nothing";
-  ASSERT_EQ(std::sscanf(line, "%31s %d %d", state, &queued, &backlog), 3) << line;
-  EXPECT_EQ(backlog, somaxconn) << line;
+  ASSERT_GT(test_support::kernel_somaxconn(), 0);
+  const auto backlog = test_support::listen_backlog(server.port());
+  if (!backlog) GTEST_SKIP() << "ss (iproute2) is not installed or lists nothing";
+  EXPECT_EQ(*backlog, test_support::kernel_somaxconn());
 }
 
 // The refusal of an overlong line says so ("a line longer than 8192 bytes") and holds none

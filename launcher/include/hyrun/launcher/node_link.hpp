@@ -32,7 +32,8 @@ class NodeLink : public PollParticipant {
   using Clock = std::chrono::steady_clock;
   /// How long after the fence the root waits at least for a node's hyrun to connect.
   static constexpr auto kConnectLimit = std::chrono::seconds(10);
-  /// At most this many accepted connections wait for their hello at once (anyone can connect).
+  /// At most this many accepted connections wait for their hello at once beyond the job's
+  /// other nodes (anyone can connect; every node of a large job may connect at once).
   static constexpr std::size_t kMaxUnidentified = 64;
   /// How long the root stops accepting when accept fails for want of descriptors or memory.
   static constexpr std::chrono::milliseconds kAcceptPause{100};
@@ -55,7 +56,8 @@ class NodeLink : public PollParticipant {
   static NodeLink listen(std::chrono::milliseconds silence_limit);
   int port() const { return port_; }
 
-  /// Root: awaits a connection from every task but `self` of `hosts` (host name per task).
+  /// Root: awaits a connection from every task but `self` of `hosts` (host name per task);
+  /// kMaxUnidentified + hosts.size() - 1 connections may wait for their hello at once.
   void expect(const std::vector<std::string>& hosts, int self, std::string token);
   /// Other nodes: connects (without blocking) to the root at `address`:`port`, as `self`.
   static NodeLink connect(const std::string& address, int port, int self, std::string root_host, std::string token,
@@ -124,6 +126,7 @@ class NodeLink : public PollParticipant {
   UniqueFd listener_;
   std::vector<Peer> peers_;         // root: one per expected task (fd empty until hello); others: the root
   std::vector<Peer> unidentified_;  // root: accepted, hello not read yet
+  std::size_t max_unidentified_ = kMaxUnidentified;  // root: see expect()
   std::chrono::milliseconds silence_limit_;
   Clock::time_point connect_deadline_{};
   LossHandler on_loss_;
