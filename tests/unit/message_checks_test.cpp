@@ -4,13 +4,24 @@
 // anything, so the tests seal what an attacker who replays or redirects captured messages
 // would send, and then a genuine message: the receive must skip the first and take the second
 // (no timeout decides a result).
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -20,8 +31,10 @@
 #include "bootstrap.hpp"
 #include "bootstrap_messages.hpp"
 #include "communicator.hpp"
+#include "hyrun/common/death_notice.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
+#include "hyrun/common/unique_fd.hpp"
 #include "join_admission.hpp"
 #include "message_tag.hpp"
 #include "worker_log.hpp"
@@ -331,6 +344,83 @@ TEST(MessageChecksNetwork, AOneNodeJobListensOnLoopbackOnly) {
   const Communicator chosen(contract_of(0, 2, 1), {});
   ::unsetenv("UCX_NET_DEVICES");
   EXPECT_EQ(tcp_devices(chosen), all);
+}
+
+// A rank that sends its last message and ends: the end of its process can be known (hyrun's
+// notice, or a pidfd watch on this host) before the receiver has taken the message in, and
+// a wait woken by both must still deliver it (elastic.local.two-plans failed so: rank 1
+// "waiting for a message from rank 0 ...: rank 0 failed (its process ended)" after rank 0's
+// last message). The ordering is held: rank 1's wait is stopped inside its poll (a signal
+// handler that blocks) while rank 0 sends and its end is told, then let go.
+int g_release_fd = -1;
+std::atomic<bool> g_held{false};
+void hold_until_released(int) {
+  g_held = true;
+  char c;
+  while (::read(g_release_fd, &c, 1) < 0 && errno == EINTR) {
+  }
+}
+
+char thread_state(pid_t tid) {
+  std::ifstream stat(fmt::format("/proc/self/task/{}/stat", tid));
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+}
+
+TEST(MessageFromAnEndedPeer, IsDeliveredThoughTheEndIsKnownBeforeTheMessageIsTakenIn) {
+  int to_a[2], to_b[2], release[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, to_a), 0);
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, to_b), 0);
+  ASSERT_EQ(::pipe2(release, O_CLOEXEC), 0);
+  const UniqueFd hyrun_a(to_a[0]), rank_a(to_a[1]), hyrun_b(to_b[0]), rank_b(to_b[1]);
+  const UniqueFd release_read(release[0]), release_write(release[1]);
+  WorldOptions with_deaths;
+  with_deaths.peer_error_handling = true;  // both hear of deaths from "hyrun" (their control channels)
+  RankEnvironment ca = contract_of(0, 2), cb = contract_of(1, 2);
+  ca.control_fd = rank_a.get();
+  cb.control_fd = rank_b.get();
+  Communicator a(ca, with_deaths), b(cb, with_deaths);
+  const std::vector<bootstrap::Peer> table{{0, address_of(a), {}}, {0, address_of(b), {}}};
+  a.connect_endpoints(table);
+  b.connect_endpoints(table);
+
+  g_release_fd = release_read.get();
+  struct sigaction hold {
+  }, saved{};
+  hold.sa_handler = hold_until_released;
+  ASSERT_EQ(::sigaction(SIGUSR2, &hold, &saved), 0);
+  std::atomic<pid_t> tid{0};
+  std::string got;
+  std::thread waiter([&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    try {
+      got = text_of(b.recv(0, kUserTag));
+    } catch (const Error& e) {
+      got = std::string("error: ") + e.what();
+    }
+  });
+  const auto within = [](const std::function<bool()>& done) {
+    for (const auto end = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < end;)
+      if (done())
+        return true;
+      else
+        std::this_thread::sleep_for(1ms);
+    return false;
+  };
+  // Asleep in its wait: armed, nothing pending.
+  EXPECT_TRUE(within([&] { return tid != 0 && thread_state(tid) == 'S'; }));
+  ::pthread_kill(waiter.native_handle(), SIGUSR2);
+  EXPECT_TRUE(within([] { return g_held.load(); }));
+  a.send(1, bytes_of("the last word"), kUserTag);  // complete on rank 0's side: in rank 1's transport
+  const std::string notice = format_rank_died(0);
+  ASSERT_EQ(::send(hyrun_b.get(), notice.data(), notice.size(), MSG_NOSIGNAL), static_cast<ssize_t>(notice.size()));
+  EXPECT_TRUE(within([&] { return b.is_failed(0); }));
+  ASSERT_EQ(::write(release_write.get(), "x", 1), 1);
+  waiter.join();
+  ::sigaction(SIGUSR2, &saved, nullptr);
+  EXPECT_EQ(got, "the last word");
 }
 
 }  // namespace

@@ -129,6 +129,12 @@ void Communicator::peer_died(int peer, const std::string& what) {
   throw Error(message);
 }
 
+void Communicator::drain() {
+  constexpr int kIdlePolls = 4, kMostPolls = 100000;
+  for (int idle = 0, polls = 0; idle < kIdlePolls && polls < kMostPolls; ++polls)
+    idle = ucp_worker_progress(worker_.get()) != 0 ? 0 : idle + 1;
+}
+
 void Communicator::wait(ucx::Request request, const std::string& what, int peer) {
   const bool known_peer = peer >= 0 && static_cast<std::size_t>(peer) < failed_.size();
   // An endpoint without peer error handling never fails: hyrun's notice ends the wait.
@@ -238,7 +244,13 @@ std::pair<std::vector<std::byte>, auth::Envelope> Communicator::recv_authentic(u
       // Blocks once idle: a message, a failed endpoint or a death notice wakes it.
       const bool blocked = progress.wait_for_event(worker_.get(), until);
       if (++spins % 256 == 0 || blocked) {
-        if (from >= 0 && is_failed(from)) peer_died(from, fmt::format("waiting for {}", what));
+        if (from >= 0 && is_failed(from)) {
+          // The end of its process can be known before what it sent just before is taken
+          // in (a wait woken by both): that message is not lost to its death.
+          drain();
+          if ((message = ucp_tag_probe_nb(worker_.get(), t, mask, 1, &info)) != nullptr) break;
+          peer_died(from, fmt::format("waiting for {}", what));
+        }
         if (Clock::now() > until)
           throw TimeoutError(
               fmt::format("rank {}: {} did not arrive within {} ms", contract_.rank, what, timeout_.count()));

@@ -101,6 +101,8 @@ class Communicator {
   static void on_peer_failure(void* arg, ucp_ep_h ep, ucs_status_t status);
   bool peer_mode(int node) const;
   [[noreturn]] void peer_died(int peer, const std::string& what);
+  /// Takes in what this worker's transports already hold (bounded: until they are idle).
+  void drain();
   void refuse(ucp_tag_t t, std::size_t length, const std::string& why);
   /// Takes a message out of UCX without reading its payload.
   void discard(ucp_tag_message_h message);
