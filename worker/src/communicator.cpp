@@ -87,7 +87,7 @@ void Communicator::on_peer_failure(void* arg, ucp_ep_h ep, ucs_status_t status) 
   auto* self = static_cast<Communicator*>(arg);
   for (std::size_t r = 0; r < self->endpoints_.size(); ++r)
     if (self->endpoints_[r].get() == ep) {
-      self->failed_[r] = 1;
+      self->failed_[r] = status == UCS_OK ? UCS_ERR_IO_ERROR : status;
       worker_log().info("rank {}: the endpoint to rank {} failed: {}", self->contract_.rank, r,
                         ucs_status_string(status));
       return;
@@ -105,7 +105,7 @@ bool Communicator::peer_mode(int node) const {
 }
 
 bool Communicator::is_failed(int peer) const {
-  return failed_[static_cast<std::size_t>(peer)] || (notices_ && notices_->dead(peer));
+  return failed_[static_cast<std::size_t>(peer)] != UCS_OK || (notices_ && notices_->dead(peer));
 }
 
 ucx::Endpoint Communicator::connect(const bootstrap::Peer& peer) {
@@ -117,9 +117,11 @@ ucx::Endpoint Communicator::connect(const bootstrap::Peer& peer) {
 void Communicator::peer_died(int peer, const std::string& what) {
   // Which of the two ways the death was learnt: the endpoint's error, or the end of the
   // process (told by hyrun, or watched on this host).
-  const bool by_endpoint = failed_[static_cast<std::size_t>(peer)] != 0;
-  const std::string message = fmt::format("rank {}: {}: rank {} failed ({})", contract_.rank, what, peer,
-                                          by_endpoint ? "its endpoint reported an error" : "its process ended");
+  const ucs_status_t status = failed_[static_cast<std::size_t>(peer)];
+  const std::string message =
+      fmt::format("rank {}: {}: rank {} failed ({})", contract_.rank, what, peer,
+                  status != UCS_OK ? fmt::format("its endpoint reported an error: {}", ucs_status_string(status))
+                                   : std::string("its process ended"));
   if (!options_.peer_error_handling) {
     worker_log().info("{}; waiting up to {} s to be stopped for it", message, kPeerFailureSettle.count());
     const auto until = Clock::now() + std::min<std::chrono::milliseconds>(timeout_, kPeerFailureSettle);
@@ -144,7 +146,8 @@ void Communicator::wait(ucx::Request request, const std::string& what, int peer)
     throw TimeoutError(
         fmt::format("rank {}: {} did not complete within {} ms", contract_.rank, what, timeout_.count()));
   if (status != UCS_OK && known_peer && (is_failed(peer) || is_peer_error(status))) {
-    failed_[peer] = 1;  // the request may complete with the error before the handler runs
+    // The request may end with the endpoint's error before the handler runs.
+    if (failed_[peer] == UCS_OK && is_peer_error(status)) failed_[peer] = status;
     peer_died(peer, what);
   }
   ucx::check(status, fmt::format("rank {}: {}", contract_.rank, what));
@@ -160,7 +163,7 @@ ucx::Request Communicator::start_send(int peer, ucp_ep_h ep, ucp_tag_t t, const 
   ucx::Request request(ucp_tag_send_nbx(ep, sealed.data(), sealed.size(), t, &param));
   if (const ucs_status_t status = request.status(); status != UCS_OK && status != UCS_INPROGRESS) {
     if (peer >= 0 && (is_failed(peer) || is_peer_error(status))) {
-      failed_[peer] = 1;
+      if (failed_[peer] == UCS_OK && is_peer_error(status)) failed_[peer] = status;
       peer_died(peer, what);
     }
     ucx::check(status, fmt::format("rank {}: {}", contract_.rank, what));
@@ -277,7 +280,7 @@ void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::En
     for (std::size_t r = 0; r < table_.size(); ++r) notices_->watch(static_cast<int>(r), table_[r].process);
   ids_.clear();
   for (const auto& p : table_) ids_.push_back(p.address.empty() ? 0 : auth::process_id(p.address));
-  failed_.assign(table_.size(), 0);
+  failed_.assign(table_.size(), UCS_OK);
   endpoints_.clear();
   endpoints_.reserve(table_.size());
   if (to_root.get() && !table_.empty()) endpoints_.push_back(std::move(to_root));  // rank 0's
@@ -295,7 +298,7 @@ void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::En
       if (!contract_.joins_late()) throw;
       worker_log().info("rank {}: rank {} is unreachable ({}); marked failed", contract_.rank, r, e.what());
       endpoints_.emplace_back();
-      failed_[r] = 1;
+      failed_[r] = UCS_ERR_UNREACHABLE;
     }
   }
 }
@@ -308,7 +311,7 @@ ucp_ep_h Communicator::endpoint_to(int peer) {
       ep = connect(table_[peer]);
     } catch (const Error& e) {
       worker_log().info("rank {}: rank {} is unreachable ({}); marked failed", contract_.rank, peer, e.what());
-      failed_[peer] = 1;
+      failed_[peer] = UCS_ERR_UNREACHABLE;
     }
   }
   return ep.get();
@@ -326,7 +329,7 @@ void Communicator::replace_peer(int peer, std::span<const std::byte> address, st
   if (ids_[peer] != 0) retired_ids_.insert(ids_[peer]);
   table_[peer] = replacement;
   ids_[peer] = auth::process_id(address);
-  failed_[peer] = 0;
+  failed_[peer] = UCS_OK;
   // A new process: numbering starts again in both directions.
   std::erase_if(sent_sequence_, [peer](const auto& entry) { return entry.first.first == peer; });
   std::erase_if(received_sequence_, [peer](const auto& entry) { return entry.first.first == peer; });

@@ -122,7 +122,7 @@ class Communicator {
   std::vector<bootstrap::Peer> table_;     // every rank's node and worker address, as last known
   std::vector<auth::ProcessId> ids_;       // by rank: the process id of table_[r].address
   std::set<auth::ProcessId> retired_ids_;  // processes that replace_peer replaced
-  std::vector<char> failed_;               // by rank: its endpoint reported an error
+  std::vector<ucs_status_t> failed_;       // by rank: the error its endpoint reported (UCS_OK: none)
   // Elastic programs: hyrun's word on deaths (local ranks at once, a lost node's ranks), so
   // that endpoints to this node's ranks can go without peer error handling and use shm.
   std::unique_ptr<DeathNotices> notices_;
