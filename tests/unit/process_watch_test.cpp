@@ -168,6 +168,9 @@ TEST(DeathNoticesWatch, AProcessOfAnotherHostIsNotWatched) {
 
 // Out of descriptors, a process cannot be watched: that must never read as its death.
 TEST(DeathNoticesWatch, AProcessThatCannotBeWatchedIsNotTakenForDead) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "starves the process of descriptors, which the sanitizer runtime needs (it hangs)";
+#endif
   Channel channel;
   DeathNotices notices(channel.rank.get(), 3, 0);
   Child one;
