@@ -31,6 +31,12 @@ Verdict JobPolicy::judge_end(const RankProcess& rank, const JudgedMoment& now) c
             rank.end.failed() ? rank.end.exit_code() : exit_code::kLauncherError, true};
   }
   if (now.awaiting_address && rank.global_rank == 0) return {Verdict::Kind::kBootstrap};
+  // MPI's rule: a process that started MPI and exits without MPI_Finalize failed, whatever
+  // its exit status; its peers may wait for it in a collective.
+  if (rank.pmix_connected && !rank.pmix_finalized && !rank.end.failed() && !exit_code_ && !pending_)
+    return {Verdict::Kind::kFailure,
+            "exited 0 without finalizing PMIx (MPI_Finalize, for an MPI program) after it initialized it",
+            exit_code::kLauncherError};
   if (!rank.end.failed() || exit_code_ || pending_) return {Verdict::Kind::kNoFailure};
   // SIGKILL too: a step cancel or a PMIx abort from another node kills hyrun and its ranks
   // together, and hyrun must not name a rank of that kill as the job's failure.

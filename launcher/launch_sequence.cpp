@@ -17,6 +17,7 @@
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/node_link.hpp"
+#include "hyrun/launcher/pmix_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 #include "hyrun/process/job_events.hpp"
 #include "hyrun/process/process_ancestry.hpp"
@@ -99,7 +100,7 @@ class Launch {
         timings_(options.timings, exchange.host(), exchange.task(), exchange.tasks()) {}
 
   NodePlan plan_node();
-  // Restarted ranks are launched from this node's plan.
+  // Restarted ranks are launched from this node's plan; PMIx events reach the supervisor.
   void restart_through(RankSupervisor& supervisor);
   ExchangeOutcome exchange(RankSupervisor& supervisor, const NodePlan& plan);
   // Another node takes the token, the link and the rendezvous from the root's record.
@@ -113,6 +114,7 @@ class Launch {
 
  private:
   std::optional<Error> offer_root(RankSupervisor& supervisor, const std::optional<Error>& node_failure);
+  void serve_pmix();
   bool on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost);
   int end_with(const JobResult& result);
   // This node ends the job itself: its closing link is no loss.
@@ -130,6 +132,7 @@ class Launch {
   const bool peers_;
   RankEnvironment contract_;
   LaunchTimings timings_;
+  std::unique_ptr<PmixService> pmix_;  // outlives node_, which hands its variables to the ranks
   std::optional<NodeLaunch> node_;
   std::optional<NodeLink> link_;
   std::string token_;
@@ -154,6 +157,7 @@ NodePlan Launch::plan_node() {
                   128 + *sig);
     plan.dry_run_shown = node_->report_and_check();  // --dry-run: each node shows its own plan
     timings_.mark("plan");
+    if (!plan.dry_run_shown) serve_pmix();
   } catch (const Error& e) {
     if (options_.dry_run) throw;  // nothing was exchanged: every node reports its own plan's problem
     job_event_line(e.what());
@@ -165,6 +169,20 @@ NodePlan Launch::plan_node() {
 void Launch::restart_through(RankSupervisor& supervisor) {
   supervisor.set_relauncher(
       [this](int local_rank, int incarnation) { return node_->rank(local_rank, false, incarnation); });
+  if (pmix_) pmix_->attach(supervisor);
+}
+
+// A job of one node serves PMIx to its ranks (docs/pmix.md). Without the server a program
+// that needs none still runs: its failure to start is said, not the job's.
+void Launch::serve_pmix() {
+  if (!exchange_.may_serve_pmix()) return;  // not yet under srun or mpirun (docs/pmix.md, "Not served")
+  try {
+    pmix_ = PmixService::start_local(exchange_.host(), options_.ranks, node_->plan());
+    node_->set_pmix(pmix_.get());
+    timings_.mark("pmix server");
+  } catch (const Error& e) {
+    spdlog::warn("hyrun's PMIx server is not available, so MPI programs would run as singletons: {}", e.what());
+  }
 }
 
 // The root starts global rank 0 first; whatever happens, it still puts a record and joins
@@ -200,7 +218,8 @@ std::optional<Error> Launch::offer_root(RankSupervisor& supervisor, const std::o
       timings_.mark("rank 0 address");
       // Stopped meanwhile (a signal, a failure): with other nodes, they must hear it from
       // the record; alone, no rank starts and finish() ends the job.
-      if (!address && peers_) throw Error("the job was stopped before rank 0 published its address");
+      if (!address && peers_ && !supervisor.root_is_pmix_client())
+        throw Error("the job was stopped before rank 0 published its address");
       if (address) {
         record.root_address = *address;
         node_->set_root_address(*address);

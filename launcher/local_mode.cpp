@@ -26,6 +26,7 @@ class LocalExchange final : public RootExchange {
     return ::gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
   }
   bool has_peers() const override { return false; }
+  bool may_serve_pmix() const override { return true; }
 
   void offer_rendezvous(RootRecord&, NodeLaunch& node) override {
     // One node: loopback is reachable by every rank, and gloo finds its own interface.

@@ -67,20 +67,25 @@ std::string find_mps_control() {
   return "";
 }
 
-MpsDaemon::MpsDaemon(std::string control, std::string root)
-    : control_(std::move(control)), root_(std::move(root)), pipe_dir_(root_ + "/pipe"), log_dir_(root_ + "/log") {}
+MpsDaemon::MpsDaemon(std::string control, PrivateDirectory root)
+    : control_(std::move(control)),
+      root_(std::move(root)),
+      pipe_dir_(root_.path() + "/pipe"),
+      log_dir_(root_.path() + "/log") {}
 
 std::vector<std::pair<std::string, std::string>> MpsDaemon::client_environment() const {
   return {{"CUDA_MPS_PIPE_DIRECTORY", pipe_dir_}, {"CUDA_MPS_LOG_DIRECTORY", log_dir_}};
 }
 
 std::unique_ptr<MpsDaemon> MpsDaemon::start(const std::string& control, std::chrono::milliseconds timeout) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = fmt::format("{}/hyrun-mps-XXXXXX", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
-  if (::mkdtemp(templ.data()) == nullptr)
-    throw SystemError(fmt::format("MPS daemon: cannot create a private directory from {}", templ), errno);
-  // Owned from here: the destructor removes the directory on every path below.
-  std::unique_ptr<MpsDaemon> d(new MpsDaemon(control, templ));
+  PrivateDirectory root;
+  try {
+    root = PrivateDirectory::create(PrivateDirectory::temporary_root(), "hyrun-mps");
+  } catch (const SystemError& e) {
+    throw Error(fmt::format("MPS daemon: {}", e.what()));
+  }
+  // Owned from here: the directory goes on every path below.
+  std::unique_ptr<MpsDaemon> d(new MpsDaemon(control, std::move(root)));
   std::filesystem::create_directories(d->pipe_dir_);
   std::filesystem::create_directories(d->log_dir_);
   SpawnSpec spec;
@@ -129,7 +134,6 @@ MpsDaemon::~MpsDaemon() {
       spdlog::warn("MPS daemon ({}): could not be told to quit: {}", pipe_dir_, e.what());
     }
   }
-  std::filesystem::remove_all(root_, ec);
 }
 
 }  // namespace hyrun

@@ -103,7 +103,14 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
   defaults.insert(defaults.end(), mps_env_.begin(), mps_env_.end());
   // As many threads as the rank has CPUs, instead of every CPU of the node per rank.
   if (!placement.cpus.empty()) defaults.emplace_back(env::kOmpNumThreads, std::to_string(placement.cpus.size()));
-  launch.environment = build_rank_environment(e, placement.environment, exports_, defaults);
+  auto own = placement.environment;  // the user's -x exports still win over these
+  if (pmix_ != nullptr) {
+    const auto server = pmix_->rank_variables(e.rank);
+    own.insert(own.end(), server.begin(), server.end());
+    const auto mpi = pmix_->rank_defaults();
+    defaults.insert(defaults.end(), mpi.begin(), mpi.end());
+  }
+  launch.environment = build_rank_environment(e, own, exports_, defaults);
   launch.publishes_address = publishes_address;
   launch.incarnation = incarnation;
   // Runs in the forked child: only the plain-data binding and system calls.

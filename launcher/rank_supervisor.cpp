@@ -149,7 +149,10 @@ void RankSupervisor::reap_children() {
     else
       ended.push_back(event);
   }
-  // Ends reaped in one batch are judged after the batch, in the policy's order.
+  // What the ranks told the participants before they ended is taken in first (a PMIx
+  // client's goodbye), then ends reaped in one batch are judged, in the policy's order.
+  if (!ended.empty())
+    for (auto* participant : participants_) participant->settle();
   JobPolicy::order_for_judgement(ended);
   for (const auto& end : ended) on_rank_exit(end.process, end.status);
 }
@@ -325,6 +328,33 @@ void RankSupervisor::check_root_alive(pid_t root_pid, std::optional<Clock::time_
                  code);
 }
 
+void RankSupervisor::on_pmix_client(int global_rank, PmixClientStep step) {
+  RankProcess* rank = processes_.latest(global_rank);
+  if (rank == nullptr || !rank->alive()) return;  // not a rank of this node (libpmix checked it), or ended
+  switch (step) {
+    case PmixClientStep::kConnected:
+      rank->pmix_connected = true;
+      spdlog::debug("rank {} (pid {}) connected to hyrun's PMIx server", global_rank, rank->pid);
+      break;
+    case PmixClientStep::kFinalized: rank->pmix_finalized = true; break;
+  }
+}
+
+void RankSupervisor::on_pmix_abort(int global_rank, int status, const std::string& message) {
+  const RankProcess* rank = processes_.latest(global_rank);
+  if (rank == nullptr) return;
+  // mpirun's convention: the job ends with the status the rank gave (1 for 0: it failed).
+  report_failure(*rank,
+                 fmt::format("called MPI_Abort/PMIx_Abort with status {}{}", status,
+                             message.empty() ? "" : fmt::format(": {}", message)),
+                 status != 0 ? status : exit_code::kLauncherError);
+}
+
+bool RankSupervisor::root_is_pmix_client() const {
+  const RankProcess* root = processes_.latest(0);
+  return root != nullptr && root->pmix_connected;
+}
+
 std::optional<std::string> RankSupervisor::await_root_address() {
   if (stopping_) return std::nullopt;  // e.g. a signal came before rank 0 was started
   const auto deadline = Clock::now() + options_.bootstrap_timeout;
@@ -343,6 +373,8 @@ std::optional<std::string> RankSupervisor::await_root_address() {
   bool hinted = false;
   while (!publish.address()) {
     if (stopping_) return std::nullopt;
+    // An MPI (PMIx) program: it will never publish, and its MPI_Init waits for the others.
+    if (root_is_pmix_client()) return std::nullopt;
     if (!hinted && !publish.said_hello() && Clock::now() >= hint_at && hint_at < deadline) {
       hinted = true;
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(kHelloWait).count();

@@ -53,10 +53,14 @@ int RankProcesses::running_count() const {
       std::count_if(processes_.begin(), processes_.end(), [](const RankProcess& p) { return p.alive(); }));
 }
 
-RankProcess* RankProcesses::latest(int global_rank) {
+const RankProcess* RankProcesses::latest(int global_rank) const {
   const auto it = std::find_if(processes_.rbegin(), processes_.rend(),
                                [&](const RankProcess& p) { return p.global_rank == global_rank; });
   return it == processes_.rend() ? nullptr : &*it;
+}
+
+RankProcess* RankProcesses::latest(int global_rank) {
+  return const_cast<RankProcess*>(std::as_const(*this).latest(global_rank));
 }
 
 std::size_t RankProcesses::start(RankLaunch launch) {

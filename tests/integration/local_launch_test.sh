@@ -55,12 +55,12 @@ rogue-peer)  # a process that knows rank 0's address but not the job token is re
 timings)  # --timings: one line at the job's end with each launch step done, in order, ms from the launch's start
   run_job 60 "$HYRUN" -n 3 --timings -- "$HELLO"
   expect_rc 0
-  expect_stderr "^hyrun: timings on [^ ]+ \(task 0 of 1\), ms: launch [0-9.]+, plan [0-9.]+, rank 0 started [0-9.]+, rank 0 address [0-9.]+, root record put [0-9.]+, fence [0-9.]+, ranks started [0-9.]+, job end [0-9.]+$"
+  expect_stderr "^hyrun: timings on [^ ]+ \(task 0 of 1\), ms: launch [0-9.]+, plan [0-9.]+, pmix server [0-9.]+, rank 0 started [0-9.]+, rank 0 address [0-9.]+, root record put [0-9.]+, fence [0-9.]+, ranks started [0-9.]+, job end [0-9.]+$"
   python3 - "$ERR" <<'PY' && pass "the steps' times never go back" || fail "a step's time goes back: $(grep timings "$ERR")"
 import re, sys
 line = next(l for l in open(sys.argv[1]) if "timings on" in l)
 times = [float(t) for t in re.findall(r" ([0-9]+\.[0-9]) ?(?:,|$)", line.strip())]
-assert len(times) == 8 and times == sorted(times), times
+assert len(times) == 9 and times == sorted(times), times
 PY
   [ "$(grep -c 'timings on' "$ERR")" = 1 ] && pass "said once" || fail "said $(grep -c 'timings on' "$ERR") times"
   # A failed job still says how far it got; without the flag nothing is said.

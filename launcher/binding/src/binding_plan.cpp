@@ -455,7 +455,9 @@ BindingPlan BindingPlan::compute(const BindingOptions& options, int local_ranks,
     throw UsageError("the number of local ranks is " + std::to_string(local_ranks) + "; it must be at least 1");
   if (options.gpus_per_rank < 0)
     throw UsageError("--gpus-per-rank " + std::to_string(options.gpus_per_rank) + " is negative; give 0 or more");
-  const Topology topo = options.topology.empty() ? Topology::load_this_system() : Topology::load_from(options.topology);
+  auto loaded = std::make_shared<Topology>(options.topology.empty() ? Topology::load_this_system()
+                                                                    : Topology::load_from(options.topology));
+  const Topology& topo = *loaded;
   // This task's CPUs and GPUs: the node's view of them, and its share of the node when
   // other tasks of the job run there (task_resources.hpp).
   std::vector<std::string> task_notes;
@@ -475,6 +477,7 @@ BindingPlan BindingPlan::compute(const BindingOptions& options, int local_ranks,
 
   BindingPlan plan;
   plan.this_system_ = topo.is_this_system();
+  plan.topology_ = std::move(loaded);
   plan.topology_description_ = topo.description();
   for (auto& r : work) {
     auto& p = r.placement;

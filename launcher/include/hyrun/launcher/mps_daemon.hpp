@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "hyrun/process/private_directory.hpp"
+
 namespace hyrun {
 
 class MpsDaemon {
@@ -27,9 +29,9 @@ class MpsDaemon {
   std::vector<std::pair<std::string, std::string>> client_environment() const;
 
  private:
-  MpsDaemon(std::string control, std::string root);
+  MpsDaemon(std::string control, PrivateDirectory root);
   std::string control_;
-  std::string root_;  // the private directory: pipe/ and log/ below it
+  PrivateDirectory root_;  // pipe/ and log/ below it; removed after the daemon quit
   std::string pipe_dir_;
   std::string log_dir_;
 };

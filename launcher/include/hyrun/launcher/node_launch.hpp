@@ -9,6 +9,7 @@
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/launcher/launch_options.hpp"
 #include "hyrun/launcher/mps_daemon.hpp"
+#include "hyrun/launcher/pmix_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 
 namespace hyrun {
@@ -38,6 +39,9 @@ class NodeLaunch {
   /// GLOO_SOCKET_IFNAME. Values the user set win.
   void set_rendezvous(std::string master_addr, int master_port, std::string run_id, std::string interface);
   const RankEnvironment& contract() const { return contract_; }
+  const binding::BindingPlan& plan() const { return plan_; }
+  /// Ranks get what they need to reach hyrun's PMIx server (`service` outlives this object).
+  void set_pmix(const PmixService* service) { pmix_ = service; }
 
   /// The launch of one local rank: its environment (binding, exports, contract) and the
   /// binding to apply in the child.
@@ -54,6 +58,7 @@ class NodeLaunch {
   int node_tasks_ = 1;                                        // hyrun tasks of the job on this node
   std::unique_ptr<MpsDaemon> mps_;                            // a private daemon (--mps)
   std::vector<std::pair<std::string, std::string>> mps_env_;  // its client variables for the ranks
+  const PmixService* pmix_ = nullptr;
 
   void arrange_mps();
 };

@@ -60,8 +60,17 @@ class RankSupervisor {
   /// pending stop signal; starts nothing once the job is stopping.
   void start(RankLaunch launch);
 
+  /// What a rank did through hyrun's PMIx server (pmix_service.hpp).
+  enum class PmixClientStep { kConnected, kFinalized };
+  void on_pmix_client(int global_rank, PmixClientStep step);
+  /// A rank called PMIx_Abort (MPI_Abort): the job fails with `status` (1 for 0), naming it.
+  void on_pmix_abort(int global_rank, int status, const std::string& message);
+  /// Rank 0 connected to hyrun's PMIx server: an MPI program, which never publishes an address.
+  bool root_is_pmix_client() const;
+
   /// Runs the loop until the publishing rank has written its address (returned, hex), or
-  /// the job is stopping (std::nullopt: a signal or failure; finish() then ends it).
+  /// the job is stopping, or rank 0 connected to hyrun's PMIx server (std::nullopt: tell
+  /// them apart with stopping() and root_is_pmix_client()).
   /// Throws Error/TimeoutError (after stopping the ranks) when rank 0 closes its publish
   /// fd, exits without publishing, or stays silent past --bootstrap-timeout. When rank 0
   /// has not said hello (loaded the worker library) within a few seconds, a line says that

@@ -57,6 +57,9 @@ class RootExchange {
   /// a node link. False for a launch that is the whole job (local mode): its errors are
   /// simply thrown.
   virtual bool has_peers() const = 0;
+  /// Whether hyrun may serve PMIx to its ranks: not while it is itself a PMIx client
+  /// (libpmix holds one identity per process; docs/pmix.md).
+  virtual bool may_serve_pmix() const { return false; }
 
   /// Root: sets MASTER_ADDR/MASTER_PORT for programs with their own bootstrap on `node`
   /// and offers what the other nodes need in `record`. Throws SystemError when there is

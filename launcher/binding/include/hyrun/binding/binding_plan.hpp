@@ -13,6 +13,7 @@
 //   in the child: char msg[256]; int rc = apply_child_binding(cb, msg, sizeof msg);
 //                 rc != 0 -> report msg through the exec-error pipe and _exit; msg[0] -> warn; exec
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "hyrun/binding/binding_options.hpp"
 #include "hyrun/binding/child_binding.hpp"
 #include "hyrun/binding/gpu_selection.hpp"
+#include "hyrun/binding/topology.hpp"
 
 namespace hyrun::binding {
 
@@ -60,6 +62,9 @@ class BindingPlan {
   bool is_this_system() const noexcept { return this_system_; }
   /// "this system", "XML file X" or "synthetic 'X'".
   const std::string& topology_description() const noexcept { return topology_description_; }
+  /// The topology the plan was made from, shared so that others need not load it again (a
+  /// load costs tens of milliseconds).
+  const std::shared_ptr<const Topology>& topology() const noexcept { return topology_; }
 
   /// Throws UsageError unless the plan can be applied here (see docs/binding.md: a plan made
   /// from --topology is for --dry-run only; hyrun refuses to launch with it).
@@ -79,6 +84,7 @@ class BindingPlan {
   std::vector<ChildBinding> child_bindings_;
   bool this_system_ = false;
   std::string topology_description_;
+  std::shared_ptr<const Topology> topology_;
 };
 
 }  // namespace hyrun::binding

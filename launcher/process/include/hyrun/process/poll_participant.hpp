@@ -20,6 +20,9 @@ class PollParticipant {
   virtual std::chrono::steady_clock::time_point wake_by() const = 0;
   /// Called after every wake of the loop: timers due now.
   virtual void on_tick() = 0;
+  /// Called before the supervisor judges a rank's end: take in now what the rank said
+  /// before it ended, though its descriptor was not polled yet.
+  virtual void settle() {}
 };
 
 }  // namespace hyrun

@@ -53,6 +53,10 @@ struct RankProcess {
   ProcessEnd end{};                    // once kEnded
   std::optional<PlannedExit> planned;  // the end it announced, if any (a later one replaces it)
   bool handles_deaths = false;         // it asked to be told of other ranks' deaths
+  // It connected to hyrun's PMIx server (PMIx_Init, as MPI_Init does) and said goodbye
+  // (PMIx_Finalize): a client that exits 0 without its goodbye failed.
+  bool pmix_connected = false;
+  bool pmix_finalized = false;
   bool alive() const { return state != ProcessState::kEnded; }
 };
 
@@ -106,6 +110,7 @@ class RankProcesses {
   const std::vector<RankProcess>& all() const { return processes_; }
   /// The latest process of `global_rank`, or nullptr.
   RankProcess* latest(int global_rank);
+  const RankProcess* latest(int global_rank) const;
 
   /// The output and input descriptors to poll; on_poll() handles them (true when it did).
   void add_poll_fds(std::vector<pollfd>& fds);

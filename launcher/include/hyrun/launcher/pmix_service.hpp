@@ -1,0 +1,57 @@
+#pragma once
+// hyrun's PMIx service for the ranks of a local job: the PMIx server (hyrun/pmix/server.hpp)
+// with the job registered as one namespace, the private directories of the job's PMIx
+// sockets and of its MPI shared-memory segments, and the server's events in the rank
+// supervisor's loop. MPI programs then run under `hyrun -n N` without a flag: rank 0's
+// PMIx_Init tells hyrun to start the others without waiting for a UCX address, MPI_Abort
+// ends the job with its status, and a rank that exits without MPI_Finalize fails it.
+// Everything it made goes when it does: the server first, then the directories.
+#include <memory>
+#include <string>
+
+#include "hyrun/binding/binding_plan.hpp"
+#include "hyrun/launcher/rank_environment.hpp"
+#include "hyrun/launcher/rank_supervisor.hpp"
+#include "hyrun/pmix/server.hpp"
+#include "hyrun/process/poll_participant.hpp"
+#include "hyrun/process/private_directory.hpp"
+
+namespace hyrun {
+
+class PmixService final : public PollParticipant {
+ public:
+  /// The service for `ranks` ranks on `host`, bound as `plan` says (global rank = local
+  /// rank). Throws hyrun::Error when the server or a directory cannot be made.
+  static std::unique_ptr<PmixService> start_local(const std::string& host, int ranks, const binding::BindingPlan& plan);
+  ~PmixService() override = default;
+
+  /// What a rank needs to reach the server as `global_rank`.
+  EnvironmentEntries rank_variables(int global_rank) const;
+  /// Defaults for MPI libraries (a variable the user set wins): Open MPI's shared-memory
+  /// segments in the job's private directory, and its PMIx launch component outside Slurm.
+  EnvironmentEntries rank_defaults() const;
+
+  /// From now on the server's events reach `supervisor`, which must outlive this service's
+  /// part in its loop.
+  void attach(RankSupervisor& supervisor);
+
+  void add_poll_fds(std::vector<pollfd>& fds) override;
+  bool on_poll(const pollfd& p) override;
+  std::chrono::steady_clock::time_point wake_by() const override {
+    return std::chrono::steady_clock::time_point::max();
+  }
+  void on_tick() override {}
+  void settle() override;
+
+ private:
+  PmixService(PrivateDirectory rendezvous, PrivateDirectory shared_memory,
+              std::shared_ptr<const binding::Topology> topology);
+
+  std::shared_ptr<const binding::Topology> topology_;  // the server's: it outlives it
+  PrivateDirectory rendezvous_;                        // the server's sockets: only this user can reach them
+  PrivateDirectory shared_memory_;                     // MPI's segments, killed ranks' too
+  pmix::Server server_;                                // declared last: finalized before the directories go
+  RankSupervisor* supervisor_ = nullptr;
+};
+
+}  // namespace hyrun

@@ -1,0 +1,55 @@
+// The door of hyrun's PMIx server. libpmix 4 listens on loopback TCP, where every user of
+// the host can connect, and runs each handshake on its one progress thread with blocking
+// reads: a connection of another user that sends half a header stalls every client of the
+// job, and one refused for its credentials leaves libpmix 4.2.2 deadlocked (both measured;
+// docs/pmix.md). libpmix 4.2.2 never calls the server module's `listener` upcall for its TCP
+// listener, so hyrun cannot take the socket over; instead this definition of accept(2)
+// interposes the C library's for libpmix (the only user of accept in hyrun: hyrun's own
+// code uses accept4), and closes at once every connection whose peer socket is not this
+// user's (socket_owner.hpp), rate-limited in the log. The listener is non-blocking, so a
+// refused connection ends in EAGAIN, which libpmix's listener takes as "no more for now".
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
+
+#include "hyrun/common/warning_limiter.hpp"
+#include "hyrun/pmix/socket_owner.hpp"
+
+namespace {
+
+using AcceptFn = int (*)(int, sockaddr*, socklen_t*);
+
+AcceptFn next_accept() {
+  static const auto next = reinterpret_cast<AcceptFn>(::dlsym(RTLD_NEXT, "accept"));
+  return next;
+}
+
+void say_refused(const std::optional<uid_t>& uid) {
+  static std::mutex mutex;
+  static hyrun::WarningLimiter refusals("refused connections to the job's PMIx server");
+  std::lock_guard lock(mutex);
+  refusals.warn(uid ? fmt::format("refused a connection to the job's PMIx server from uid {}", *uid)
+                    : std::string("refused a connection to the job's PMIx server from a socket of no local user"));
+}
+
+}  // namespace
+
+extern "C" int accept(int listening_fd, sockaddr* address, socklen_t* length) {
+  const AcceptFn next = next_accept();
+  if (next == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  for (;;) {
+    const int fd = next(listening_fd, address, length);
+    if (fd < 0) return fd;
+    const auto uid = hyrun::pmix::local_peer_uid(fd);
+    if (uid && *uid == ::getuid()) return fd;
+    ::close(fd);
+    say_refused(uid);
+  }
+}

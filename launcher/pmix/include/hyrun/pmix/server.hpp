@@ -1,0 +1,89 @@
+#pragma once
+// hyrun's PMIx server for the ranks it starts (libpmix's server API): MPI libraries, mpi4py
+// and any other PMIx client run under hyrun as under srun or mpirun.
+//
+// Contract:
+//  - At most one Server exists in a process, and never beside a pmix::Client (libpmix holds
+//    one identity per process). Its destructor finalizes libpmix and removes its private
+//    rendezvous directory, on every path.
+//  - Only this user's processes can reach it: its rendezvous files live in a directory of
+//    mode 0700, its loopback TCP port admits only connections of this uid (accept_filter.cpp),
+//    and libpmix admits a client only with the namespace and rank registered here.
+//  - Its end is bounded: when libpmix's thread does not answer within 5 s, the library is
+//    left unfinalized (said in a warning) rather than waited for.
+//  - libpmix calls the host's functions on its own progress thread. They only queue an
+//    event and wake the owner's poll loop (event_fd()); the owner reads them with
+//    take_events() on its own thread.
+//  - A client that calls PMIx_Abort waits until the event that says so is destroyed: hyrun
+//    learns of the abort (the rank, its status and message) before it can see the rank's end.
+#include <hwloc.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hyrun/common/unique_fd.hpp"
+#include "hyrun/pmix/job_map.hpp"
+
+namespace hyrun::pmix {
+
+/// What a rank did through PMIx, in the order libpmix saw it.
+struct ClientEvent {
+  enum class Kind {
+    kConnected,  ///< PMIx_Init (MPI_Init)
+    kFinalized,  ///< PMIx_Finalize (MPI_Finalize)
+    kAborted,    ///< PMIx_Abort (MPI_Abort): `status`, `message`
+    kFence,      ///< a fence libpmix did not complete by itself: completed when the event goes
+  };
+  Kind kind = Kind::kConnected;
+  std::uint32_t rank = 0;
+  int status = 0;
+  std::string message;
+  /// Holds the aborting client (or the fence) until this event, and every copy, is gone.
+  std::shared_ptr<void> hold;
+};
+
+class Server {
+ public:
+  /// Starts libpmix's server with its rendezvous files in `rendezvous_dir` (private to this
+  /// user), on the node's hwloc `topology` (which must outlive the server; without it
+  /// libpmix loads its own, ~25 ms). Throws hyrun::Error with libpmix's status when it cannot.
+  Server(const std::string& rendezvous_dir, hwloc_topology_t topology);
+  ~Server();  ///< releases held clients, then PMIx_server_finalize
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Registers the job's namespace and this node's ranks (as this process's uid/gid).
+  /// Blocks until libpmix has taken them in (bounded: it is local work).
+  void register_job(const JobMap& map);
+
+  /// The variables a child needs to reach this server as `rank` (PMIx_server_setup_fork):
+  /// PMIX_NAMESPACE, PMIX_RANK, the server's URI and the library's modules.
+  std::vector<std::pair<std::string, std::string>> client_environment(std::uint32_t rank) const;
+
+  /// Readable when events are queued (an eventfd); read it with take_events().
+  int event_fd() const { return events_fd_.get(); }
+  /// The queued events, oldest first; clears the eventfd.
+  std::vector<ClientEvent> take_events();
+
+  /// For the upcalls (libpmix's thread): queue `event` and wake the owner.
+  void post(ClientEvent event);
+  /// The server of this process while libpmix runs it, for upcalls that carry no server object.
+  static Server* current();
+
+ private:
+  /// Whether libpmix's progress thread completes a request (deregistering the job) within
+  /// a limit: PMIx_server_finalize would otherwise wait for it forever.
+  bool progress_thread_answers() noexcept;
+
+  std::string nspace_;
+  // libpmix keeps pointing into it (the topology's copy): it goes after PMIx_server_finalize.
+  InfoArray init_info_;
+  UniqueFd events_fd_;
+  std::mutex mutex_;
+  std::vector<ClientEvent> queue_;
+};
+
+}  // namespace hyrun::pmix

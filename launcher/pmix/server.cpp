@@ -1,0 +1,201 @@
+#include "hyrun/pmix/server.hpp"
+
+#include <fmt/format.h>
+#include <pmix_server.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+
+#include "hyrun/common/error.hpp"
+#include "hyrun/pmix/completion.hpp"
+#include "hyrun/pmix/status.hpp"
+
+namespace hyrun::pmix {
+namespace {
+
+// libpmix's own work (registering a namespace or a client) needs no other process: a limit
+// only guards against a library that never calls back.
+constexpr auto kLocalWorkLimit = std::chrono::seconds(30);
+// How long the end of the job waits for libpmix's thread before it leaves without it.
+constexpr auto kFinalizeLimit = std::chrono::seconds(5);
+
+Server* server_of(void* server_object) { return static_cast<Server*>(server_object); }
+
+std::atomic<Server*> running_server{nullptr};
+
+// The upcalls, on libpmix's progress thread: queue, wake, return. PMIX_OPERATION_SUCCEEDED
+// says the request is done and no callback will come.
+pmix_status_t on_connected(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
+  if (server_object != nullptr) server_of(server_object)->post({ClientEvent::Kind::kConnected, proc->rank, 0, {}, {}});
+  return PMIX_OPERATION_SUCCEEDED;
+}
+
+pmix_status_t on_finalized(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
+  if (server_object != nullptr) server_of(server_object)->post({ClientEvent::Kind::kFinalized, proc->rank, 0, {}, {}});
+  return PMIX_OPERATION_SUCCEEDED;
+}
+
+pmix_status_t on_abort(const pmix_proc_t* proc, void* server_object, int status, const char message[], pmix_proc_t*,
+                       size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  if (server_object == nullptr) return PMIX_ERR_NOT_SUPPORTED;
+  ClientEvent event{ClientEvent::Kind::kAborted, proc->rank, status, message != nullptr ? message : "", {}};
+  // The client is released when hyrun has read the event: its end comes after.
+  if (cbfunc != nullptr)
+    event.hold = std::shared_ptr<void>(cbdata, [cbfunc](void* data) { cbfunc(PMIX_SUCCESS, data); });
+  server_of(server_object)->post(std::move(event));
+  return PMIX_SUCCESS;
+}
+
+// A fence of the job's ranks: with every rank on this node, the data collected is the data
+// given. libpmix completes such fences by itself, but not all: when a participant's
+// connection ends, libpmix 4.2.2 hands the fence to the host without checking that the host
+// has a fence function (a crash without one, seen when a rank exited without MPI_Finalize).
+// Completed on the owner's thread, as every event; the copy lives until libpmix releases it.
+pmix_status_t on_fence(const pmix_proc_t*, size_t, const pmix_info_t*, size_t, char* data, size_t size,
+                       pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  Server* server = Server::current();
+  if (server == nullptr || cbfunc == nullptr) return PMIX_ERR_NOT_SUPPORTED;
+  auto copy = std::make_unique<std::vector<char>>(data, data + size);
+  ClientEvent event{ClientEvent::Kind::kFence, 0, 0, {}, {}};
+  event.hold = std::shared_ptr<void>(copy.release(), [cbfunc, cbdata](void* held) {
+    auto* bytes = static_cast<std::vector<char>*>(held);
+    cbfunc(
+        PMIX_SUCCESS, bytes->data(), bytes->size(), cbdata,
+        [](void* release) { delete static_cast<std::vector<char>*>(release); }, bytes);
+  });
+  server->post(std::move(event));
+  return PMIX_SUCCESS;
+}
+
+pmix_server_module_t make_module() {
+  pmix_server_module_t module{};
+  module.client_connected = on_connected;
+  module.client_finalized = on_finalized;
+  module.abort = on_abort;
+  module.fence_nb = on_fence;
+  return module;
+}
+
+void wait_local(const std::shared_ptr<Completion>& done, const std::string& what) {
+  const auto status = done->wait_until(std::chrono::steady_clock::now() + kLocalWorkLimit);
+  if (!status)
+    throw TimeoutError(fmt::format("{}: libpmix did not finish within {} s", what,
+                                   std::chrono::duration_cast<std::chrono::seconds>(kLocalWorkLimit).count()));
+  throw_if_failed(*status, what);
+}
+
+}  // namespace
+
+Server::Server(const std::string& rendezvous_dir, hwloc_topology_t topology)
+    : events_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (!events_fd_) throw SystemError("PMIx server: eventfd", errno);
+  static pmix_server_module_t module = make_module();
+  InfoList info;
+  info.add(PMIX_SERVER_TMPDIR, rendezvous_dir);
+  info.add(PMIX_SYSTEM_TMPDIR, rendezvous_dir);
+  info.add(PMIX_SERVER_TOOL_SUPPORT, false);
+  pmix_topology_t shared{const_cast<char*>("hwloc"), topology};
+  if (topology != nullptr) info.add_topology(PMIX_TOPOLOGY2, shared);
+  init_info_ = info.to_array();
+  throw_if_failed(PMIx_server_init(&module, init_info_.data(), init_info_.size()),
+                  "PMIx_server_init (hyrun's PMIx server)");
+  running_server = this;
+}
+
+Server* Server::current() { return running_server.load(); }
+
+Server::~Server() {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.clear();  // releases a client held in PMIx_Abort before the library goes
+  }
+  // PMIx_server_finalize waits for libpmix's progress thread without a limit, and a client
+  // of this user can hold that thread (half a handshake): ask it something first, bounded.
+  if (!nspace_.empty() && !progress_thread_answers()) {
+    spdlog::warn(
+        "hyrun's PMIx server: libpmix's progress thread did not answer within {} s (a client holds it); "
+        "leaving the library without finalizing it",
+        std::chrono::duration_cast<std::chrono::seconds>(kFinalizeLimit).count());
+    return;
+  }
+  if (const pmix_status_t rc = PMIx_server_finalize(); rc != PMIX_SUCCESS)
+    spdlog::warn("PMIx_server_finalize: {}", describe_status(rc));
+  running_server = nullptr;
+}
+
+bool Server::progress_thread_answers() noexcept {
+  pmix_nspace_t nspace;
+  PMIX_LOAD_NSPACE(nspace, nspace_.c_str());
+  auto [done, cbdata] = Completion::make();
+  PMIx_server_deregister_nspace(nspace, Completion::on_operation, cbdata);  // the job is over: its data can go
+  return done->wait_until(std::chrono::steady_clock::now() + kFinalizeLimit).has_value();
+}
+
+void Server::register_job(const JobMap& map) {
+  nspace_ = map.nspace;
+  InfoArray info = namespace_info(map);
+  pmix_nspace_t nspace;
+  PMIX_LOAD_NSPACE(nspace, map.nspace.c_str());
+  const auto& local = map.ranks.at(map.node);
+  auto [done, cbdata] = Completion::make();
+  if (const pmix_status_t rc = PMIx_server_register_nspace(nspace, static_cast<int>(local.size()), info.data(),
+                                                           info.size(), Completion::on_operation, cbdata);
+      rc != PMIX_SUCCESS) {
+    Completion::release(cbdata);
+    throw_if_failed(rc, fmt::format("registering the PMIx namespace {}", map.nspace));
+  }
+  wait_local(done, fmt::format("registering the PMIx namespace {}", map.nspace));
+  for (std::uint32_t rank : local) {
+    pmix_proc_t proc;
+    PMIX_LOAD_PROCID(&proc, nspace, rank);
+    auto [client_done, client_cbdata] = Completion::make();
+    const std::string what = fmt::format("registering rank {} with hyrun's PMIx server", rank);
+    if (const pmix_status_t rc =
+            PMIx_server_register_client(&proc, ::getuid(), ::getgid(), this, Completion::on_operation, client_cbdata);
+        rc != PMIX_SUCCESS) {
+      Completion::release(client_cbdata);
+      throw_if_failed(rc, what);
+    }
+    wait_local(client_done, what);
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> Server::client_environment(std::uint32_t rank) const {
+  pmix_proc_t proc;
+  PMIX_LOAD_PROCID(&proc, nspace_.c_str(), rank);
+  char** env = nullptr;
+  const pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (char** e = env; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (const auto eq = entry.find('='); eq != std::string::npos)
+      out.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  PMIX_ARGV_FREE(env);
+  throw_if_failed(rc, fmt::format("preparing rank {}'s PMIx environment (PMIx_server_setup_fork)", rank));
+  return out;
+}
+
+void Server::post(ClientEvent event) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(event));
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(events_fd_.get(), &one, sizeof one);  // full only past 2^64 events
+}
+
+std::vector<ClientEvent> Server::take_events() {
+  std::uint64_t count = 0;
+  [[maybe_unused]] const ssize_t n = ::read(events_fd_.get(), &count, sizeof count);  // EAGAIN: none yet
+  std::lock_guard lock(mutex_);
+  return std::exchange(queue_, {});
+}
+
+}  // namespace hyrun::pmix

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# MPI programs under hyrun's PMIx server, local mode (issue 23): mpi_launch_test.sh CASE.
+# MPI_CHECK (tests/integration/mpi_check.cpp) and PMIX_CLIENT are built with Debian's Open MPI
+# and libpmix; mpi4py is Debian's python3-mpi4py.
+source "$(dirname "$0")/lib.sh"
+case_name=$1; shift
+
+# expect_mpi_ok N : every rank 0..N-1 said once that it saw a world of N and its data arrived intact.
+expect_mpi_ok() {
+  local n=$1 r c
+  for r in $(seq 0 $((n - 1))); do
+    c=$(grep -c "^rank $r of $n: ok$" "$OUT")
+    [ "$c" -eq 1 ] && pass "rank $r of $n: ok, once" || { fail "rank $r said 'of $n: ok' $c times"; show_output; }
+  done
+}
+
+# The job's PMIx and shared-memory directories, as rank 0 printed them.
+job_dirs() {
+  PMIX_DIR=$(sed -n 's/^pmix dir: //p' "$OUT" | head -1)
+  SHM_DIR=$(sed -n 's/^shm dir: //p' "$OUT" | head -1)
+  case $PMIX_DIR in */hyrun-pmix-*) pass "PMIx sockets in $PMIX_DIR" ;; *) fail "no PMIx directory of hyrun's: '$PMIX_DIR'" ;; esac
+  case $SHM_DIR in */hyrun-shm-*) pass "shared memory in $SHM_DIR" ;; *) fail "no shared-memory directory of hyrun's: '$SHM_DIR'" ;; esac
+}
+expect_dirs_gone() {
+  [ -n "$PMIX_DIR" ] && [ ! -e "$PMIX_DIR" ] && pass "$PMIX_DIR removed" || fail "$PMIX_DIR left behind: $(find "$PMIX_DIR" 2>&1 | head -5)"
+  [ -n "$SHM_DIR" ] && [ ! -e "$SHM_DIR" ] && pass "$SHM_DIR removed" || fail "$SHM_DIR left behind: $(find "$SHM_DIR" 2>&1 | head -5)"
+}
+
+case $case_name in
+hello-*)  # MPI_Init sees the whole job; collectives and 1 MiB messages with every peer arrive intact
+  n=${case_name#hello-}
+  run_job 60 "$HYRUN" -n "$n" -- "$MPI_CHECK"
+  expect_rc 0
+  expect_mpi_ok "$n"
+  ;;
+bootstrap-none)  # every rank at once: the same job
+  run_job 60 "$HYRUN" -n 3 --bootstrap=none -- "$MPI_CHECK"
+  expect_rc 0
+  expect_mpi_ok 3
+  ;;
+mpi4py)  # Debian's mpi4py, unchanged: random values reduced and checked on every rank
+  /usr/bin/python3 -c 'import mpi4py' 2>/dev/null || { echo "python3-mpi4py is not installed"; exit 77; }
+  run_job 60 "$HYRUN" -n 3 -- /usr/bin/python3 -c '
+import random
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+mine = [random.getrandbits(32) for _ in range(1000)]
+total = c.allreduce(mine, op=lambda a, b, t=None: [x + y for x, y in zip(a, b)])
+every = c.allgather(mine)
+ok = all(total[i] == sum(v[i] for v in every) for i in range(1000))
+print(f"rank {c.rank} of {c.size}: " + ("ok" if ok else "WRONG"), flush=True)'
+  expect_rc 0
+  expect_mpi_ok 3
+  ;;
+abort)  # MPI_Abort(comm, 7) ends the job with 7 and names the rank
+  run_job 60 "$HYRUN" -n 3 -- "$MPI_CHECK" --abort-rank 1 --abort-code 7
+  expect_rc 7
+  expect_stderr "hyrun: rank 1 \(pid [0-9]+\) called MPI_Abort/PMIx_Abort with status 7"
+  ;;
+no-finalize)  # a rank that exits 0 without MPI_Finalize fails the job (the others wait in MPI_Finalize's fence)
+  run_job 60 "$HYRUN" -n 3 -- "$MPI_CHECK" --no-finalize-rank 2
+  expect_rc 1
+  expect_stderr "hyrun: rank 2 \(pid [0-9]+\) exited 0 without finalizing PMIx \(MPI_Finalize"
+  ;;
+cleanup-end)  # the job's PMIx sockets and MPI segments go with it
+  run_job 60 "$HYRUN" -n 2 -- "$MPI_CHECK" --print-dirs
+  expect_rc 0
+  job_dirs
+  expect_dirs_gone
+  ;;
+cleanup-rank-killed)  # a SIGKILLed rank leaves its segments: they go too
+  run_job 60 "$HYRUN" -n 3 -- "$MPI_CHECK" --print-dirs --kill-rank 1
+  expect_rc 137
+  expect_stderr "rank 1 \(pid [0-9]+\) was killed by signal 9"
+  job_dirs
+  expect_dirs_gone
+  ;;
+cleanup-sigterm)  # SIGTERM to hyrun while the segments are in use
+  OUT=$WORK/out; ERR=$WORK/err
+  timeout -k 5 60 "$HYRUN" -n 2 -- "$MPI_CHECK" --print-dirs --wait-rank 0 >"$OUT" 2>"$ERR" &
+  job=$!
+  for _ in $(seq 300); do grep -q "^rank 0: waiting" "$OUT" && break; sleep 0.1; done
+  job_dirs
+  segments=$(find "$SHM_DIR" -type f 2>/dev/null | wc -l)
+  [ "$segments" -gt 0 ] && pass "$segments shared-memory segment file(s) in the job's directory while it runs" \
+    || fail "no segment in $SHM_DIR while the job runs (Open MPI put them elsewhere)"
+  kill -TERM "$job"
+  wait "$job"; RC=$?
+  expect_rc 143
+  expect_dirs_gone
+  ;;
+foreign-client)  # a PMIx client with another namespace, or of another user, is refused; the rank's own is admitted
+  # As another user: a client, then a connection that sends half a header and waits, which
+  # held libpmix's one thread (and so every client of the job) before hyrun filtered them.
+  cat >"$WORK/rank.sh" <<'SH'
+#!/bin/bash
+PMIX_NAMESPACE=not-this-job timeout 20 "$PMIX_CLIENT"; echo "wrong namespace: $?"
+if [ "$(id -u)" -eq 0 ]; then
+  as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  timeout 20 "${as_other[@]}" "$PMIX_CLIENT"; echo "other user: $?"
+  "${as_other[@]}" /usr/bin/python3 -c '
+import os, socket, time
+host, port = os.environ["PMIX_SERVER_URI41"].split("tcp4://")[1].split(":")
+s = socket.create_connection((host, int(port)))
+s.send(b"\0\0")
+print("half a header sent", flush=True)
+time.sleep(30)' &
+  idle=$!
+  sleep 1
+fi
+timeout 20 "$PMIX_CLIENT"; echo "own: $?"
+[ -n "${idle:-}" ] && kill "$idle"
+SH
+  chmod +x "$WORK/rank.sh"
+  cp "$PMIX_CLIENT" "$WORK/pmix-bare-client" && chmod 755 "$WORK" "$WORK/pmix-bare-client"
+  run_job 90 "$HYRUN" -n 1 -x PMIX_CLIENT="$WORK/pmix-bare-client" -- "$WORK/rank.sh"
+  expect_rc 0
+  expect_stdout "^wrong namespace: 3$"
+  if [ "$(id -u)" -eq 0 ]; then
+    expect_stdout "^other user: 3$"
+    expect_stdout "^half a header sent$"
+    expect_stderr "refused a connection to the job's PMIx server from uid 65534"
+  fi
+  expect_stdout "^pmix-bare-client: admitted as hyrun\..* rank 0$"
+  expect_stdout "^own: 0$"
+  ;;
+*) echo "unknown case $case_name" >&2; exit 2 ;;
+esac
+finish
