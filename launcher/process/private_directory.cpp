@@ -14,8 +14,9 @@
 namespace hyrun {
 
 PrivateDirectory PrivateDirectory::create(const std::string& parent, const std::string& prefix) {
-  std::string templ = parent + "/" + prefix + "-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) throw SystemError("cannot create a private directory from " + templ, errno);
+  const std::string pattern = parent + "/" + prefix + "-XXXXXX";
+  std::string templ = pattern;  // mkdtemp writes into it, even when it fails
+  if (::mkdtemp(templ.data()) == nullptr) throw SystemError("cannot create a private directory from " + pattern, errno);
   return PrivateDirectory(std::move(templ));
 }
 

@@ -3,6 +3,8 @@
 // come from real children (as in wait_status_test.cpp), not hand-made bit patterns.
 #include "hyrun/launcher/job_policy.hpp"
 
+#include "hyrun/common/error.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -197,6 +199,40 @@ TEST(JobPolicy, EndsKilledFromOutsideAreJudgedBeforeTheirFallout) {
   EXPECT_EQ(ends[0].process, 1u);
   EXPECT_EQ(ends[1].process, 0u);
   EXPECT_EQ(ends[2].process, 2u);
+}
+
+}  // namespace
+}  // namespace hyrun
+
+namespace hyrun {
+namespace {
+
+// MPI's rule, kept by hyrun's PMIx server: a process that initialized PMIx and exits 0
+// without finalizing it failed; one that finalized, or never used PMIx, did not.
+TEST(JobPolicyPmix, AClientThatExitsZeroWithoutFinalizingFailsTheJob) {
+  JobPolicy policy(0);
+  RankProcess rank = ended(2, 4321, exit_status(0));
+  rank.pmix_connected = true;
+  const Verdict verdict = policy.judge_end(rank, JudgedMoment{});
+  EXPECT_EQ(verdict.kind, Verdict::Kind::kFailure);
+  EXPECT_NE(verdict.how.find("exited 0 without finalizing PMIx (MPI_Finalize"), std::string::npos) << verdict.how;
+  ASSERT_TRUE(verdict.exit_code.has_value());
+  EXPECT_EQ(*verdict.exit_code, hyrun::exit_code::kLauncherError);
+
+  rank.pmix_finalized = true;
+  EXPECT_EQ(policy.judge_end(rank, JudgedMoment{}).kind, Verdict::Kind::kNoFailure);
+  RankProcess plain = ended(3, 4322, exit_status(0));
+  EXPECT_EQ(policy.judge_end(plain, JudgedMoment{}).kind, Verdict::Kind::kNoFailure);
+}
+
+TEST(JobPolicyPmix, AClientsEndAfterTheJobFailedIsNoNewFailure) {
+  JobPolicy policy(0);
+  RankProcess first = ended(0, 100, exit_status(7));
+  policy.fail(first, "called MPI_Abort/PMIx_Abort with status 7", 7);
+  RankProcess rank = ended(2, 4321, exit_status(0));
+  rank.pmix_connected = true;
+  EXPECT_EQ(policy.judge_end(rank, stopping()).kind, Verdict::Kind::kNoFailure);
+  EXPECT_EQ(policy.result().exit_code, 7);
 }
 
 }  // namespace
