@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace hyrun::ep {
 
@@ -14,9 +16,26 @@ namespace {
 constexpr std::size_t kDescriptorHeader = 16;  // u64 address, u64 length, then the packed rkey
 constexpr const char* kWho = "UCX EP transport";
 
+/// The worker's active-message id of write messages (World itself uses tag matching only).
+constexpr unsigned kWriteMessageId = 7;
+
 void sort_unique(std::vector<int>& v) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+/// Whether UCX would emulate puts on `ep` (no RMA lane: tcp). UCX 1.13 tells this only in
+/// its endpoint report, which lists a "put[lane]" protocol line for each RMA lane.
+bool rma_is_emulated(ucp_ep_h ep) {
+  char* text = nullptr;
+  std::size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) return false;  // cannot tell: puts, as before
+  ucp_ep_print_info(ep, stream);
+  std::fclose(stream);
+  const bool emulated = std::string_view(text, size).find("put[") == std::string_view::npos;
+  std::free(text);
+  return emulated;
 }
 }  // namespace
 
@@ -40,6 +59,7 @@ UcxTransport::UcxTransport(const UcxBootstrap& boot, void* region, std::size_t r
   if (region == nullptr) allocate_region();
   if (!memh_) map_region();
   pack_descriptor();
+  write_messages_ = accept_write_messages();  // before any peer has the descriptor
   peers_.resize(static_cast<std::size_t>(size_));
   peers_[static_cast<std::size_t>(rank_)].length = bytes_;  // self writes are memcpy
   if (attach == PeerAttach::kDeferred) return;
@@ -84,6 +104,13 @@ UcxTransport::~UcxTransport() {
   // Best effort: complete what is outstanding without throwing, within one timeout;
   // the members then destroy the rkeys, unmap and free the region.
   drain(-1, Clock::now() + timeout_);
+  if (write_messages_) {  // later write messages are dropped by UCX (no handler), not stored
+    ucp_am_handler_param_t param{};
+    param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+    param.id = kWriteMessageId;
+    param.cb = nullptr;
+    (void)ucp_worker_set_am_recv_handler(worker_, &param);
+  }
   if (writes_may_be_in_flight_) {
     // Some write did not complete in time (UCX's tcp put emulation can stall): peers'
     // writes may also still be on their way here, and UCX stores them at the raw
@@ -129,6 +156,56 @@ void UcxTransport::attach_peer(int peer, std::span<const std::byte> d) {
   p.dirty = false;
   // Mapped into this process when a shared-memory transport reaches the peer's region.
   p.local = p.rkey.local_pointer(addr);
+  p.by_message = write_messages_ && p.local == nullptr && rma_is_emulated(ep);
+}
+
+bool UcxTransport::accept_write_messages() {
+  ucp_am_handler_param_t param{};
+  param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                     UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  param.id = kWriteMessageId;
+  param.flags = UCP_AM_FLAG_WHOLE_MSG;
+  param.cb = &UcxTransport::on_write;
+  param.arg = this;
+  return ucp_worker_set_am_recv_handler(worker_, &param) == UCS_OK;  // fails without UCP_FEATURE_AM
+}
+
+ucs_status_t UcxTransport::on_write(void* arg, const void* header, std::size_t header_length, void* data,
+                                    std::size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxTransport*>(arg);
+  WriteHeader h;
+  // Only this transport's eager messages: a rendezvous one (never sent by it) is dropped.
+  if (header_length != sizeof h || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) return UCS_OK;
+  std::memcpy(&h, header, sizeof h);
+  auto* base = static_cast<std::byte*>(self->region_mem_.get());
+  const bool fits = h.offset <= self->bytes_ && length <= self->bytes_ - h.offset;
+  const bool good_signal = h.is_signal == 0 || (length == 8 && h.offset % 8 == 0);
+  if (h.region != reinterpret_cast<uintptr_t>(base) || !fits || !good_signal) {
+    // A write for an earlier region of this rank (replaced meanwhile) or out of bounds.
+    spdlog::warn("UCX EP transport: rank {}: dropped a write message of {} bytes at offset {} (region {:#x})",
+                 self->rank_, length, h.offset, h.region);
+    return UCS_OK;
+  }
+  if (h.is_signal != 0) {  // as signal() stores its own: the waiter reads it with acquire
+    uint64_t value;
+    std::memcpy(&value, data, 8);
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base + h.offset)).store(value, std::memory_order_release);
+  } else {
+    std::memcpy(base + h.offset, data, length);
+  }
+  return UCS_OK;
+}
+
+ucs_status_ptr_t UcxTransport::start_write(int peer, std::size_t off, const void* src, std::size_t len,
+                                           bool is_signal) {
+  const Peer& p = peers_[static_cast<std::size_t>(peer)];
+  ucp_request_param_t prm{};
+  if (!p.by_message) return ucp_put_nbx(p.ep, src, len, p.address + off, p.rkey.get(), &prm);
+  headers_.push_back({p.address, off, is_signal ? 1u : 0u});  // deque: the address stays valid until flush
+  // Eager only: a rendezvous would need the target's answer, the very thing to avoid.
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  prm.flags = UCP_AM_SEND_FLAG_EAGER;
+  return ucp_am_send_nbx(p.ep, kWriteMessageId, &headers_.back(), sizeof(WriteHeader), src, len, &prm);
 }
 
 void UcxTransport::detach_peer(int peer) {
@@ -164,13 +241,18 @@ void UcxTransport::drain(int peer, Clock::time_point deadline) noexcept {
 void UcxTransport::retire_signal_values() noexcept {
   // UCX may still read an abandoned signal's source: keep the values for the transport's
   // lifetime (8 bytes a signal). swap keeps the elements' addresses.
-  if (signal_values_.empty()) return;
   try {
-    retired_signal_values_.emplace_back();
+    if (!signal_values_.empty()) {
+      retired_signal_values_.emplace_back();
+      retired_signal_values_.back().swap(signal_values_);
+    }
+    if (!headers_.empty()) {  // the same for write messages' headers
+      retired_headers_.emplace_back();
+      retired_headers_.back().swap(headers_);
+    }
   } catch (...) {
     return;  // out of memory: nothing better to do
   }
-  retired_signal_values_.back().swap(signal_values_);
 }
 
 void UcxTransport::check(int peer, std::size_t off, std::size_t len) const {
@@ -213,9 +295,7 @@ void UcxTransport::put(int peer, std::size_t off, const void* src, std::size_t l
     std::memcpy(static_cast<std::byte*>(region_mem_.get()) + off, src, len);
     return;
   }
-  const Peer& p = peers_[static_cast<std::size_t>(peer)];
-  ucp_request_param_t prm{};
-  track(peer, ucp_put_nbx(p.ep, src, len, p.address + off, p.rkey.get(), &prm));
+  track(peer, start_write(peer, off, src, len, false));
 }
 
 std::byte* UcxTransport::mapped(int peer, std::size_t off, std::size_t len) {
@@ -241,9 +321,7 @@ void UcxTransport::signal(int peer, std::size_t off, uint64_t value) {
     return;
   }
   signal_values_.push_back(value);  // deque: the address stays valid until flush
-  const Peer& p = peers_[static_cast<std::size_t>(peer)];
-  ucp_request_param_t prm{};
-  track(peer, ucp_put_nbx(p.ep, &signal_values_.back(), 8, p.address + off, p.rkey.get(), &prm));
+  track(peer, start_write(peer, off, &signal_values_.back(), 8, true));
 }
 
 ucs_status_t UcxTransport::wait_request(int peer, ucx::Request& req, Clock::time_point deadline) {
@@ -305,6 +383,7 @@ void UcxTransport::flush() {
   }
   if (abandoned) retire_signal_values();
   signal_values_.clear();
+  headers_.clear();
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::vector<int> failed = std::move(failed_), skipped = std::move(skipped_);
   failed_.clear();

@@ -43,8 +43,9 @@ struct WorldOptions {
   /// Time limit of every wait during connection and collectives; default: the contract's
   /// HYRUN_BOOTSTRAP_TIMEOUT_MS.
   std::optional<std::chrono::milliseconds> timeout;
-  /// UCP features requested in addition to tag matching (e.g. UCP_FEATURE_RMA).
-  uint64_t extra_ucp_features = UCP_FEATURE_RMA;
+  /// UCP features requested in addition to tag matching (e.g. UCP_FEATURE_RMA). AM: the EP
+  /// transport sends its writes as active messages where UCX would emulate RMA (tcp).
+  uint64_t extra_ucp_features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
   /// Largest message send(), recv() and each allgatherv() contribution carry. A larger
   /// send throws; a larger incoming message is refused (logged, never read into memory).
   std::size_t max_message_bytes = std::size_t{1} << 30;

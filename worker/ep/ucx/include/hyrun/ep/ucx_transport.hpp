@@ -35,6 +35,14 @@
 //
 // After a write to a live peer timed out, the destructor keeps the region mapped (until
 // the process exits): late writes of the stalled transfers must not hit unmapped memory.
+//
+// Where UCX has no RMA transport to a peer (tcp) it emulates puts with active messages, and
+// the target answers each put; UCX 1.13 aborts the target when that answer cannot be sent
+// because the writer just died (ucp_put_handler, "Fatal: unexpected error: Endpoint
+// timeout"). Writes to such peers are therefore sent as this transport's own active
+// messages (eager, on the endpoint's one AM lane, so in order with the signal after them),
+// which the target stores into its region without answering. That needs UCP_FEATURE_AM in
+// the context (World has it); without it, puts are used as before.
 #include <ucp/api/ucp.h>
 
 #include <chrono>
@@ -138,6 +146,12 @@ class UcxTransport final : public Transport {
   void pack_descriptor();
   void check(int peer, std::size_t off, std::size_t len) const;
   void retire_signal_values() noexcept;
+  /// Registers on_write for the worker's write messages; false when the context lacks AM.
+  bool accept_write_messages();
+  static ucs_status_t on_write(void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
+                               const ucp_am_recv_param_t* param);
+  /// A put, or a write message where the peer's RMA is emulated (Peer::by_message).
+  ucs_status_ptr_t start_write(int peer, std::size_t off, const void* src, std::size_t len, bool is_signal);
   /// False when writes to `peer` must not be issued (detached, or known failed).
   bool writable(int peer);
   void track(int peer, ucs_status_ptr_t sp);
@@ -163,6 +177,13 @@ class UcxTransport final : public Transport {
     std::size_t length = 0;
     std::byte* local = nullptr;  // the region mapped into this process (ucp_rkey_ptr), if it is
     bool dirty = false;          // written since the last flush
+    bool by_message = false;     // writes go as write messages (UCX would emulate RMA with puts)
+  };
+  /// The header of a write message: where in which region, and whether it is a signal word.
+  struct WriteHeader {
+    uint64_t region = 0;  // the target region's address (its descriptor's): older regions' writes are dropped
+    uint64_t offset = 0;
+    uint64_t is_signal = 0;
   };
   int rank_ = 0;
   int size_ = 0;
@@ -180,6 +201,9 @@ class UcxTransport final : public Transport {
   std::vector<std::pair<int, ucx::Request>> pending_;      // (peer, request) of puts/signals not yet completed
   std::deque<uint64_t> signal_values_;                     // sources of signal puts, stable until flush
   std::list<std::deque<uint64_t>> retired_signal_values_;  // of abandoned requests (see flush)
+  std::deque<WriteHeader> headers_;                        // of write messages, stable until flush (UCX reads them)
+  std::list<std::deque<WriteHeader>> retired_headers_;     // of abandoned requests
+  bool write_messages_ = false;                            // on_write is registered on the worker
   std::vector<int> failed_;                                // peers whose operations failed since the last flush
   std::vector<int> skipped_;                               // detached peers written to since the last flush
 };
