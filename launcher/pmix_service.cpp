@@ -90,7 +90,6 @@ void PmixService::settle() {
         supervisor_->on_pmix_client(rank, RankSupervisor::PmixClientStep::kFinalized);
         break;
       case pmix::ClientEvent::Kind::kAborted: supervisor_->on_pmix_abort(rank, event.status, event.message); break;
-      case pmix::ClientEvent::Kind::kFence: break;  // completed as the event goes
     }
   }  // an aborting client is released here, once its abort is the job's
 }

@@ -9,8 +9,9 @@
 //  - Only this user's processes can reach it: its rendezvous files live in a directory of
 //    mode 0700, its loopback TCP port admits only connections of this uid (accept_filter.cpp),
 //    and libpmix admits a client only with the namespace and rank registered here.
-//  - Its end is bounded: when libpmix's thread does not answer within 5 s, the library is
-//    left unfinalized (said in a warning) rather than waited for.
+//  - Its end is bounded: when PMIx_server_finalize does not return within 5 s, it is left
+//    (said in a warning) rather than waited for; after a client was lost without finalizing,
+//    it is not called at all (libpmix 4.2.2 can crash in it then).
 //  - libpmix calls the host's functions on its own progress thread. They only queue an
 //    event and wake the owner's poll loop (event_fd()); the owner reads them with
 //    take_events() on its own thread.
@@ -20,6 +21,7 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,13 +37,12 @@ struct ClientEvent {
     kConnected,  ///< PMIx_Init (MPI_Init)
     kFinalized,  ///< PMIx_Finalize (MPI_Finalize)
     kAborted,    ///< PMIx_Abort (MPI_Abort): `status`, `message`
-    kFence,      ///< a fence libpmix did not complete by itself: completed when the event goes
   };
   Kind kind = Kind::kConnected;
   std::uint32_t rank = 0;
   int status = 0;
   std::string message;
-  /// Holds the aborting client (or the fence) until this event, and every copy, is gone.
+  /// Holds the aborting client until this event (and every copy of it) is gone.
   std::shared_ptr<void> hold;
 };
 
@@ -70,13 +71,9 @@ class Server {
 
   /// For the upcalls (libpmix's thread): queue `event` and wake the owner.
   void post(ClientEvent event);
-  /// The server of this process while libpmix runs it, for upcalls that carry no server object.
-  static Server* current();
 
  private:
-  /// Whether libpmix's progress thread completes a request (deregistering the job) within
-  /// a limit: PMIx_server_finalize would otherwise wait for it forever.
-  bool progress_thread_answers() noexcept;
+  void finalize_bounded() noexcept;
 
   std::string nspace_;
   // libpmix keeps pointing into it (the topology's copy): it goes after PMIx_server_finalize.
@@ -84,6 +81,8 @@ class Server {
   UniqueFd events_fd_;
   std::mutex mutex_;
   std::vector<ClientEvent> queue_;
+  std::set<std::uint32_t> connected_;  // ranks that connected, and those that finalized
+  std::set<std::uint32_t> finalized_;
 };
 
 }  // namespace hyrun::pmix
