@@ -342,7 +342,7 @@ void RankSupervisor::on_pmix_client(int global_rank, PmixClientStep step) {
 
 void RankSupervisor::on_pmix_abort(int global_rank, int status, const std::string& message) {
   const RankProcess* rank = processes_.latest(global_rank);
-  if (rank == nullptr) return;
+  if (rank == nullptr || policy_.exit_code()) return;  // the first failure stays the job's
   // mpirun's convention: the job ends with the status the rank gave (1 for 0: it failed).
   report_failure(*rank,
                  fmt::format("called MPI_Abort/PMIx_Abort with status {}{}", status,
