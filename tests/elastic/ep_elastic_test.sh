@@ -38,8 +38,8 @@ two_launches() {
   root=$!
   wait_port || fail "plan $name: no join server"
   wait_end_phase 0 || fail "plan $name: no end of phase 0"
-  timeout -k 5 100 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 --port "$port" \
-    "$@" >>"$later_log" 2>&1 &
+  env ${LATER_ENV:-} timeout -k 5 100 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 \
+    --port "$port" "$@" >>"$later_log" 2>&1 &
   later_pid=$!
 }
 
@@ -187,10 +187,20 @@ PY
   done
   # A later launch that dies whole (its ep-elastic SIGKILLed: its ranks go with it) ends
   # the first at once, naming a dead rank, not after --timeout-ms (600 s here: past this
-  # test's own limit) and --bootstrap-timeout.
-  long=(--num-tokens 16 --hidden-dim 512 --num-topk 4 --num-experts-per-rank 2 --warmup 2 --iters 20000 --timeout-ms 600000)
-  two_launches c '[[0,1],[0,1,2,3],[0,1,2,3]]' "$WORK/later-c.log" "${long[@]}"
-  for _ in $(seq 600); do grep -q "global_rank=2, local_rank=[0-9]* -> start phase 1" "$WORK/later-c.log" && break; sleep 0.05; done
+  # test's own limit) and --bootstrap-timeout. The later launch's ranks hold themselves in
+  # their first phase (phase 1), so that phase is still running when the launch is killed,
+  # however fast or slow the machine (a long phase instead took more than the wait for
+  # phase 0's end on a loaded machine).
+  printf '#!/bin/sh\nexec "%s" "$@" --test-stop-in-first-phase 2,3\n' "$EP_BENCH" >"$WORK/held-ep-bench"
+  chmod +x "$WORK/held-ep-bench"
+  LATER_ENV="HYRUN_EP_BENCH=$WORK/held-ep-bench" \
+    two_launches c '[[0,1],[0,1,2,3],[0,1,2,3]]' "$WORK/later-c.log" "${small[@]}" --timeout-ms 600000
+  held=0  # both of the later launch's ranks stopped inside phase 1
+  for _ in $(seq 1200); do
+    held=$(for p in $(pgrep -f "plan-c.json.*--test-stop-in-first-phase"); do awk '{print $3}' "/proc/$p/stat" 2>/dev/null; done | grep -c T)
+    [ "$held" = 2 ] && break; kill -0 "$later_pid" 2>/dev/null || break; sleep 0.05
+  done
+  [ "$held" = 2 ] && pass "plan c: the later launch's ranks are held in phase 1" || fail "plan c: $held of 2 ranks held in phase 1"
   later=$(pgrep -f "ep-elastic.*--tcp-server.*$port")
   [ -n "$later" ] && kill -KILL "$later" && pass "plan c: the later launch's ep-elastic was killed in phase 1" \
     || fail "plan c: no later launch to kill"

@@ -35,8 +35,9 @@ struct BenchOptions {
   StagedLaunch staged;
   bool kineto = false;  ///< also time dispatch and combine apart and print the split line
   /// For failure tests (a hidden option): these ranks stop themselves (SIGSTOP) at the first
-  /// timed call of the first phase, so that a test holds them inside a phase, without a race,
-  /// before it takes their node away.
+  /// timed call of the first phase their process runs (phase 0, or the phase a later launch
+  /// joins), so that a test holds them inside a phase, without a race, before it takes their
+  /// node or launch away.
   std::vector<int> stop_in_first_phase;
 };
 

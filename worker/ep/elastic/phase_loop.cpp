@@ -104,8 +104,10 @@ PhaseOutcome PhaseLoop::run(const GlobalPhase& g, std::size_t gi, bool doomed, c
   calls_->set_inputs(inputs);
   std::vector<double> samples_us, dispatch_us, combine_us;
   const int total = p.warmup + p.iters;
+  const bool first_phase = !ran_a_phase_;
+  ran_a_phase_ = true;
   for (int i = 0; i < total;) {
-    if (gi == 0 && i == p.warmup &&
+    if (first_phase && i == p.warmup &&
         std::find(options_.stop_in_first_phase.begin(), options_.stop_in_first_phase.end(), me_) !=
             options_.stop_in_first_phase.end())
       ::raise(SIGSTOP);  // a failure test holds this rank here (BenchOptions::stop_in_first_phase)

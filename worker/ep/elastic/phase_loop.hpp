@@ -84,6 +84,7 @@ class PhaseLoop {
   std::unique_ptr<Buffer> buffer_;  // the EP front: backend and transport
   std::unique_ptr<EpCalls> calls_;  // the call tensors in the backend's memory
   std::vector<int> attached_;       // incarnation of each peer whose region key is attached; -1 none
+  bool ran_a_phase_ = false;        // BenchOptions::stop_in_first_phase: this process's first phase
 };
 
 }  // namespace hyrun::ep::elastic

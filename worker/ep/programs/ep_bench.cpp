@@ -50,9 +50,9 @@ void add_options(CLI::App& app, BenchOptions& options) {
   app.add_flag("--restart-returning", options.staged.restart_returning,
                "staged launch: rank 0's launch also starts the new processes of its ranks that the plan brings back")
       ->needs("--launch-ranks");
-  // Hidden: for failure tests (tests/cluster/hybrid-test.sh, ep-bench-node-lost).
+  // Hidden: for failure tests (hybrid-test.sh ep-bench-node-lost, ep_elastic_test.sh same-host-deaths).
   app.add_option("--test-stop-in-first-phase", options.stop_in_first_phase,
-                 "these ranks stop themselves (SIGSTOP) at the first timed call of the first phase")
+                 "these ranks stop themselves (SIGSTOP) at the first timed call of their first phase")
       ->delimiter(',')
       ->group("");
 }
