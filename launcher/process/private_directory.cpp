@@ -1,22 +1,85 @@
 #include "hyrun/process/private_directory.hpp"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
+#include <array>
 #include <filesystem>
+#include <optional>
+#include <span>
 #include <system_error>
 #include <utility>
 
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/process_identity.hpp"
+#include "hyrun/common/unique_fd.hpp"
 
 namespace hyrun {
+namespace {
+
+// The owner named in `dir`; none when the file is missing, unreadable or not an identity
+// (a directory being made right now has none yet: it is kept).
+std::optional<ProcessIdentity> read_owner(const std::string& dir) {
+  const UniqueFd fd(::open((dir + "/" + PrivateDirectory::kOwnerFile).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  std::array<std::byte, ProcessIdentity::kBytes + 1> bytes{};
+  const ssize_t n = ::read(fd.get(), bytes.data(), bytes.size());
+  if (n != static_cast<ssize_t>(ProcessIdentity::kBytes)) return std::nullopt;
+  try {
+    return ProcessIdentity::decode(std::span(bytes.data(), ProcessIdentity::kBytes));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+void write_owner(const std::string& dir) {
+  const auto bytes = ProcessIdentity::own().encode();
+  if (bytes.empty()) return;  // /proc says nothing: the directory is never reclaimed
+  const std::string path = dir + "/" + PrivateDirectory::kOwnerFile;
+  const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd || ::write(fd.get(), bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()))
+    spdlog::debug("could not name the owner of {} (errno {}): a kill of this process would leave it", dir, errno);
+}
+
+// Directories a killed process of this user left (a SIGKILLed hyrun cannot remove its own).
+// Best effort: whatever cannot be judged is kept.
+void remove_abandoned(const std::string& parent, const std::string& prefix) {
+  const ProcessIdentity self = ProcessIdentity::own();
+  if (!self.known()) return;
+  const std::string start = prefix + "-";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != start.size() + 6 || name.compare(0, start.size(), start) != 0) continue;
+    const std::string path = it->path().string();
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    const auto owner = read_owner(path);
+    // Another host (a shared filesystem) or PID namespace: its pids say nothing here.
+    if (!owner || !owner->same_host(self)) continue;
+    if (ProcessIdentity::start_ticks_of(owner->pid) == owner->start_ticks) continue;  // alive
+    std::error_code removed;
+    std::filesystem::remove_all(path, removed);
+    if (removed)
+      spdlog::debug("could not remove {}, left by pid {}: {}", path, owner->pid, removed.message());
+    else
+      spdlog::debug("removed {}: its owner (pid {}) was killed before it could", path, owner->pid);
+  }
+}
+
+}  // namespace
 
 PrivateDirectory PrivateDirectory::create(const std::string& parent, const std::string& prefix) {
+  remove_abandoned(parent, prefix);
   const std::string pattern = parent + "/" + prefix + "-XXXXXX";
   std::string templ = pattern;  // mkdtemp writes into it, even when it fails
   if (::mkdtemp(templ.data()) == nullptr) throw SystemError("cannot create a private directory from " + pattern, errno);
+  write_owner(templ);
   return PrivateDirectory(std::move(templ));
 }
 

@@ -89,6 +89,26 @@ cleanup-sigterm)  # SIGTERM to hyrun while the segments are in use
   expect_rc 143
   expect_dirs_gone
   ;;
+cleanup-hyrun-killed)  # a SIGKILLed hyrun cannot remove its directories: the next hyrun on the host does
+  OUT=$WORK/out; ERR=$WORK/err
+  "$HYRUN" -n 2 -- "$MPI_CHECK" --print-dirs --wait-rank 0 >"$OUT" 2>"$ERR" &
+  job=$!  # hyrun itself (not a timeout wrapper): the SIGKILL is its own
+  for _ in $(seq 300); do grep -q "^rank 0: waiting" "$OUT" && break; sleep 0.1; done
+  job_dirs
+  kill -KILL "$job"
+  wait "$job"
+  [ -d "$PMIX_DIR" ] && [ -d "$SHM_DIR" ] && pass "the killed hyrun left its directories" \
+    || fail "the directories went without their owner: nothing was tested"
+  first_pmix=$PMIX_DIR first_shm=$SHM_DIR
+  run_job 60 "$HYRUN" -n 2 -- "$MPI_CHECK" --print-dirs
+  expect_rc 0
+  expect_mpi_ok 2
+  job_dirs
+  [ "$PMIX_DIR" != "$first_pmix" ] && [ "$SHM_DIR" != "$first_shm" ] && pass "the next job has directories of its own" \
+    || fail "the next job reused the killed one's directories"
+  PMIX_DIR=$first_pmix SHM_DIR=$first_shm
+  expect_dirs_gone
+  ;;
 foreign-client)  # a PMIx client with another namespace, or of another user, is refused; the rank's own is admitted
   # As another user: a client, then a connection that sends half a header and waits, which
   # held libpmix's one thread (and so every client of the job) before hyrun filtered them.

@@ -14,7 +14,7 @@
 
 #include "death_notices.hpp"
 #include "hyrun/common/error.hpp"
-#include "process_identity.hpp"
+#include "hyrun/common/process_identity.hpp"
 
 namespace hyrun {
 namespace {

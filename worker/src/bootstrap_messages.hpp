@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "process_identity.hpp"
+#include "hyrun/common/process_identity.hpp"
 
 namespace hyrun::bootstrap {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "hyrun/common/unique_fd.hpp"
-#include "process_identity.hpp"
+#include "hyrun/common/process_identity.hpp"
 
 namespace hyrun {
 

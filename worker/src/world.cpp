@@ -7,7 +7,7 @@
 #include "hyrun/ucx/worker.hpp"
 #include "join_admission.hpp"
 #include "launcher_hello.hpp"
-#include "process_identity.hpp"
+#include "hyrun/common/process_identity.hpp"
 #include "worker_log.hpp"
 
 namespace hyrun {

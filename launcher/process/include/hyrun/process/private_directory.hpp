@@ -9,8 +9,14 @@ namespace hyrun {
 
 class PrivateDirectory {
  public:
-  /// Creates `<parent>/<prefix>-XXXXXX`. Throws SystemError naming the template on failure.
+  /// Creates `<parent>/<prefix>-XXXXXX` and names this process as its owner in it (kOwnerFile).
+  /// First removes the `<prefix>-XXXXXX` directories of this user under `parent` whose owner
+  /// was a process of this host (same boot, same PID namespace) that has ended; a directory of
+  /// a live process, of another host sharing `parent`, or without an owner file is kept.
+  /// Throws SystemError naming the template on failure.
   static PrivateDirectory create(const std::string& parent, const std::string& prefix);
+  /// The file in each directory that names its owner (ProcessIdentity::encode()).
+  static constexpr const char* kOwnerFile = ".hyrun-owner";
   /// $TMPDIR, or /tmp when it is unset or empty.
   static std::string temporary_root();
 

@@ -1,10 +1,12 @@
 #pragma once
-// Who a rank's process is, so that ranks of one host can watch each other's processes
-// (DeathNotices): the host's boot (its boot id) and PID namespace, the pid, and the
-// process's start time (a reused pid has another). Ranks of one host reach each other
-// through shared memory, whose UCX endpoints report no death (UCX 1.13), and each hyrun
-// tells only its own ranks of deaths: ranks of another launch on the host (staged
-// launches) are watched this way instead. Travels in the join and the address table.
+// Who a process is: the host's boot (its boot id) and PID namespace, the pid, and the
+// process's start time (a reused pid has another).
+// - Ranks of one host watch each other's processes (DeathNotices): they reach each other
+//   through shared memory, whose UCX endpoints report no death (UCX 1.13), and each hyrun
+//   tells only its own ranks of deaths, so ranks of another launch on the host (staged
+//   launches) are watched this way instead. Travels in the join and the address table.
+// - A launcher's private directory names its owner, so that what a killed hyrun left is
+//   removed by the next one (PrivateDirectory).
 #include <array>
 #include <cstddef>
 #include <cstdint>

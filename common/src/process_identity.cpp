@@ -1,4 +1,4 @@
-#include "process_identity.hpp"
+#include "hyrun/common/process_identity.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -53,7 +53,7 @@ uint64_t ProcessIdentity::start_ticks_of(uint32_t pid) {
 }
 
 ProcessIdentity ProcessIdentity::own() {
-  static const ProcessIdentity self = [] {
+  const auto read = [] {
     ProcessIdentity id;
     struct stat ns {};
     id.boot_id = read_boot_id();
@@ -63,8 +63,10 @@ ProcessIdentity ProcessIdentity::own() {
     id.start_ticks = start_ticks_of(id.pid);
     if (id.start_ticks == 0) id.pid = 0;
     return id;
-  }();
-  return self;
+  };
+  static const ProcessIdentity first = read();
+  // A forked child is another process (its pid and start time): read again there.
+  return first.pid == static_cast<uint32_t>(::getpid()) ? first : read();
 }
 
 bool ProcessIdentity::same_host(const ProcessIdentity& other) const {
