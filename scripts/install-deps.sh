@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libpmix-dev libucx-dev ucx-utils libhwloc-dev hwloc libssl-dev
+  libpmix-dev libucx-dev ucx-utils libhwloc-dev hwloc nettle-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev
   slurmctld slurmd slurm-client munge
   openmpi-bin libopenmpi-dev python3-mpi4py  # MPI programs under hyrun's PMIx server (tests, bench)

@@ -115,5 +115,13 @@ TEST(Nonce, IsFreshHexOf16Bytes) {
   EXPECT_NE(a, b);
 }
 
+// FIPS 180-4's examples (NIST's SHA-256 example values): one block, two blocks, and none.
+TEST(Sha256, KnownAnswers) {
+  EXPECT_EQ(to_hex(sha256(bytes_of("abc"))), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(to_hex(sha256(bytes_of("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"))),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(to_hex(sha256({})), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
 }  // namespace
 }  // namespace hyrun

@@ -1,7 +1,5 @@
 #include "message_auth.hpp"
 
-#include <openssl/evp.h>
-
 #include <cstring>
 
 #include "hyrun/common/error.hpp"
@@ -23,12 +21,10 @@ uint64_t get_u64(const std::byte* in) {
 }  // namespace
 
 ProcessId process_id(std::span<const std::byte> address) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (!EVP_Digest(address.data(), address.size(), digest, &length, EVP_sha256(), nullptr))
-    throw Error("hashing a UCX worker address (OpenSSL SHA-256) failed");
+  const Sha256 digest = sha256(address);
   ProcessId id;
-  std::memcpy(&id, digest, sizeof id);
+  static_assert(sizeof id <= sizeof digest);
+  std::memcpy(&id, digest.data(), sizeof id);
   return id;
 }
 
