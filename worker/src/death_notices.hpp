@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "hyrun/common/unique_fd.hpp"
 #include "hyrun/common/process_identity.hpp"
+#include "hyrun/common/unique_fd.hpp"
 
 namespace hyrun {
 

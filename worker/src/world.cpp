@@ -4,10 +4,10 @@
 
 #include "bootstrap.hpp"
 #include "communicator.hpp"
+#include "hyrun/common/process_identity.hpp"
 #include "hyrun/ucx/worker.hpp"
 #include "join_admission.hpp"
 #include "launcher_hello.hpp"
-#include "hyrun/common/process_identity.hpp"
 #include "worker_log.hpp"
 
 namespace hyrun {
