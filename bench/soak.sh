@@ -68,21 +68,24 @@ soak_main() {  # LOAD
   row "main job (scripts/main-job.sh)" "$1" "$ok" "$main_runs" "$first"
 }
 
-soak_ctest() {  # LOAD: per test, how many of the K runs passed
+soak_ctest() {  # LOAD: per test, how many of the K runs passed (a skipped run, exit 77, is not counted)
   local i name
-  declare -A passed=() first_of=()
+  declare -A passed=() skipped=() first_of=()
   for i in $(seq "$ctest_repeat"); do
     ctest --test-dir "$build" -R "$ctest_regex" --timeout 300 --output-on-failure >"$keep/ctest.$1.$i.log" 2>&1 || true
-    while read -r name verdict; do
+    while read -r name verdict; do  # verdict: 1 passed, 2 skipped, 0 failed
       passed[$name]=$(( ${passed[$name]:-0} + (verdict == 1) ))
-      [ "$verdict" = 1 ] || [ -n "${first_of[$name]:-}" ] || first_of[$name]="run $i ($keep/ctest.$1.$i.log)"
+      skipped[$name]=$(( ${skipped[$name]:-0} + (verdict == 2) ))
+      [ "$verdict" != 0 ] || [ -n "${first_of[$name]:-}" ] || first_of[$name]="run $i ($keep/ctest.$1.$i.log)"
     done < <(awk '/Test +#[0-9]+: / { for (f = 1; f <= NF; f++) if ($f ~ /^#[0-9]+:$/) name = $(f + 1);
-                                      print name, ($0 ~ / Passed /) ? 1 : 0 }' "$keep/ctest.$1.$i.log")
+                                      print name, ($0 ~ / Passed /) ? 1 : ($0 ~ /\*\*\*Skipped/) ? 2 : 0 }' "$keep/ctest.$1.$i.log")
     grep -qE '(Failed|Timeout|Exception)' "$keep/ctest.$1.$i.log" || rm -f "$keep/ctest.$1.$i.log"
   done
   [ ${#passed[@]} -gt 0 ] || { row "ctest -R '$ctest_regex'" "$1" 0 "$ctest_repeat" "no test matched"; return; }
   for name in $(printf '%s\n' "${!passed[@]}" | sort); do
-    row "$name" "$1" "${passed[$name]}" "$ctest_repeat" "${first_of[$name]:-}"
+    local runs=$((ctest_repeat - skipped[$name])) note=${first_of[$name]:-}
+    [ "${skipped[$name]}" = 0 ] || note="${skipped[$name]} skipped (exit 77)${note:+; $note}"
+    row "$name" "$1" "${passed[$name]}" "$runs" "$note"
   done
 }
 
