@@ -46,7 +46,7 @@ header="   N | fork/exec (ms) | hyrun no-op (ms) |  ratio | hyrun hello (ms) |  
 [ -z "$reference" ] || header+=" | reference hello (ms) | this/ref"
 [ "$with_mpirun" = 0 ] || header+=" | mpirun MPI hello (ms) | hello/mpirun"
 echo "hyrun local-mode launch, median of $REPS rounds, $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC')"
-[ -z "$reference" ] || echo "reference: $reference ($(git -C "$reference/.." rev-parse --short HEAD 2>/dev/null || echo '?'))"
+[ -z "$reference" ] || echo "reference: the build in $reference"
 echo "$header"
 echo "$header" | sed 's/[^|]/-/g; s/|/+/g'
 for n in $SIZES; do
