@@ -28,7 +28,8 @@ verdict() { python3 "$cloudai" check "$WORK" 1 "$@"; }
 
 # two_launches NAME PLAN_JSON LATER_LOG ARGS...: the first launch (2 ranks, in the background:
 # $root) until the end of its phase 0, then the later one (2 ranks, in the background:
-# $later_pid), its output in LATER_LOG (node 0's log where it is $log).
+# $later_pid, with the variables of later_env), its output in LATER_LOG (node 0's log where it is $log).
+later_env=()
 two_launches() {
   local name=$1 plan_json=$2 later_log=$3
   shift 3
@@ -38,7 +39,7 @@ two_launches() {
   root=$!
   wait_port || fail "plan $name: no join server"
   wait_end_phase 0 || fail "plan $name: no end of phase 0"
-  env ${LATER_ENV:-} timeout -k 5 100 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 \
+  env "${later_env[@]}" timeout -k 5 100 python3 "$ELASTIC_PY" --plan "$plan" --num-processes 2 --tcp-server 127.0.0.1 \
     --port "$port" "$@" >>"$later_log" 2>&1 &
   later_pid=$!
 }
@@ -193,8 +194,9 @@ PY
   # phase 0's end on a loaded machine).
   printf '#!/bin/sh\nexec "%s" "$@" --test-stop-in-first-phase 2,3\n' "$EP_BENCH" >"$WORK/held-ep-bench"
   chmod +x "$WORK/held-ep-bench"
-  LATER_ENV="HYRUN_EP_BENCH=$WORK/held-ep-bench" \
-    two_launches c '[[0,1],[0,1,2,3],[0,1,2,3]]' "$WORK/later-c.log" "${small[@]}" --timeout-ms 600000
+  later_env=("HYRUN_EP_BENCH=$WORK/held-ep-bench")
+  two_launches c '[[0,1],[0,1,2,3],[0,1,2,3]]' "$WORK/later-c.log" "${small[@]}" --timeout-ms 600000
+  later_env=()
   held=0  # both of the later launch's ranks stopped inside phase 1
   for _ in $(seq 1200); do
     held=$(for p in $(pgrep -f "plan-c.json.*--test-stop-in-first-phase"); do awk '{print $3}' "/proc/$p/stat" 2>/dev/null; done | grep -c T)
