@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string_view>
 
 #include "hyrun/common/error.hpp"
@@ -13,6 +14,7 @@
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/root_exchange.hpp"
+#include "hyrun/process/adopted_orphans.hpp"
 #include "hyrun/process/job_events.hpp"
 
 namespace hyrun {
@@ -53,7 +55,7 @@ int slurm_step_tasks() {
 // The records as JSON objects under PMIx keys (docs/architecture.md, The PMIx exchange).
 class PmixExchange final : public RootExchange {
  public:
-  explicit PmixExchange(pmix::Client& pmix) : pmix_(pmix) {}
+  explicit PmixExchange(pmix::ClientProcess& pmix) : pmix_(pmix) {}
 
   int task() const override { return pmix_.rank(); }
   int tasks() const override { return pmix_.job_size(); }
@@ -62,6 +64,22 @@ class PmixExchange final : public RootExchange {
   }
   std::string host() const override { return pmix_.hostname(); }
   bool has_peers() const override { return true; }
+
+  // Named after the outer namespace: the same on every node, unique per srun step or
+  // mpirun job. A task whose host the server did not name, or whose host another task has
+  // too (two tasks on one node), gets a name of its own: libpmix's node map needs distinct ones.
+  std::optional<ServedJob> served_job() const override {
+    ServedJob job{"hyrun." + pmix_.nspace(), {}};
+    std::set<std::string> seen;
+    for (int task = 0; task < pmix_.job_size(); ++task) {
+      std::string host = task < static_cast<int>(pmix_.task_hosts().size()) ? pmix_.task_hosts()[task] : "";
+      if (host.empty()) host = fmt::format("hyrun-task-{}", task);
+      if (!seen.insert(host).second) host = fmt::format("{}-task-{}", host, task);
+      seen.insert(host);
+      job.hosts.push_back(host);
+    }
+    return job;
+  }
 
   // A port free here and every address of this node; each node picks the one on a
   // network it shares.
@@ -171,17 +189,17 @@ class PmixExchange final : public RootExchange {
   }
 
  private:
-  pmix::Client& pmix_;
+  pmix::ClientProcess& pmix_;
 };
 
 }  // namespace
 
-std::optional<pmix::Client> connect_pmix_for(const LaunchOptions& options) {
+std::optional<pmix::ClientProcess> connect_pmix_for(const LaunchOptions& options) {
   if (options.mode == LaunchMode::kLocal) return std::nullopt;
   // A PMIx server gives its clients PMIX_NAMESPACE; without it PMIx_Init can only fail,
   // after ~40 ms of looking for a system server, which local launches need not pay.
   const bool server_announced = std::getenv("PMIX_NAMESPACE") != nullptr;
-  auto client = server_announced || options.mode == LaunchMode::kPmix ? pmix::Client::connect() : std::nullopt;
+  auto client = server_announced || options.mode == LaunchMode::kPmix ? pmix::ClientProcess::connect() : std::nullopt;
   if (client) return client;
   if (options.mode == LaunchMode::kPmix)
     throw UsageError("--mode=pmix: hyrun was not started by a PMIx server (use srun --mpi=pmix, or mpirun)");
@@ -193,8 +211,10 @@ std::optional<pmix::Client> connect_pmix_for(const LaunchOptions& options) {
   return std::nullopt;
 }
 
-int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client& pmix) {
+int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::ClientProcess& pmix) {
   job_event_origin() = pmix.hostname();
+  // The helper outlives the ranks: it says PMIx_Finalize for this task after them.
+  spare_helper(pmix.pid());
   spdlog::info("hybrid mode: {}, {} ranks per task, {} ranks in all", pmix.describe(), options.ranks,
                pmix.job_size() * options.ranks);
   PmixExchange exchange(pmix);

@@ -13,6 +13,7 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
+#include "hyrun/launcher/fence_relay.hpp"
 #include "hyrun/launcher/launch_timings.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
@@ -115,6 +116,7 @@ class Launch {
  private:
   std::optional<Error> offer_root(RankSupervisor& supervisor, const std::optional<Error>& node_failure);
   void serve_pmix();
+  void relay_fences(const std::vector<std::string>& hosts);
   bool on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost);
   int end_with(const JobResult& result);
   // This node ends the job itself: its closing link is no loss.
@@ -135,6 +137,8 @@ class Launch {
   std::unique_ptr<PmixService> pmix_;  // outlives node_, which hands its variables to the ranks
   std::optional<NodeLaunch> node_;
   std::optional<NodeLink> link_;
+  // After pmix_ and link_: its open fences fail before the server goes, and it uses the link.
+  std::optional<FenceRelay> fences_;
   std::string token_;
   std::optional<std::string> loss_;  // the line that named a lost node
 };
@@ -172,12 +176,13 @@ void Launch::restart_through(RankSupervisor& supervisor) {
   if (pmix_) pmix_->attach(supervisor);
 }
 
-// A job of one node serves PMIx to its ranks (docs/pmix.md). Without the server a program
-// that needs none still runs: its failure to start is said, not the job's.
+// hyrun serves PMIx to its ranks (docs/pmix.md): the whole job is one namespace. Without
+// the server a program that needs none still runs: its failure to start is said, not the job's.
 void Launch::serve_pmix() {
-  if (!exchange_.may_serve_pmix()) return;  // not yet under srun or mpirun (docs/pmix.md, "Not served")
+  const auto job = exchange_.served_job();
+  if (!job) return;
   try {
-    pmix_ = PmixService::start_local(exchange_.host(), options_.ranks, node_->plan());
+    pmix_ = PmixService::start(*job, task_, options_.ranks, node_->plan());
     node_->set_pmix(pmix_.get());
     timings_.mark("pmix server");
   } catch (const Error& e) {
@@ -305,12 +310,23 @@ bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
     return true;
   }
   loss_ = what;
+  if (const auto waiting = fences_ ? fences_->waiting() : std::nullopt) loss_ = fmt::format("{}; {}", what, *waiting);
   job_event_line(*loss_);
   supervisor.stop(SIGTERM, exit_code::kLauncherError);
   return false;
 }
 
+// The ranks' PMIx fences across nodes go over the node link (fence_relay.hpp); without the
+// link they fail.
+void Launch::relay_fences(const std::vector<std::string>& hosts) {
+  if (!pmix_ || tasks_ < 2) return;
+  fences_.emplace(task_, hosts, options_.ranks, link_ ? &*link_ : nullptr);
+  if (link_) link_->on_message([this](int task, const std::string& body) { return fences_->handle(task, body); });
+  pmix_->relay_fences_to([this](std::shared_ptr<pmix::PendingFence> fence) { fences_->contribute(std::move(fence)); });
+}
+
 void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::string>& hosts) {
+  relay_fences(hosts);
   if (!link_) return;
   if (task_ == 0) link_->expect(hosts, task_, token_);
   link_->on_loss([this, &supervisor](const NodeLink::Loss& lost) { return on_loss(supervisor, lost); });

@@ -8,7 +8,9 @@
 
 namespace hyrun {
 namespace {
-constexpr std::size_t kMaxPending = 4096;  // a peer that takes nothing: stop queueing for it
+constexpr std::size_t kMaxPending = 4096;  // a peer that takes nothing: no more heartbeats for it
+// Messages (a PMIx fence's data) are dropped only past this: a peer that took none of them.
+constexpr std::size_t kMaxPendingMessages = std::size_t{256} << 20;
 }  // namespace
 
 LinkWriter::LinkWriter(std::chrono::milliseconds heartbeat) {
@@ -59,7 +61,7 @@ void LinkWriter::remove(int task) {
 void LinkWriter::send(int task, std::string_view body) {
   std::lock_guard lock(mutex_);
   auto it = peers_.find(task);
-  if (it == peers_.end() || it->second.pending.size() > kMaxPending) return;
+  if (it == peers_.end() || it->second.pending.size() > kMaxPendingMessages) return;
   queue_locked(it->second, it->second.seal->seal(body));
   flush_locked(it->second);
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <unistd.h>
+#include <chrono>
 
 #include <climits>
 
@@ -26,7 +27,15 @@ class LocalExchange final : public RootExchange {
     return ::gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
   }
   bool has_peers() const override { return false; }
-  bool may_serve_pmix() const override { return true; }
+  // The namespace is unique per job on this host: Open MPI derives its job id, and so its
+  // segments' names, from it.
+  std::optional<ServedJob> served_job() const override {
+    const std::string name = host();
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    return ServedJob{fmt::format("hyrun.{}.{}.{:x}", name, ::getpid(),
+                                 std::chrono::duration_cast<std::chrono::microseconds>(now).count()),
+                     {name}};
+  }
 
   void offer_rendezvous(RootRecord&, NodeLaunch& node) override {
     // One node: loopback is reachable by every rank, and gloo finds its own interface.

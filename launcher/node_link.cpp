@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -21,7 +22,9 @@ namespace hyrun {
 namespace {
 
 // Every message is a short line (a sealed "lost" about 300 bytes at most); more is not a hyrun.
-constexpr std::size_t kMaxLine = 512;
+constexpr std::size_t kMaxLine = 512;  // before the hello is read: a hello's size
+// An identified peer's sealed line: a PMIx fence's data of every node (fence_relay.hpp).
+constexpr std::size_t kMaxSealedLine = std::size_t{64} << 20;
 
 void set_nodelay(int fd) {
   const int one = 1;
@@ -192,19 +195,22 @@ void NodeLink::make_room() {
 }
 
 void NodeLink::on_readable(Peer& peer) {
-  char buffer[512];
+  std::array<char, 65536> buffer;
   for (;;) {
-    const ssize_t n = ::recv(peer.fd.get(), buffer, sizeof buffer, 0);
+    // An unidentified peer gets no more than a hello's worth read at a time.
+    const std::size_t room = peer.task < 0 ? kMaxLine + 1 : buffer.size();
+    const ssize_t n = ::recv(peer.fd.get(), buffer.data(), room, 0);
     if (n > 0) {
       if (peer.task >= 0) peer.heard = Clock::now();  // an unidentified peer's deadline runs from accept
-      peer.in.append(buffer, static_cast<std::size_t>(n));
-      for (auto nl = peer.in.find('\n'); nl != std::string::npos && !peer.gone; nl = peer.in.find('\n')) {
+      const std::size_t searched = peer.in.size();    // a long line is searched for its end once
+      peer.in.append(buffer.data(), static_cast<std::size_t>(n));
+      for (auto nl = peer.in.find('\n', searched); nl != std::string::npos && !peer.gone; nl = peer.in.find('\n')) {
         const std::string line = peer.in.substr(0, nl);
         peer.in.erase(0, nl + 1);
         on_line(peer, line);
       }
       if (peer.gone) return;
-      if (peer.in.size() > kMaxLine) {
+      if (peer.in.size() > (peer.task < 0 ? kMaxLine : kMaxSealedLine)) {
         if (peer.task < 0) return close_quietly(peer);
         return lose(peer, "it sent something that is not the node link's protocol");
       }
@@ -262,6 +268,7 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     writer_->stop_heartbeats(peer.task);  // one that left reads no more
     return;
   }
+  if (on_message_ && on_message_(peer.task, body)) return;
   // "lost <task> <host> <why>": from the root, a node it lost and the job goes on without.
   if (!root_)
     if (const auto lost = parse_link_loss(body); lost && lost->task > 0 && lost->task != self_) {
@@ -272,6 +279,11 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
 }
 
 void NodeLink::send(Peer& peer, const std::string& line) { writer_->send(peer.task, line); }
+
+void NodeLink::send_to(int task, const std::string& body) {
+  for (auto& peer : peers_)
+    if (peer.task == task && !peer.gone) return send(peer, body);
+}
 
 NodeLink::Clock::time_point NodeLink::wake_by() const {
   auto t = Clock::now() + silence_limit_;

@@ -18,13 +18,6 @@ std::string shared_memory_root() {
   return std::filesystem::is_directory("/dev/shm", ec) ? "/dev/shm" : PrivateDirectory::temporary_root();
 }
 
-// Unique per job on this host: Open MPI derives its job id, and so its segments' names, from it.
-std::string job_namespace(const std::string& host) {
-  const auto now = std::chrono::steady_clock::now().time_since_epoch();
-  return fmt::format("hyrun.{}.{}.{:x}", host, ::getpid(),
-                     std::chrono::duration_cast<std::chrono::microseconds>(now).count());
-}
-
 }  // namespace
 
 PmixService::PmixService(PrivateDirectory rendezvous, PrivateDirectory shared_memory,
@@ -34,21 +27,25 @@ PmixService::PmixService(PrivateDirectory rendezvous, PrivateDirectory shared_me
       shared_memory_(std::move(shared_memory)),
       server_(rendezvous_.path(), topology_ ? topology_->get() : nullptr) {}
 
-std::unique_ptr<PmixService> PmixService::start_local(const std::string& host, int ranks,
-                                                      const binding::BindingPlan& plan) {
+std::unique_ptr<PmixService> PmixService::start(const ServedJob& job, int task, int ranks,
+                                                const binding::BindingPlan& plan) {
   auto rendezvous = PrivateDirectory::create(PrivateDirectory::temporary_root(), "hyrun-pmix");
   auto shared_memory = PrivateDirectory::create(shared_memory_root(), "hyrun-shm");
   std::unique_ptr<PmixService> service(
       new PmixService(std::move(rendezvous), std::move(shared_memory), plan.topology()));
   pmix::JobMap map;
-  map.nspace = job_namespace(host);
-  map.hosts = {host};
-  map.ranks.emplace_back();
-  for (int r = 0; r < ranks; ++r) map.ranks[0].push_back(static_cast<std::uint32_t>(r));
+  map.nspace = job.nspace;
+  map.hosts = job.hosts;
+  for (std::size_t t = 0; t < job.hosts.size(); ++t) {
+    auto& node = map.ranks.emplace_back();
+    for (int r = 0; r < ranks; ++r) node.push_back(static_cast<std::uint32_t>(static_cast<int>(t) * ranks + r));
+  }
+  map.node = static_cast<std::size_t>(task);
   for (const auto& placement : plan.ranks()) map.local_cpus.push_back(placement.cpus);
   map.tmpdir = service->rendezvous_.path();
   service->server_.register_job(map);
-  spdlog::debug("PMIx server for the job's ranks: namespace {}, sockets in {}", map.nspace, map.tmpdir);
+  spdlog::debug("PMIx server for the job's ranks: namespace {}, {} nodes, sockets in {}", map.nspace, map.hosts.size(),
+                map.tmpdir);
   return service;
 }
 
@@ -68,6 +65,11 @@ EnvironmentEntries PmixService::rank_defaults() const {
 void PmixService::attach(RankSupervisor& supervisor) {
   supervisor_ = &supervisor;
   supervisor.add_participant(*this);
+}
+
+void PmixService::relay_fences_to(FenceSink relay) {
+  relay_ = std::move(relay);
+  for (auto& fence : std::exchange(held_fences_, {})) relay_(std::move(fence));
 }
 
 void PmixService::add_poll_fds(std::vector<pollfd>& fds) { fds.push_back({server_.event_fd(), POLLIN, 0}); }
@@ -90,6 +92,12 @@ void PmixService::settle() {
         supervisor_->on_pmix_client(rank, RankSupervisor::PmixClientStep::kFinalized);
         break;
       case pmix::ClientEvent::Kind::kAborted: supervisor_->on_pmix_abort(rank, event.status, event.message); break;
+      case pmix::ClientEvent::Kind::kFence:
+        if (relay_)
+          relay_(event.fence);
+        else
+          held_fences_.push_back(event.fence);
+        break;
     }
   }  // an aborting client is released here, once its abort is the job's
 }

@@ -126,6 +126,11 @@ std::optional<Client> Client::connect() {
 
 Client::~Client() { finalize(); }
 
+std::optional<std::string> Client::hostname_of(int rank) const {
+  const pmix_proc_t proc = make_proc(nspace_, static_cast<pmix_rank_t>(rank));
+  return get_local(proc, PMIX_HOSTNAME, [](const pmix_value_t& v) { return string_of(v); });
+}
+
 Client::Client(Client&& other) noexcept
     : connected_(std::exchange(other.connected_, false)),
       nspace_(std::move(other.nspace_)),

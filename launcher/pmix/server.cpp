@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -37,19 +38,21 @@ std::vector<InfoArray>& abandoned_info() {
 // The upcalls, on libpmix's progress thread: queue, wake, return. PMIX_OPERATION_SUCCEEDED
 // says the request is done and no callback will come.
 pmix_status_t on_connected(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
-  if (server_object != nullptr) server_of(server_object)->post({ClientEvent::Kind::kConnected, proc->rank, 0, {}, {}});
+  if (server_object != nullptr)
+    server_of(server_object)->post({ClientEvent::Kind::kConnected, proc->rank, 0, {}, {}, {}});
   return PMIX_OPERATION_SUCCEEDED;
 }
 
 pmix_status_t on_finalized(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
-  if (server_object != nullptr) server_of(server_object)->post({ClientEvent::Kind::kFinalized, proc->rank, 0, {}, {}});
+  if (server_object != nullptr)
+    server_of(server_object)->post({ClientEvent::Kind::kFinalized, proc->rank, 0, {}, {}, {}});
   return PMIX_OPERATION_SUCCEEDED;
 }
 
 pmix_status_t on_abort(const pmix_proc_t* proc, void* server_object, int status, const char message[], pmix_proc_t*,
                        size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
   if (server_object == nullptr) return PMIX_ERR_NOT_SUPPORTED;
-  ClientEvent event{ClientEvent::Kind::kAborted, proc->rank, status, message != nullptr ? message : "", {}};
+  ClientEvent event{ClientEvent::Kind::kAborted, proc->rank, status, message != nullptr ? message : "", {}, {}};
   // The client is released when hyrun has read the event: its end comes after.
   if (cbfunc != nullptr)
     event.hold = std::shared_ptr<void>(cbdata, [cbfunc](void* data) { cbfunc(PMIX_SUCCESS, data); });
@@ -57,20 +60,50 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void* server_object, int status,
   return PMIX_SUCCESS;
 }
 
-// A fence of the job's ranks: with every rank on this node, the data collected is the data
+// The one server of this process (server.hpp): libpmix's fence upcall carries no server object.
+std::atomic<Server*> the_server{nullptr};
+
+void release_bytes(void* release) { std::unique_ptr<std::string>(static_cast<std::string*>(release)); }
+
+// Completes a fence with `all`: the copy lives until libpmix releases it.
+void complete_fence(pmix_modex_cbfunc_t cbfunc, void* cbdata, pmix_status_t status, std::string all) {
+  auto* bytes = std::make_unique<std::string>(std::move(all)).release();  // owned by the release callback
+  cbfunc(status, bytes->data(), bytes->size(), cbdata, release_bytes, bytes);
+}
+
+bool whole_job(const Server& server, const pmix_proc_t* procs, size_t nprocs) {
+  return nprocs == 1 && procs[0].rank == PMIX_RANK_WILDCARD &&
+         PMIX_CHECK_NSPACE(procs[0].nspace, server.nspace().c_str());
+}
+
+// A fence of the job's ranks. With every rank on this node, the data collected is the data
 // given. libpmix completes such fences by itself, but not all: when a participant's
 // connection ends, libpmix 4.2.2 hands the fence to the host without checking that the host
 // has a fence function (a crash without one, seen when a rank exited without MPI_Finalize).
 // Completed here at once: libpmix's callback moves the work to its own thread, and nothing
-// of hyrun's (its loop may be over) must hold the fence. The copy lives until libpmix
-// releases it.
-pmix_status_t on_fence(const pmix_proc_t*, size_t, const pmix_info_t*, size_t, char* data, size_t size,
+// of hyrun's (its loop may be over) must hold the fence. A job across nodes hands the fence
+// to hyrun's loop (kFence), which completes it with every node's part.
+pmix_status_t on_fence(const pmix_proc_t* procs, size_t nprocs, const pmix_info_t*, size_t, char* data, size_t size,
                        pmix_modex_cbfunc_t cbfunc, void* cbdata) {
   if (cbfunc == nullptr) return PMIX_ERR_NOT_SUPPORTED;
-  auto* bytes = std::make_unique<std::vector<char>>(data, data + size).release();  // owned by the release callback
-  cbfunc(
-      PMIX_SUCCESS, bytes->data(), bytes->size(), cbdata,
-      [](void* release) { std::unique_ptr<std::vector<char>>(static_cast<std::vector<char>*>(release)); }, bytes);
+  std::string part(data != nullptr ? data : "", data != nullptr ? size : 0);
+  Server* server = the_server.load();
+  if (server == nullptr) {  // the job ends: its server is going
+    complete_fence(cbfunc, cbdata, PMIX_ERR_LOST_CONNECTION, std::move(part));
+    return PMIX_SUCCESS;
+  }
+  if (!server->relays_fences()) {
+    complete_fence(cbfunc, cbdata, PMIX_SUCCESS, std::move(part));
+    return PMIX_SUCCESS;
+  }
+  if (!whole_job(*server, procs, nprocs)) return PMIX_ERR_NOT_SUPPORTED;  // docs/pmix.md, Not served
+  auto fence = std::make_shared<PendingFence>(std::move(part), [cbfunc, cbdata](bool ok, std::string all) {
+    complete_fence(cbfunc, cbdata, ok ? PMIX_SUCCESS : PMIX_ERR_LOST_CONNECTION, std::move(all));
+  });
+  ClientEvent event;
+  event.kind = ClientEvent::Kind::kFence;
+  event.fence = std::move(fence);
+  server->post(std::move(event));
   return PMIX_SUCCESS;
 }
 
@@ -106,9 +139,11 @@ Server::Server(const std::string& rendezvous_dir, hwloc_topology_t topology)
   init_info_ = info.to_array();
   throw_if_failed(PMIx_server_init(&module, init_info_.data(), init_info_.size()),
                   "PMIx_server_init (hyrun's PMIx server)");
+  the_server.store(this);
 }
 
 Server::~Server() {
+  the_server.store(nullptr);  // a fence from now on fails at once
   bool lost_client = false;
   {
     std::lock_guard lock(mutex_);
@@ -150,6 +185,7 @@ void Server::finalize_bounded() noexcept {
 
 void Server::register_job(const JobMap& map) {
   nspace_ = map.nspace;
+  relay_fences_ = map.hosts.size() > 1;
   InfoArray info = namespace_info(map);
   pmix_nspace_t nspace;
   PMIX_LOAD_NSPACE(nspace, map.nspace.c_str());

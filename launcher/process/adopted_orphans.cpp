@@ -9,24 +9,33 @@
 
 #include <cstddef>
 #include <fstream>
+#include <set>
 #include <vector>
 
 namespace hyrun {
 namespace {
-// Every child of this process, from every thread's list.
+std::set<pid_t>& helpers() {
+  static std::set<pid_t> pids;  // the main thread's: set and swept there
+  return pids;
+}
+
+// Every child of this process but its helpers, from every thread's list.
 std::vector<pid_t> children() {
   std::vector<pid_t> found;
   if (DIR* tasks = ::opendir("/proc/self/task")) {
     while (const dirent* task = ::readdir(tasks)) {
       if (task->d_name[0] == '.') continue;
       std::ifstream list(fmt::format("/proc/self/task/{}/children", task->d_name));
-      for (pid_t pid; list >> pid;) found.push_back(pid);
+      for (pid_t pid; list >> pid;)
+        if (!helpers().contains(pid)) found.push_back(pid);
     }
     ::closedir(tasks);
   }
   return found;
 }
 }  // namespace
+
+void spare_helper(pid_t pid) { helpers().insert(pid); }
 
 void kill_adopted_orphans() {
   // Killing one may orphan its own children to us, hence rounds (bounded).

@@ -48,17 +48,30 @@ start_background_job() {
   [ "$(started_ranks)" -ge 8 ] || fail "the 8 ranks did not start"
 }
 
+# hyrun_pids: the hyrun processes, without their PMIx client helpers (named hyrun-pmix-cli).
+hyrun_pids() {
+  local p
+  for p in $(pids_of_exe "$HYRUN"); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = hyrun-pmix-cli ] || echo "$p"
+  done
+}
+
 # hyrun_of_task T: the pid of the hyrun of Slurm task T.
 hyrun_of_task() {
   local p
-  for p in $(pids_of_exe "$HYRUN"); do
+  for p in $(hyrun_pids); do
     grep -qx "SLURM_PROCID=$1" < <(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) && { echo "$p"; return 0; }
   done
   fail "no hyrun of task $1 found"
 }
 
 # ranks_of_hyrun PID: the pids of its children.
-ranks_of_hyrun() { cat /proc/"$1"/task/*/children 2>/dev/null || true; }
+ranks_of_hyrun() {
+  local p
+  for p in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = hyrun-pmix-cli ] || echo "$p"
+  done
+}
 
 case $case_name in
 hello-4x2)
@@ -196,7 +209,7 @@ node-lost-after-root-done)  # the root's ranks have ended; a node lost afterward
   # Wait until only the root's hyrun (waiting for the others' goodbyes) and task 2's, whose
   # ranks run (so every node passed the fence), are left.
   for _ in $(seq 100); do
-    hyruns=$(pids_of_exe "$HYRUN")
+    hyruns=$(hyrun_pids)
     if [ "$(echo "$hyruns" | wc -l)" = 2 ]; then
       t0=$(hyrun_of_task 0 2>/dev/null || true); t2=$(hyrun_of_task 2 2>/dev/null || true)  # early: not all started
       [ -n "$t0" ] && [ -n "$t2" ] &&
@@ -204,7 +217,7 @@ node-lost-after-root-done)  # the root's ranks have ended; a node lost afterward
     fi
     sleep 0.1
   done
-  [ "$(pids_of_exe "$HYRUN" | wc -l)" = 2 ] || fail "expected the hyrun of tasks 0 and 2 only"
+  [ "$(hyrun_pids | wc -l)" = 2 ] || fail "expected the hyrun of tasks 0 and 2 only"
   victim=$(hyrun_of_task 2)
   victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
   kill -9 "$victim"; wait_rc; cat "$WORK/out"
@@ -315,7 +328,7 @@ sigterm-in-fence)  # a SIGTERM while hyrun waits in the PMIx fence for a late no
   # Task 0's hyrun has put its record and waits in the fence for task 1 (asleep for 40 s).
   victim=""
   for _ in $(seq 100); do
-    for p in $(pids_of_exe "$HYRUN"); do
+    for p in $(hyrun_pids); do
       grep -qx 'SLURM_PROCID=0' < <(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) && victim=$p
     done
     [ -n "$victim" ] && break; sleep 0.1

@@ -1,7 +1,8 @@
 // An MPI program that checks what a user relies on when it runs under hyrun's PMIx server:
 // the world is the whole job, a collective and 1 MiB messages with every peer arrive intact
 // (random data, every element checked, receive buffers poisoned first). Options make one
-// rank abort, skip MPI_Finalize, kill itself, or wait, for the failure tests; --print-dirs
+// rank abort, skip MPI_Finalize, kill itself, or wait (or every rank sleep before MPI_Init), for
+// the failure tests; --print-dirs
 // shows where the job's PMIx sockets and shared-memory segments are.
 #include <mpi.h>
 #include <signal.h>
@@ -21,7 +22,8 @@ struct Options {
   int abort_code = 1;
   int no_finalize_rank = -1;
   int kill_rank = -1;
-  int wait_rank = -1;  // waits in a barrier-free loop until killed (signal tests)
+  int wait_rank = -1;         // waits in a barrier-free loop until killed (signal tests)
+  int sleep_before_init = 0;  // seconds, every rank of this process's launch (a late node)
   std::size_t bytes = 1 << 20;
   bool print_dirs = false;
 };
@@ -82,8 +84,10 @@ int main(int argc, char** argv) {
   app.add_option("--wait-rank", o.wait_rank);
   app.add_option("--bytes", o.bytes);
   app.add_flag("--print-dirs", o.print_dirs);
+  app.add_option("--sleep-before-init", o.sleep_before_init);
   CLI11_PARSE(app, argc, argv);
 
+  if (o.sleep_before_init > 0) ::sleep(static_cast<unsigned>(o.sleep_before_init));
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -36,6 +36,7 @@ class FakeExchange final : public RootExchange {
   binding::NodeTaskShare task_share() const override { return {}; }
   std::string host() const override { return "node-" + std::to_string(task_); }
   bool has_peers() const override { return true; }
+  std::optional<ServedJob> served_job() const override { return std::nullopt; }  // no libpmix server in a unit test
   void offer_rendezvous(RootRecord&, NodeLaunch&) override {}
   void take_rendezvous(const RootRecord&, NodeLaunch&) override {}
 

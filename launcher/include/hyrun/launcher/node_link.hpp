@@ -64,6 +64,14 @@ class NodeLink : public PollParticipant {
                           std::chrono::milliseconds silence_limit);
 
   void on_loss(LossHandler handler) { on_loss_ = std::move(handler); }
+  /// Takes the sealed lines of other protocols carried on the link (a PMIx fence's parts:
+  /// fence_relay.hpp): called with the sending task and the line's body; returns false for
+  /// a body it does not know (then the line ends the link).
+  using MessageHandler = std::function<bool(int task, const std::string& body)>;
+  void on_message(MessageHandler handler) { on_message_ = std::move(handler); }
+  /// Sends `body` sealed to `task` (the root, from another node; any node, from the root),
+  /// in order with the link's own lines; nothing when that peer is gone.
+  void send_to(int task, const std::string& body);
   /// True once a loss that ends the job was reported.
   bool lost() const { return lost_; }
 
@@ -130,6 +138,7 @@ class NodeLink : public PollParticipant {
   std::chrono::milliseconds silence_limit_;
   Clock::time_point connect_deadline_{};
   LossHandler on_loss_;
+  MessageHandler on_message_;
   Clock::time_point accept_paused_until_{};  // out of descriptors: the listener is not polled until then
   // What someone outside the job can provoke is logged bounded.
   WarningLimiter refusals_{"refused or closed connections on the node link"};

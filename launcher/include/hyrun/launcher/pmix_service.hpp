@@ -6,12 +6,14 @@
 // PMIx_Init tells hyrun to start the others without waiting for a UCX address, MPI_Abort
 // ends the job with its status, and a rank that exits without MPI_Finalize fails it.
 // Everything it made goes when it does: the server first, then the directories.
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "hyrun/binding/binding_plan.hpp"
 #include "hyrun/launcher/rank_environment.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
+#include "hyrun/launcher/root_exchange.hpp"
 #include "hyrun/pmix/server.hpp"
 #include "hyrun/process/poll_participant.hpp"
 #include "hyrun/process/private_directory.hpp"
@@ -20,9 +22,11 @@ namespace hyrun {
 
 class PmixService final : public PollParticipant {
  public:
-  /// The service for `ranks` ranks on `host`, bound as `plan` says (global rank = local
-  /// rank). Throws hyrun::Error when the server or a directory cannot be made.
-  static std::unique_ptr<PmixService> start_local(const std::string& host, int ranks, const binding::BindingPlan& plan);
+  /// The service for task `task` of `job` (one namespace for every task), `ranks` ranks per
+  /// task, this task's bound as `plan` says (task t holds global ranks t*ranks to
+  /// (t+1)*ranks-1). Throws hyrun::Error when the server or a directory cannot be made.
+  static std::unique_ptr<PmixService> start(const ServedJob& job, int task, int ranks,
+                                            const binding::BindingPlan& plan);
   ~PmixService() override = default;
 
   /// What a rank needs to reach the server as `global_rank`.
@@ -34,6 +38,10 @@ class PmixService final : public PollParticipant {
   /// From now on the server's events reach `supervisor`, which must outlive this service's
   /// part in its loop.
   void attach(RankSupervisor& supervisor);
+  /// A job across nodes: this node's part of each fence goes to `relay` (which must outlive
+  /// this service's loop), those that came before it first.
+  using FenceSink = std::function<void(std::shared_ptr<pmix::PendingFence>)>;
+  void relay_fences_to(FenceSink relay);
 
   void add_poll_fds(std::vector<pollfd>& fds) override;
   bool on_poll(const pollfd& p) override;
@@ -50,8 +58,11 @@ class PmixService final : public PollParticipant {
   std::shared_ptr<const binding::Topology> topology_;  // the server's: it outlives it
   PrivateDirectory rendezvous_;                        // the server's sockets: only this user can reach them
   PrivateDirectory shared_memory_;                     // MPI's segments, killed ranks' too
-  pmix::Server server_;                                // declared last: finalized before the directories go
+  pmix::Server server_;                                // finalized before the directories go
   RankSupervisor* supervisor_ = nullptr;
+  FenceSink relay_;
+  // Fences that came before the relay: they fail, if still here, before the server goes.
+  std::vector<std::shared_ptr<pmix::PendingFence>> held_fences_;
 };
 
 }  // namespace hyrun

@@ -40,6 +40,14 @@ struct RootRecord {
   int exit_code = exit_code::kLauncherError;
 };
 
+/// The job as hyrun serves it over PMIx (docs/pmix.md): one namespace, the same on every
+/// node and unique per job (MPI libraries derive job ids and segment names from it), and
+/// each task's host, distinct (libpmix's node map).
+struct ServedJob {
+  std::string nspace;
+  std::vector<std::string> hosts;
+};
+
 /// One launch mode's way of exchanging the records. Calls wait at most the limit given
 /// (TimeoutError past it) and report other failures as Error.
 class RootExchange {
@@ -57,9 +65,9 @@ class RootExchange {
   /// a node link. False for a launch that is the whole job (local mode): its errors are
   /// simply thrown.
   virtual bool has_peers() const = 0;
-  /// Whether hyrun may serve PMIx to its ranks: not while it is itself a PMIx client
-  /// (libpmix holds one identity per process; docs/pmix.md).
-  virtual bool may_serve_pmix() const { return false; }
+  /// The job as hyrun's PMIx server describes it to the ranks (the same on every node);
+  /// nullopt: hyrun serves no PMIx (a sequence tested without libpmix's server).
+  virtual std::optional<ServedJob> served_job() const = 0;
 
   /// Root: sets MASTER_ADDR/MASTER_PORT for programs with their own bootstrap on `node`
   /// and offers what the other nodes need in `record`. Throws SystemError when there is

@@ -52,6 +52,9 @@ class Client {
   /// (0 / 1 when the server does not say).
   int local_rank_on_node() const { return local_rank_; }
   int local_size_on_node() const { return local_size_; }
+  /// PMIX_HOSTNAME of process `rank` of the job, from what PMIx_Init delivered (never asks
+  /// the server); nullopt when the server did not provide it.
+  std::optional<std::string> hostname_of(int rank) const;
 
   /// One line for logs: "node n3 (slurm job 12 step 0, rank 2 of 4)" or, outside Slurm,
   /// "node h1 (pmix nspace prterun-h1-123@1, rank 2 of 4)".

@@ -19,6 +19,7 @@
 //    learns of the abort (the rank, its status and message) before it can see the rank's end.
 #include <hwloc.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -31,12 +32,40 @@
 
 namespace hyrun::pmix {
 
+/// A fence over the whole job that libpmix handed to the host: every rank of this node has
+/// joined it, and it completes when every node's part is known (fence_relay.hpp). Completed
+/// once; one that its owner drops without completing fails (PMIX_ERR_LOST_CONNECTION), so
+/// that no client waits for ever.
+class PendingFence {
+ public:
+  using Completer = std::function<void(bool ok, std::string all)>;
+  PendingFence(std::string part, Completer completer) : part_(std::move(part)), completer_(std::move(completer)) {}
+  ~PendingFence() { fail(); }
+  PendingFence(const PendingFence&) = delete;
+  PendingFence& operator=(const PendingFence&) = delete;
+
+  /// This node's part: what its ranks contributed (libpmix's packed data).
+  const std::string& part() const { return part_; }
+  /// Completes the fence with every node's parts, in node order.
+  void complete(std::string all) { finish(true, std::move(all)); }
+  /// Completes it with an error: the ranks' PMIx_Fence (MPI_Init, MPI_Finalize) fails.
+  void fail() { finish(false, {}); }
+
+ private:
+  void finish(bool ok, std::string all) {
+    if (auto completer = std::exchange(completer_, nullptr)) completer(ok, std::move(all));
+  }
+  std::string part_;
+  Completer completer_;
+};
+
 /// What a rank did through PMIx, in the order libpmix saw it.
 struct ClientEvent {
   enum class Kind {
     kConnected,  ///< PMIx_Init (MPI_Init)
     kFinalized,  ///< PMIx_Finalize (MPI_Finalize)
     kAborted,    ///< PMIx_Abort (MPI_Abort): `status`, `message`
+    kFence,      ///< this node's part of a fence across nodes: `fence`
   };
   Kind kind = Kind::kConnected;
   std::uint32_t rank = 0;
@@ -44,6 +73,7 @@ struct ClientEvent {
   std::string message;
   /// Holds the aborting client until this event (and every copy of it) is gone.
   std::shared_ptr<void> hold;
+  std::shared_ptr<PendingFence> fence;
 };
 
 class Server {
@@ -57,8 +87,13 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   /// Registers the job's namespace and this node's ranks (as this process's uid/gid).
-  /// Blocks until libpmix has taken them in (bounded: it is local work).
+  /// Blocks until libpmix has taken them in (bounded: it is local work). With more than
+  /// one node, fences over the whole job come as kFence events for the host to relay;
+  /// fences over some ranks of several nodes are refused (PMIX_ERR_NOT_SUPPORTED).
   void register_job(const JobMap& map);
+  const std::string& nspace() const { return nspace_; }
+  /// Whether the job spans nodes: fences then wait for the host (kFence events).
+  bool relays_fences() const { return relay_fences_; }
 
   /// The variables a child needs to reach this server as `rank` (PMIx_server_setup_fork):
   /// PMIX_NAMESPACE, PMIX_RANK, the server's URI and the library's modules.
@@ -76,6 +111,7 @@ class Server {
   void finalize_bounded() noexcept;
 
   std::string nspace_;
+  bool relay_fences_ = false;
   // libpmix keeps pointing into it (the topology's copy): it goes after PMIx_server_finalize.
   InfoArray init_info_;
   UniqueFd events_fd_;

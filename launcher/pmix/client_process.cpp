@@ -1,0 +1,320 @@
+#include "hyrun/pmix/client_process.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
+
+#include "hyrun/common/error.hpp"
+#include "hyrun/common/hex.hpp"
+#include "hyrun/pmix/client.hpp"
+
+extern char** environ;
+
+namespace hyrun::pmix {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+// A request or reply is one datagram; the largest is a record got from another task.
+constexpr std::size_t kMaxMessage = 4 << 20;
+// Beyond a call's own limit (which the helper enforces), how long hyrun waits for its reply.
+constexpr auto kReplySlack = std::chrono::seconds(10);
+// PMIx_Init, and the end of the helper (PMIx_Finalize).
+constexpr auto kInitLimit = std::chrono::seconds(60);
+constexpr auto kEndLimit = std::chrono::seconds(5);
+
+void send_message(int fd, const json& message) {
+  const std::string text = message.dump();
+  while (::send(fd, text.data(), text.size(), MSG_NOSIGNAL) < 0)
+    if (errno != EINTR) throw SystemError("hyrun's PMIx client helper: send", errno);
+}
+
+// The next message, or nullopt at the peer's end. Waits at most until `deadline`, checking
+// `stop` every 20 ms; throws TimeoutError past the deadline.
+std::optional<json> receive_message(int fd, Clock::time_point deadline, const std::function<bool()>& stop = {},
+                                    bool* stopped = nullptr) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) throw TimeoutError("hyrun's PMIx client helper did not answer in time");
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, stop ? 20 : left)));
+    if (n < 0 && errno != EINTR) throw SystemError("hyrun's PMIx client helper: poll", errno);
+    if (n <= 0) {
+      if (stop && stopped != nullptr && stop()) {
+        *stopped = true;
+        return std::nullopt;
+      }
+      continue;
+    }
+    const auto buffer = std::make_unique_for_overwrite<char[]>(kMaxMessage);
+    const ssize_t got = ::recv(fd, buffer.get(), kMaxMessage, MSG_TRUNC);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw SystemError("hyrun's PMIx client helper: recv", errno);
+    if (got == 0) return std::nullopt;
+    if (static_cast<std::size_t>(got) > kMaxMessage) throw Error("hyrun's PMIx client helper: a message too long");
+    return json::parse(std::string_view(buffer.get(), static_cast<std::size_t>(got)));
+  }
+}
+
+std::vector<std::byte> bytes_of(const json& hex) { return from_hex(hex.get<std::string>(), "a PMIx value"); }
+
+// --- the helper's side --------------------------------------------------------------------
+
+json error_reply(const Error& e) {
+  return {
+      {"error", e.what()}, {"exit_code", e.exit_code()}, {"timeout", dynamic_cast<const TimeoutError*>(&e) != nullptr}};
+}
+
+json info_of(const Client& client) {
+  json hosts = json::array();
+  for (int task = 0; task < client.job_size(); ++task) hosts.push_back(client.hostname_of(task).value_or(""));
+  json info{{"rank", client.rank()},
+            {"job_size", client.job_size()},
+            {"nspace", client.nspace()},
+            {"hostname", client.hostname()},
+            {"local_rank", client.local_rank_on_node()},
+            {"local_size", client.local_size_on_node()},
+            {"describe", client.describe()},
+            {"task_hosts", hosts}};
+  if (client.node_id()) info["node_id"] = *client.node_id();
+  return info;
+}
+
+json handle(Client& client, const json& request, int fd) {
+  const std::string op = request.at("op").get<std::string>();
+  if (op == "put") {
+    const auto value = bytes_of(request.at("value"));
+    client.put(request.at("key").get<std::string>(), value);
+    return json::object();
+  }
+  if (op == "commit") {
+    client.commit();
+    return json::object();
+  }
+  if (op == "fence") {
+    // hyrun asks to stop waiting by sending its next request (a cancel).
+    const bool done = client.fence(std::chrono::milliseconds(request.at("limit_ms").get<long long>()), [fd] {
+      pollfd p{fd, POLLIN, 0};
+      return ::poll(&p, 1, 0) > 0;
+    });
+    return {{"done", done}};
+  }
+  if (op == "get") {
+    const auto value = client.get(request.at("rank").get<int>(), request.at("key").get<std::string>(),
+                                  std::chrono::milliseconds(request.at("limit_ms").get<long long>()));
+    return {{"value", to_hex(value)}};
+  }
+  if (op == "abort") client.abort(request.at("status").get<int>(), request.at("message").get<std::string>());
+  throw Error(fmt::format("hyrun's PMIx client helper: unknown request '{}'", op));
+}
+
+// Connects, says who it is, then answers until hyrun closes its end.
+void serve(int fd) {
+  std::optional<Client> client;
+  try {
+    client = Client::connect();
+    if (!client) return send_message(fd, {{"none", true}});
+    send_message(fd, info_of(*client));
+  } catch (const Error& e) {
+    return send_message(fd, error_reply(e));
+  }
+  for (;;) {
+    std::optional<json> request;
+    try {
+      request = receive_message(fd, Clock::time_point::max());
+    } catch (const std::exception&) {
+      return;
+    }
+    if (!request) return;                                // hyrun ends: PMIx_Finalize as the Client goes
+    if (request->value("op", "") == "cancel") continue;  // the fence it cancelled has answered
+    try {
+      send_message(fd, handle(*client, *request, fd));
+    } catch (const Error& e) {
+      send_message(fd, error_reply(e));
+    } catch (const std::exception& e) {
+      send_message(fd, error_reply(Error(fmt::format("hyrun's PMIx client helper: {}", e.what()))));
+    }
+  }
+}
+
+[[noreturn]] void run_helper(int fd, pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) std::_Exit(0);
+  ::prctl(PR_SET_NAME, "hyrun-pmix-cli");  // ps and tests tell it from hyrun by this name
+  // The job's signals are hyrun's to judge; it ends this helper itself.
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE}) ::signal(sig, SIG_IGN);
+  ::signal(SIGCHLD, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) ::dup2(null, STDIN_FILENO);
+  try {
+    serve(fd);
+  } catch (...) {
+  }
+  spdlog::default_logger()->flush();
+  std::_Exit(0);
+}
+
+void clear_pmix_environment() {
+  std::vector<std::string> names;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    if (std::strncmp(*e, "PMIX_", 5) == 0) names.emplace_back(*e, std::strcspn(*e, "="));
+  for (const auto& name : names) ::unsetenv(name.c_str());
+}
+
+}  // namespace
+
+std::optional<ClientProcess> ClientProcess::connect() {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+    throw SystemError("hyrun's PMIx client helper: socketpair", errno);
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  const pid_t parent = ::getpid();
+  spdlog::default_logger()->flush();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw SystemError("hyrun's PMIx client helper: fork", errno);
+  if (pid == 0) {
+    ours.reset();
+    run_helper(theirs.get(), parent);
+  }
+  theirs.reset();
+  ClientProcess process;
+  process.socket_ = std::move(ours);
+  process.pid_ = pid;
+  const auto info = receive_message(process.socket_.get(), Clock::now() + kInitLimit);
+  if (!info) throw Error(fmt::format("hyrun's PMIx client helper (pid {}) ended before it connected", pid));
+  if (info->contains("error"))
+    throw Error(info->at("error").get<std::string>(), info->value("exit_code", exit_code::kLauncherError));
+  if (info->value("none", false)) return std::nullopt;  // the destructor ends the helper
+  process.rank_ = info->at("rank").get<int>();
+  process.job_size_ = info->at("job_size").get<int>();
+  process.nspace_ = info->at("nspace").get<std::string>();
+  process.hostname_ = info->at("hostname").get<std::string>();
+  process.local_rank_ = info->at("local_rank").get<int>();
+  process.local_size_ = info->at("local_size").get<int>();
+  process.description_ = info->at("describe").get<std::string>();
+  process.task_hosts_ = info->at("task_hosts").get<std::vector<std::string>>();
+  if (info->contains("node_id")) process.node_id_ = info->at("node_id").get<std::uint32_t>();
+  clear_pmix_environment();
+  return process;
+}
+
+ClientProcess::~ClientProcess() { end(); }
+
+ClientProcess& ClientProcess::operator=(ClientProcess&& other) noexcept {
+  if (this != &other) {
+    end();
+    socket_ = std::move(other.socket_);
+    pid_ = other.pid_;
+    rank_ = other.rank_;
+    job_size_ = other.job_size_;
+    nspace_ = std::move(other.nspace_);
+    hostname_ = std::move(other.hostname_);
+    node_id_ = other.node_id_;
+    local_rank_ = other.local_rank_;
+    local_size_ = other.local_size_;
+    description_ = std::move(other.description_);
+    task_hosts_ = std::move(other.task_hosts_);
+  }
+  return *this;
+}
+
+// The helper finalizes when its socket closes; its end is awaited (bounded), so that the
+// server above never sees a client vanish without PMIx_Finalize while hyrun is ending well.
+// hyrun's own reaper may have reaped it already (it is a child like the ranks).
+void ClientProcess::end() noexcept {
+  if (!socket_) return;
+  ::shutdown(socket_.get(), SHUT_WR);
+  try {
+    while (receive_message(socket_.get(), Clock::now() + kEndLimit)) {
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("hyrun's PMIx client helper (pid {}) did not end within {} s; killing it", pid_,
+                 std::chrono::duration_cast<std::chrono::seconds>(kEndLimit).count());
+    ::kill(pid_, SIGKILL);
+  }
+  socket_.reset();
+  int status = 0;
+  ::waitpid(pid_, &status, WNOHANG);
+}
+
+namespace {
+
+// One request, its reply; errors the helper met are thrown here as they were there.
+json call(int fd, pid_t pid, const json& request, std::chrono::milliseconds limit) {
+  send_message(fd, request);
+  const auto reply = receive_message(fd, Clock::now() + limit + kReplySlack);
+  if (!reply) throw Error(fmt::format("hyrun's PMIx client helper (pid {}) ended", pid));
+  if (reply->contains("error")) {
+    const std::string what = reply->at("error").get<std::string>();
+    const int code = reply->value("exit_code", exit_code::kLauncherError);
+    if (reply->value("timeout", false)) throw TimeoutError(what);
+    throw Error(what, code);
+  }
+  return *reply;
+}
+
+}  // namespace
+
+void ClientProcess::put(const std::string& key, std::span<const std::byte> value) {
+  call(socket_.get(), pid_, {{"op", "put"}, {"key", key}, {"value", to_hex(value)}}, std::chrono::seconds(0));
+}
+
+void ClientProcess::commit() { call(socket_.get(), pid_, {{"op", "commit"}}, std::chrono::seconds(0)); }
+
+bool ClientProcess::fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop) {
+  send_message(socket_.get(), {{"op", "fence"}, {"limit_ms", timeout.count()}});
+  bool stopped = false;
+  auto reply = receive_message(socket_.get(), Clock::now() + timeout + kReplySlack, stop, &stopped);
+  if (stopped) {  // the helper leaves the fence when it sees the cancel
+    send_message(socket_.get(), {{"op", "cancel"}});
+    reply = receive_message(socket_.get(), Clock::now() + kReplySlack);
+    if (reply && !reply->contains("error")) return false;
+  }
+  if (!reply) throw Error(fmt::format("hyrun's PMIx client helper (pid {}) ended during the fence", pid_));
+  if (reply->contains("error")) {
+    const std::string what = reply->at("error").get<std::string>();
+    if (reply->value("timeout", false)) throw TimeoutError(what);
+    throw Error(what, reply->value("exit_code", exit_code::kLauncherError));
+  }
+  return reply->value("done", false) && !stopped;
+}
+
+std::vector<std::byte> ClientProcess::get(int rank, const std::string& key, std::chrono::milliseconds timeout) {
+  const auto reply =
+      call(socket_.get(), pid_, {{"op", "get"}, {"rank", rank}, {"key", key}, {"limit_ms", timeout.count()}}, timeout);
+  return bytes_of(reply.at("value"));
+}
+
+void ClientProcess::abort(int status, const std::string& message) {
+  const int code = status == 0 ? 1 : status;
+  spdlog::default_logger()->flush();
+  try {
+    send_message(socket_.get(), {{"op", "abort"}, {"status", code}, {"message", message}});
+    // The helper exits once the server has the abort; the server then ends this process too.
+    while (receive_message(socket_.get(), Clock::now() + kReplySlack)) {
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("pmix: the abort through hyrun's PMIx client helper (pid {}): {}", pid_, e.what());
+  }
+  spdlog::default_logger()->flush();
+  std::_Exit(code);
+}
+
+}  // namespace hyrun::pmix

@@ -1,0 +1,82 @@
+#pragma once
+// hyrun's PMIx client of the launch above it (srun's or mpirun's server), kept in a helper
+// process so that hyrun itself may serve PMIx to its ranks: libpmix holds one identity per
+// process, and a process that is a client cannot start a server too (docs/pmix.md).
+//
+// Contract:
+//  - connect() forks the helper before this process touches libpmix; the helper runs a
+//    pmix::Client (client.hpp) and answers one request at a time over a socket pair. Every
+//    call has pmix::Client's contract: the same limits, TimeoutError (124) past them, Error
+//    with the PMIx status otherwise.
+//  - The helper ignores the job's signals (hyrun decides what they mean) and ends when this
+//    object is destroyed (after PMIx_Finalize, waited for at most 5 s) or when this process
+//    dies (PR_SET_PDEATHSIG). A helper that is gone makes every call throw hyrun::Error.
+//  - After connect() this process's environment holds no PMIX_* variable: they were the
+//    outer server's, for the helper, and must not reach hyrun's own server or its ranks.
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hyrun/common/unique_fd.hpp"
+
+namespace hyrun::pmix {
+
+class ClientProcess {
+ public:
+  /// Starts the helper and connects it (PMIx_Init). nullopt when no PMIx server started
+  /// this process (as pmix::Client::connect). Throws hyrun::Error on any other failure.
+  static std::optional<ClientProcess> connect();
+
+  ~ClientProcess();  ///< ends the helper: PMIx_Finalize there, bounded
+  ClientProcess(ClientProcess&& other) noexcept = default;
+  ClientProcess& operator=(ClientProcess&& other) noexcept;
+  ClientProcess(const ClientProcess&) = delete;
+  ClientProcess& operator=(const ClientProcess&) = delete;
+
+  int rank() const { return rank_; }
+  int job_size() const { return job_size_; }
+  const std::string& nspace() const { return nspace_; }
+  const std::string& hostname() const { return hostname_; }
+  std::optional<std::uint32_t> node_id() const { return node_id_; }
+  int local_rank_on_node() const { return local_rank_; }
+  int local_size_on_node() const { return local_size_; }
+  const std::string& describe() const { return description_; }
+  /// The helper's pid (a child of this process).
+  pid_t pid() const { return pid_; }
+  /// Each task's host as the server says (PMIX_HOSTNAME of each process); empty where it
+  /// does not say.
+  const std::vector<std::string>& task_hosts() const { return task_hosts_; }
+
+  void put(const std::string& key, std::span<const std::byte> value);
+  void commit();
+  bool fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop = {});
+  std::vector<std::byte> get(int rank, const std::string& key, std::chrono::milliseconds timeout);
+  /// PMIx_Abort of the whole job through the helper, then this process exits with `status`
+  /// (1 if 0), as pmix::Client::abort.
+  [[noreturn]] void abort(int status, const std::string& message);
+
+ private:
+  ClientProcess() = default;
+  void end() noexcept;
+
+  UniqueFd socket_;
+  pid_t pid_ = -1;
+  int rank_ = 0;
+  int job_size_ = 1;
+  std::string nspace_;
+  std::string hostname_;
+  std::optional<std::uint32_t> node_id_;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  std::string description_;
+  std::vector<std::string> task_hosts_;
+};
+
+}  // namespace hyrun::pmix

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# MPI programs under hyrun in hybrid mode (issue 23): one hyrun per Slurm task (or mpirun
+# process) serves PMIx to its ranks, the whole job one namespace, fences relayed over the
+# node link. hybrid-mpi-test.sh CASE. MPI_CHECK is tests/integration/mpi_check.cpp, built
+# with Debian's Open MPI; mpi4py is Debian's python3-mpi4py.
+# shellcheck disable=SC2016  # the sh -c programs are single-quoted on purpose: they expand in the child
+. "$(dirname "$0")/cluster-env.sh"
+case_name=$1
+: "${MPI_CHECK:?set by CTest}"
+ucx=(env UCX_TLS="${HYRUN_CLUSTER_UCX_TLS:-}" UCX_NET_DEVICES="${HYRUN_CLUSTER_UCX_NET_DEVICES:-}")
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/hyrun-hybrid-mpi.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+# expect_ok N: every rank 0..N-1 said once that it saw a world of N and its data arrived intact.
+expect_ok() {
+  local n=$1 r
+  for r in $(seq 0 $((n - 1))); do
+    [ "$(grep -c "^rank $r of $n: ok$" <<<"$RUN_OUT")" = 1 ] || fail "rank $r did not say once 'rank $r of $n: ok'"
+  done
+  ! grep -q "of 1: ok" <<<"$RUN_OUT" || fail "a rank ran as a singleton"
+}
+
+# hyrun's own lines of task T, from the per-task error file: srun drops output still in
+# flight when a step is aborted (docs/pmix.md), so failure lines are read where slurmstepd
+# wrote them.
+errors_of() { cat "$WORK/err.$1" 2>/dev/null || true; }
+
+case $case_name in
+2x2 | 4x2)  # collectives and 1 MiB with every peer, across nodes and within them
+  nodes=${case_name%x*} per=${case_name#*x}
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N"$nodes" --ntasks-per-node=1 "$HYRUN" -n "$per" -- "$MPI_CHECK"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  expect_ok $((nodes * per))
+  check_no_leftovers "$HYRUN" "$MPI_CHECK"
+  ;;
+mpi4py)  # Debian's mpi4py, unchanged: random values reduced across 2 nodes, every element checked
+  /usr/bin/python3 -c 'import mpi4py' 2>/dev/null || { echo "python3-mpi4py is not installed"; exit 77; }
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 2 -- /usr/bin/python3 -c '
+import random
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+mine = [random.getrandbits(32) for _ in range(1000)]
+total = c.allreduce(mine, op=lambda a, b, t=None: [x + y for x, y in zip(a, b)])
+every = c.allgather(mine)
+ok = all(total[i] == sum(v[i] for v in every) for i in range(1000))
+print(f"rank {c.rank} of {c.size}: " + ("ok" if ok else "WRONG"), flush=True)'
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  expect_ok 4
+  ;;
+abort)  # MPI_Abort(comm, 7) on the second node ends the job with 7; its hyrun names the rank
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
+    "$MPI_CHECK" --abort-rank 3 --abort-code 7
+  [ "$RUN_RC" = 7 ] || fail "srun exited $RUN_RC, expected 7"
+  errors_of 1
+  grep -Eq "^hyrun\[[^]]+\]: rank 3 \(pid [0-9]+\) called MPI_Abort/PMIx_Abort with status 7" < <(errors_of 1) \
+    || fail "the second node's hyrun did not name rank 3's MPI_Abort"
+  check_no_leftovers "$HYRUN" "$MPI_CHECK"
+  ;;
+no-finalize)  # a rank that exits 0 without MPI_Finalize fails the job
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
+    "$MPI_CHECK" --no-finalize-rank 3
+  [ "$RUN_RC" = 1 ] || fail "srun exited $RUN_RC, expected 1"
+  errors_of 1
+  grep -Eq "^hyrun\[[^]]+\]: rank 3 \(pid [0-9]+\) exited 0 without finalizing PMIx" < <(errors_of 1) \
+    || fail "the second node's hyrun did not name rank 3"
+  check_no_leftovers "$HYRUN" "$MPI_CHECK"
+  ;;
+fence-node-lost)  # a node whose hyrun dies before its ranks join MPI_Init's fence: the root names them
+  # Task 1's ranks sleep before MPI_Init; the root's ranks wait in the fence for them.
+  ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" bash -c \
+      '[ "$SLURM_PROCID" = 1 ] && exec "$0" -n 2 -- "$1" --sleep-before-init 50; exec "$0" -n 2 -- "$1"' \
+      "$HYRUN" "$MPI_CHECK" >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  victim=""
+  for _ in $(seq 200); do
+    for p in $(pids_of_exe "$HYRUN"); do
+      [ "$(cat "/proc/$p/comm" 2>/dev/null)" = hyrun ] || continue
+      grep -qx 'SLURM_PROCID=1' < <(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) && victim=$p
+    done
+    # The root's ranks are in the fence once the root has the node's link and both its ranks connected.
+    [ -n "$victim" ] && [ "$(pgrep -c -f "^$MPI_CHECK\$" || true)" -ge 2 ] && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || fail "no hyrun of task 1 found"
+  sleep 1
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
+  kill -9 "$victim"
+  for _ in $(seq 300); do [ -s "$WORK/rc" ] && break; sleep 0.1; done
+  wait || true
+  cat "$WORK/out"; errors_of 0
+  [ -s "$WORK/rc" ] || fail "the job did not end"
+  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(connection closed\); PMIx fence 0 \(MPI_Init, MPI_Finalize\) waits for ranks 2-3 on $victim_host" < <(errors_of 0) \
+    || fail "the root did not name the ranks the fence waited for"
+  check_no_leftovers "$HYRUN" "$MPI_CHECK"
+  ;;
+mpirun)  # under Open MPI's mpirun: 2 hyrun processes x 2 ranks, one MPI job
+  run_bounded 60 "${ucx[@]}" mpirun --allow-run-as-root --oversubscribe -np 2 "$HYRUN" -n 2 -- "$MPI_CHECK"
+  [ "$RUN_RC" = 0 ] || fail "mpirun exited $RUN_RC"
+  expect_ok 4
+  ;;
+*) echo "unknown case $case_name" >&2; exit 2 ;;
+esac
+echo PASSED
