@@ -13,11 +13,11 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
-#include "hyrun/launcher/fence_relay.hpp"
 #include "hyrun/launcher/launch_timings.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/node_link.hpp"
+#include "hyrun/launcher/pmix_relay.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 #include "hyrun/process/job_events.hpp"
@@ -116,7 +116,7 @@ class Launch {
  private:
   std::optional<Error> offer_root(RankSupervisor& supervisor, const std::optional<Error>& node_failure);
   void serve_pmix();
-  void relay_fences(const std::vector<std::string>& hosts);
+  void relay_pmix(const std::vector<std::string>& hosts);
   bool on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost);
   int end_with(const JobResult& result);
   // This node ends the job itself: its closing link is no loss.
@@ -137,8 +137,8 @@ class Launch {
   std::unique_ptr<PmixService> pmix_;  // outlives node_, which hands its variables to the ranks
   std::optional<NodeLaunch> node_;
   std::optional<NodeLink> link_;
-  // After pmix_ and link_: its open fences fail before the server goes, and it uses the link.
-  std::optional<FenceRelay> fences_;
+  // After pmix_ and link_: its open requests fail before the server goes, and it uses the link.
+  std::optional<PmixRelay> relay_;
   std::string token_;
   std::optional<std::string> loss_;  // the line that named a lost node
 };
@@ -310,23 +310,26 @@ bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
     return true;
   }
   loss_ = what;
-  if (const auto waiting = fences_ ? fences_->waiting() : std::nullopt) loss_ = fmt::format("{}; {}", what, *waiting);
+  if (const auto waiting = relay_ ? relay_->waiting() : std::nullopt) loss_ = fmt::format("{}; {}", what, *waiting);
   job_event_line(*loss_);
   supervisor.stop(SIGTERM, exit_code::kLauncherError);
   return false;
 }
 
-// The ranks' PMIx fences across nodes go over the node link (fence_relay.hpp); without the
-// link they fail.
-void Launch::relay_fences(const std::vector<std::string>& hosts) {
+// The ranks' PMIx fences and data across nodes go over the node link (pmix_relay.hpp);
+// without the link they fail.
+void Launch::relay_pmix(const std::vector<std::string>& hosts) {
   if (!pmix_ || tasks_ < 2) return;
-  fences_.emplace(task_, hosts, options_.ranks, link_ ? &*link_ : nullptr);
-  if (link_) link_->on_message([this](int task, const std::string& body) { return fences_->handle(task, body); });
-  pmix_->relay_fences_to([this](std::shared_ptr<pmix::PendingFence> fence) { fences_->contribute(std::move(fence)); });
+  PmixRelay::Send send;
+  if (link_) send = [this](int task, const std::string& body) { link_->send_to(task, body); };
+  relay_.emplace(task_, hosts, options_.ranks, std::move(send),
+                 [this](std::uint32_t rank, std::uint64_t id) { pmix_->serve_local_data(rank, id); });
+  if (link_) link_->on_message([this](int task, const std::string& body) { return relay_->handle(task, body); });
+  pmix_->relay_to(*relay_);
 }
 
 void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::string>& hosts) {
-  relay_fences(hosts);
+  relay_pmix(hosts);
   if (!link_) return;
   if (task_ == 0) link_->expect(hosts, task_, token_);
   link_->on_loss([this, &supervisor](const NodeLink::Loss& lost) { return on_loss(supervisor, lost); });

@@ -23,7 +23,7 @@ namespace {
 
 // Every message is a short line (a sealed "lost" about 300 bytes at most); more is not a hyrun.
 constexpr std::size_t kMaxLine = 512;  // before the hello is read: a hello's size
-// An identified peer's sealed line: a PMIx fence's data of every node (fence_relay.hpp).
+// An identified peer's sealed line: a PMIx fence's data of every node (pmix_relay.hpp).
 constexpr std::size_t kMaxSealedLine = std::size_t{64} << 20;
 
 void set_nodelay(int fd) {

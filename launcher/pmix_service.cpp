@@ -67,9 +67,21 @@ void PmixService::attach(RankSupervisor& supervisor) {
   supervisor.add_participant(*this);
 }
 
-void PmixService::relay_fences_to(FenceSink relay) {
-  relay_ = std::move(relay);
-  for (auto& fence : std::exchange(held_fences_, {})) relay_(std::move(fence));
+void PmixService::relay_to(CrossNodeRequests& relay) {
+  relay_ = &relay;
+  for (auto& event : std::exchange(held_, {})) to_relay(event);
+}
+
+void PmixService::to_relay(pmix::ClientEvent& event) {
+  if (relay_ == nullptr) return held_.push_back(std::move(event));
+  switch (event.kind) {
+    case pmix::ClientEvent::Kind::kFence: relay_->fence(std::move(event.request)); break;
+    case pmix::ClientEvent::Kind::kDirectModex: relay_->direct_modex(event.rank, std::move(event.request)); break;
+    case pmix::ClientEvent::Kind::kLocalData:
+      relay_->local_data(event.id, event.status == 0, std::move(event.message));
+      break;
+    default: break;
+  }
 }
 
 void PmixService::add_poll_fds(std::vector<pollfd>& fds) { fds.push_back({server_.event_fd(), POLLIN, 0}); }
@@ -82,7 +94,7 @@ bool PmixService::on_poll(const pollfd& p) {
 
 void PmixService::settle() {
   if (supervisor_ == nullptr) return;
-  for (const auto& event : server_.take_events()) {
+  for (auto& event : server_.take_events()) {
     const int rank = static_cast<int>(event.rank);
     switch (event.kind) {
       case pmix::ClientEvent::Kind::kConnected:
@@ -93,11 +105,8 @@ void PmixService::settle() {
         break;
       case pmix::ClientEvent::Kind::kAborted: supervisor_->on_pmix_abort(rank, event.status, event.message); break;
       case pmix::ClientEvent::Kind::kFence:
-        if (relay_)
-          relay_(event.fence);
-        else
-          held_fences_.push_back(event.fence);
-        break;
+      case pmix::ClientEvent::Kind::kDirectModex:
+      case pmix::ClientEvent::Kind::kLocalData: to_relay(event); break;
     }
   }  // an aborting client is released here, once its abort is the job's
 }

@@ -39,20 +39,20 @@ std::vector<InfoArray>& abandoned_info() {
 // says the request is done and no callback will come.
 pmix_status_t on_connected(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
   if (server_object != nullptr)
-    server_of(server_object)->post({ClientEvent::Kind::kConnected, proc->rank, 0, {}, {}, {}});
+    server_of(server_object)->post({ClientEvent::Kind::kConnected, proc->rank, 0, {}, {}, {}, 0});
   return PMIX_OPERATION_SUCCEEDED;
 }
 
 pmix_status_t on_finalized(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
   if (server_object != nullptr)
-    server_of(server_object)->post({ClientEvent::Kind::kFinalized, proc->rank, 0, {}, {}, {}});
+    server_of(server_object)->post({ClientEvent::Kind::kFinalized, proc->rank, 0, {}, {}, {}, 0});
   return PMIX_OPERATION_SUCCEEDED;
 }
 
 pmix_status_t on_abort(const pmix_proc_t* proc, void* server_object, int status, const char message[], pmix_proc_t*,
                        size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
   if (server_object == nullptr) return PMIX_ERR_NOT_SUPPORTED;
-  ClientEvent event{ClientEvent::Kind::kAborted, proc->rank, status, message != nullptr ? message : "", {}, {}};
+  ClientEvent event{ClientEvent::Kind::kAborted, proc->rank, status, message != nullptr ? message : "", {}, {}, 0};
   // The client is released when hyrun has read the event: its end comes after.
   if (cbfunc != nullptr)
     event.hold = std::shared_ptr<void>(cbdata, [cbfunc](void* data) { cbfunc(PMIX_SUCCESS, data); });
@@ -97,14 +97,50 @@ pmix_status_t on_fence(const pmix_proc_t* procs, size_t nprocs, const pmix_info_
     return PMIX_SUCCESS;
   }
   if (!whole_job(*server, procs, nprocs)) return PMIX_ERR_NOT_SUPPORTED;  // docs/pmix.md, Not served
-  auto fence = std::make_shared<PendingFence>(std::move(part), [cbfunc, cbdata](bool ok, std::string all) {
-    complete_fence(cbfunc, cbdata, ok ? PMIX_SUCCESS : PMIX_ERR_LOST_CONNECTION, std::move(all));
-  });
   ClientEvent event;
   event.kind = ClientEvent::Kind::kFence;
-  event.fence = std::move(fence);
+  event.request = std::make_shared<PendingRequest>(std::move(part), [cbfunc, cbdata](bool ok, std::string all) {
+    complete_fence(cbfunc, cbdata, ok ? PMIX_SUCCESS : PMIX_ERR_LOST_CONNECTION, std::move(all));
+  });
   server->post(std::move(event));
   return PMIX_SUCCESS;
+}
+
+// A client asks for data of a rank that is not on this node (direct modex: Open MPI with
+// pmix_base_async_modex, or a PMIx_Get after a fence without PMIX_COLLECT_DATA): hyrun asks
+// the node that holds it (pmix_relay.hpp).
+pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t*, size_t, pmix_modex_cbfunc_t cbfunc,
+                              void* cbdata) {
+  Server* server = the_server.load();
+  if (cbfunc == nullptr || server == nullptr || !server->relays_fences() ||
+      !PMIX_CHECK_NSPACE(proc->nspace, server->nspace().c_str()))
+    return PMIX_ERR_NOT_FOUND;
+  ClientEvent event;
+  event.kind = ClientEvent::Kind::kDirectModex;
+  event.rank = proc->rank;
+  event.request = std::make_shared<PendingRequest>(std::string(), [cbfunc, cbdata](bool ok, std::string data) {
+    complete_fence(cbfunc, cbdata, ok ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND, std::move(data));
+  });
+  server->post(std::move(event));
+  return PMIX_SUCCESS;
+}
+
+// serve_local_data's request, until libpmix answers it.
+struct LocalDataRequest {
+  Server* server;
+  std::uint32_t rank;
+  std::uint64_t id;
+};
+
+void on_local_data(pmix_status_t status, char* data, size_t size, void* cbdata) {
+  const std::unique_ptr<LocalDataRequest> request(static_cast<LocalDataRequest*>(cbdata));
+  ClientEvent event;
+  event.kind = ClientEvent::Kind::kLocalData;
+  event.rank = request->rank;
+  event.id = request->id;
+  event.status = status == PMIX_SUCCESS ? 0 : 1;
+  if (status == PMIX_SUCCESS && data != nullptr) event.message.assign(data, size);
+  request->server->post(std::move(event));
 }
 
 pmix_server_module_t make_module() {
@@ -113,6 +149,7 @@ pmix_server_module_t make_module() {
   module.client_finalized = on_finalized;
   module.abort = on_abort;
   module.fence_nb = on_fence;
+  module.direct_modex = on_direct_modex;
   return module;
 }
 
@@ -227,6 +264,23 @@ std::vector<std::pair<std::string, std::string>> Server::client_environment(std:
   PMIX_ARGV_FREE(env);
   throw_if_failed(rc, fmt::format("preparing rank {}'s PMIx environment (PMIx_server_setup_fork)", rank));
   return out;
+}
+
+void Server::serve_local_data(std::uint32_t rank, std::uint64_t id) {
+  pmix_proc_t proc;
+  PMIX_LOAD_PROCID(&proc, nspace_.c_str(), rank);
+  auto request = std::make_unique<LocalDataRequest>(LocalDataRequest{this, rank, id});
+  if (const pmix_status_t rc = PMIx_server_dmodex_request(&proc, on_local_data, request.get()); rc != PMIX_SUCCESS) {
+    spdlog::debug("PMIx_server_dmodex_request for rank {}: {}", rank, describe_status(rc));
+    ClientEvent event;
+    event.kind = ClientEvent::Kind::kLocalData;
+    event.rank = rank;
+    event.id = id;
+    event.status = 1;
+    post(std::move(event));
+    return;
+  }
+  request.release();  // owned by on_local_data now
 }
 
 void Server::post(ClientEvent event) {

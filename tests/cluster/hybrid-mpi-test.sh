@@ -33,6 +33,21 @@ case $case_name in
   expect_ok $((nodes * per))
   check_no_leftovers "$HYRUN" "$MPI_CHECK"
   ;;
+dmodex)  # Open MPI's direct modex: fences carry no data; each rank's data is got from its node on demand
+  # 4 nodes, so that requests between two nodes that are not the root pass through it.
+  run_bounded 60 "${ucx[@]}" OMPI_MCA_pmix_base_async_modex=1 OMPI_MCA_pmix_base_collect_data=0 \
+    srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --log-level debug -- "$MPI_CHECK"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  expect_ok 8
+  ! grep -Eq "PMIx fence 0: complete, [1-9][0-9]* bytes" <<<"$RUN_OUT" || fail "the first fence carried data: no direct modex"
+  # Every node wants the ranks of the three others (at least those it sends to): from each holder.
+  for host in $(grep -Eo "PMIx direct modex [0-9]+: rank [0-9]+'s data, from [^ ]+" <<<"$RUN_OUT" | awk '{print $NF}' | sort -u); do
+    echo "direct modex served from $host"
+  done
+  [ "$(grep -Eo "PMIx direct modex [0-9]+: rank [0-9]+'s data, from [^ ]+" <<<"$RUN_OUT" | awk '{print $NF}' | sort -u | wc -l)" = 4 ] \
+    || fail "not every node's ranks were got by direct modex"
+  ! grep -q "PMIx direct modex [0-9]*: no data" <<<"$RUN_OUT" || fail "a direct modex found no data"
+  ;;
 mpi4py)  # Debian's mpi4py, unchanged: random values reduced across 2 nodes, every element checked
   /usr/bin/python3 -c 'import mpi4py' 2>/dev/null || { echo "python3-mpi4py is not installed"; exit 77; }
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 2 -- /usr/bin/python3 -c '

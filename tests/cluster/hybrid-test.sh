@@ -68,6 +68,7 @@ hyrun_of_task() {
 # ranks_of_hyrun PID: the pids of its children.
 ranks_of_hyrun() {
   local p
+  # shellcheck disable=SC2013  # the children files are lists of pids separated by spaces
   for p in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
     [ "$(cat "/proc/$p/comm" 2>/dev/null)" = hyrun-pmix-cli ] || echo "$p"
   done

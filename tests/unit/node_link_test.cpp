@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <random>
 
 #include <algorithm>
 #include <cerrno>
@@ -522,6 +524,49 @@ TEST(NodeLink, OutOfDescriptorsTheRootNeitherSpinsNorStopsAccepting) {
   ::waitpid(child, nullptr, 0);
   ASSERT_GE(ms, 0) << "-1: no node linked once descriptors were free; -2: setrlimit failed; -3: no answer in 20 s";
   EXPECT_LT(ms, 100) << "CPU milliseconds in 1 s of the root's loop while accept4 fails with EMFILE";
+}
+
+}  // namespace
+}  // namespace hyrun
+
+namespace hyrun {
+namespace {
+
+// A PMIx fence's data of every node travels as one sealed line of megabytes, both ways, whole
+// (the node link's hello-sized line limit applies only before a peer is identified).
+TEST(NodeLink, LongSealedLinesArriveWholeBothWays) {
+  Pair pair;
+  std::mt19937 random(3);
+  std::string up(3 << 20, '\0'), down(5 << 20, '\0');
+  for (auto* s : {&up, &down})
+    for (auto& c : *s) c = "0123456789abcdef"[random() % 16];
+  std::vector<std::pair<int, std::string>> at_root, at_node;
+  pair.root.on_message([&](int task, const std::string& body) { return at_root.emplace_back(task, body), true; });
+  pair.node->on_message([&](int task, const std::string& body) { return at_node.emplace_back(task, body), true; });
+  pair.node->send_to(0, "up " + up);
+  ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return !at_root.empty(); }));
+  pair.root.send_to(1, "down " + down);
+  ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return !at_node.empty(); }));
+  ASSERT_EQ(at_root.size(), 1u);
+  EXPECT_EQ(at_root[0].first, 1);
+  EXPECT_TRUE(at_root[0].second == "up " + up);
+  ASSERT_EQ(at_node.size(), 1u);
+  EXPECT_EQ(at_node[0].first, 0);
+  EXPECT_TRUE(at_node[0].second == "down " + down);
+  EXPECT_FALSE(pair.root_loss);
+  EXPECT_FALSE(pair.node_loss);
+}
+
+// A line the handler does not know ends the link, as any line outside the protocol.
+TEST(NodeLink, ALineNoHandlerKnowsEndsTheLink) {
+  Pair pair;
+  pair.root.on_message([](int, const std::string& body) { return body.starts_with("known"); });
+  pair.node->send_to(0, "known 1");
+  pair.run_both_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(pair.root_loss);
+  pair.node->send_to(0, "unknown 2");
+  ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.root_loss.has_value(); }));
+  EXPECT_NE(pair.root_loss->why.find("not the node link's protocol"), std::string::npos) << pair.root_loss->why;
 }
 
 }  // namespace

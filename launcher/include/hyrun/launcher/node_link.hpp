@@ -65,7 +65,7 @@ class NodeLink : public PollParticipant {
 
   void on_loss(LossHandler handler) { on_loss_ = std::move(handler); }
   /// Takes the sealed lines of other protocols carried on the link (a PMIx fence's parts:
-  /// fence_relay.hpp): called with the sending task and the line's body; returns false for
+  /// pmix_relay.hpp): called with the sending task and the line's body; returns false for
   /// a body it does not know (then the line ends the link).
   using MessageHandler = std::function<bool(int task, const std::string& body)>;
   void on_message(MessageHandler handler) { on_message_ = std::move(handler); }

@@ -6,7 +6,7 @@
 // PMIx_Init tells hyrun to start the others without waiting for a UCX address, MPI_Abort
 // ends the job with its status, and a rank that exits without MPI_Finalize fails it.
 // Everything it made goes when it does: the server first, then the directories.
-#include <functional>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -19,6 +19,18 @@
 #include "hyrun/process/private_directory.hpp"
 
 namespace hyrun {
+
+/// Where a job across nodes sends what its server hands to the host (pmix_relay.hpp).
+class CrossNodeRequests {
+ public:
+  virtual ~CrossNodeRequests() = default;
+  /// This node's part of the job's next fence.
+  virtual void fence(std::shared_ptr<pmix::PendingRequest> fence) = 0;
+  /// A client wants `rank`'s data, which another node holds.
+  virtual void direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRequest> request) = 0;
+  /// The answer to PmixService::serve_local_data(rank, id).
+  virtual void local_data(std::uint64_t id, bool ok, std::string data) = 0;
+};
 
 class PmixService final : public PollParticipant {
  public:
@@ -38,10 +50,12 @@ class PmixService final : public PollParticipant {
   /// From now on the server's events reach `supervisor`, which must outlive this service's
   /// part in its loop.
   void attach(RankSupervisor& supervisor);
-  /// A job across nodes: this node's part of each fence goes to `relay` (which must outlive
-  /// this service's loop), those that came before it first.
-  using FenceSink = std::function<void(std::shared_ptr<pmix::PendingFence>)>;
-  void relay_fences_to(FenceSink relay);
+  /// A job across nodes: what the server hands to the host goes to `relay` (which must
+  /// outlive this service's loop), what came before it first.
+  void relay_to(CrossNodeRequests& relay);
+  /// Asks the server for what this node's `rank` committed; the answer goes to the relay's
+  /// local_data with `id`.
+  void serve_local_data(std::uint32_t rank, std::uint64_t id) { server_.serve_local_data(rank, id); }
 
   void add_poll_fds(std::vector<pollfd>& fds) override;
   bool on_poll(const pollfd& p) override;
@@ -54,15 +68,16 @@ class PmixService final : public PollParticipant {
  private:
   PmixService(PrivateDirectory rendezvous, PrivateDirectory shared_memory,
               std::shared_ptr<const binding::Topology> topology);
+  void to_relay(pmix::ClientEvent& event);
 
   std::shared_ptr<const binding::Topology> topology_;  // the server's: it outlives it
   PrivateDirectory rendezvous_;                        // the server's sockets: only this user can reach them
   PrivateDirectory shared_memory_;                     // MPI's segments, killed ranks' too
   pmix::Server server_;                                // finalized before the directories go
   RankSupervisor* supervisor_ = nullptr;
-  FenceSink relay_;
-  // Fences that came before the relay: they fail, if still here, before the server goes.
-  std::vector<std::shared_ptr<pmix::PendingFence>> held_fences_;
+  CrossNodeRequests* relay_ = nullptr;
+  // Requests that came before the relay: they fail, if still here, before the server goes.
+  std::vector<pmix::ClientEvent> held_;
 };
 
 }  // namespace hyrun

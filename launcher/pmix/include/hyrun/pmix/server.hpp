@@ -32,40 +32,41 @@
 
 namespace hyrun::pmix {
 
-/// A fence over the whole job that libpmix handed to the host: every rank of this node has
-/// joined it, and it completes when every node's part is known (fence_relay.hpp). Completed
-/// once; one that its owner drops without completing fails (PMIX_ERR_LOST_CONNECTION), so
-/// that no client waits for ever.
-class PendingFence {
+/// A request that libpmix handed to the host and that other nodes answer: a fence over the
+/// whole job across nodes (every rank of this node joined it; `data` is this node's part,
+/// completed with every node's parts in node order), or a direct modex (the data of a rank
+/// of another node, completed with what that node's server holds). Completed once; one that
+/// its owner drops without completing fails, so that no client waits for ever.
+class PendingRequest {
  public:
-  using Completer = std::function<void(bool ok, std::string all)>;
-  PendingFence(std::string part, Completer completer) : part_(std::move(part)), completer_(std::move(completer)) {}
-  ~PendingFence() { fail(); }
-  PendingFence(const PendingFence&) = delete;
-  PendingFence& operator=(const PendingFence&) = delete;
+  using Completer = std::function<void(bool ok, std::string data)>;
+  PendingRequest(std::string data, Completer completer) : data_(std::move(data)), completer_(std::move(completer)) {}
+  ~PendingRequest() { fail(); }
+  PendingRequest(const PendingRequest&) = delete;
+  PendingRequest& operator=(const PendingRequest&) = delete;
 
-  /// This node's part: what its ranks contributed (libpmix's packed data).
-  const std::string& part() const { return part_; }
-  /// Completes the fence with every node's parts, in node order.
-  void complete(std::string all) { finish(true, std::move(all)); }
-  /// Completes it with an error: the ranks' PMIx_Fence (MPI_Init, MPI_Finalize) fails.
+  const std::string& data() const { return data_; }
+  void complete(std::string data) { finish(true, std::move(data)); }
+  /// The client's call (PMIx_Fence for MPI_Init or MPI_Finalize, PMIx_Get) fails.
   void fail() { finish(false, {}); }
 
  private:
-  void finish(bool ok, std::string all) {
-    if (auto completer = std::exchange(completer_, nullptr)) completer(ok, std::move(all));
+  void finish(bool ok, std::string data) {
+    if (auto completer = std::exchange(completer_, nullptr)) completer(ok, std::move(data));
   }
-  std::string part_;
+  std::string data_;
   Completer completer_;
 };
 
-/// What a rank did through PMIx, in the order libpmix saw it.
+/// What a rank did through PMIx, in the order libpmix saw it, and what the host must answer.
 struct ClientEvent {
   enum class Kind {
-    kConnected,  ///< PMIx_Init (MPI_Init)
-    kFinalized,  ///< PMIx_Finalize (MPI_Finalize)
-    kAborted,    ///< PMIx_Abort (MPI_Abort): `status`, `message`
-    kFence,      ///< this node's part of a fence across nodes: `fence`
+    kConnected,    ///< PMIx_Init (MPI_Init)
+    kFinalized,    ///< PMIx_Finalize (MPI_Finalize)
+    kAborted,      ///< PMIx_Abort (MPI_Abort): `status`, `message`
+    kFence,        ///< this node's part of a fence across nodes: `request`
+    kDirectModex,  ///< a client wants the data of `rank`, of another node: `request`
+    kLocalData,    ///< serve_local_data's answer for `id`: `status` 0 and `message` the data, or not 0
   };
   Kind kind = Kind::kConnected;
   std::uint32_t rank = 0;
@@ -73,7 +74,8 @@ struct ClientEvent {
   std::string message;
   /// Holds the aborting client until this event (and every copy of it) is gone.
   std::shared_ptr<void> hold;
-  std::shared_ptr<PendingFence> fence;
+  std::shared_ptr<PendingRequest> request;
+  std::uint64_t id = 0;
 };
 
 class Server {
@@ -92,8 +94,12 @@ class Server {
   /// fences over some ranks of several nodes are refused (PMIX_ERR_NOT_SUPPORTED).
   void register_job(const JobMap& map);
   const std::string& nspace() const { return nspace_; }
-  /// Whether the job spans nodes: fences then wait for the host (kFence events).
+  /// Whether the job spans nodes: fences and direct modex then wait for the host (kFence,
+  /// kDirectModex events).
   bool relays_fences() const { return relay_fences_; }
+  /// Asks libpmix for what this node's `rank` committed (waiting until it has), for a
+  /// direct modex of another node; the answer comes as a kLocalData event with `id`.
+  void serve_local_data(std::uint32_t rank, std::uint64_t id);
 
   /// The variables a child needs to reach this server as `rank` (PMIx_server_setup_fork):
   /// PMIX_NAMESPACE, PMIX_RANK, the server's URI and the library's modules.

@@ -1,0 +1,89 @@
+#pragma once
+// What the PMIx servers of one job's hyrun processes exchange across nodes, over their node
+// link (node_link.hpp), whose lines are sealed with the job token's session keys:
+//  - Fences over the whole job. Each node's server hands hyrun its part of the job's n-th
+//    fence once every rank of the node joined it; another node sends that part to the root
+//    ("fence <n> <hex>"), the root joins every node's part in task order and sends the whole
+//    to every node ("fenced <n> <hex>"), and each node completes its server's fence with it.
+//    Fences over the whole job come in the same order on every node, so their numbers match.
+//  - Direct modex: a client wants the data of a rank of another node. The request goes to
+//    the root ("dmodex-get <id> <rank>"), which asks the node that holds the rank (or its
+//    own server); that node's server answers once the rank has committed, and the answer
+//    goes back the same way ("dmodex-data <id> <hex>", or "dmodex-none <id>").
+//
+// Contract: what a line carries is checked (a known fence or request, a rank of the job,
+// hex) before it is used; a line that fails is the end of the link (handle() returns false).
+// A request that cannot complete (no link, a lost node) fails when the relay goes: MPI_Init,
+// MPI_Finalize or the PMIx_Get then fail rather than wait. A fence waits as long as every
+// node that has not joined it is alive: a node that is lost ends the job, and the root's
+// line names the ranks the fence waited for (waiting()).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hyrun/launcher/pmix_service.hpp"
+
+namespace hyrun {
+
+class PmixRelay final : public CrossNodeRequests {
+ public:
+  /// Sends a line's body to a task over the node link (NodeLink::send_to).
+  using Send = std::function<void(int task, const std::string& body)>;
+  /// Asks this node's server for a rank's data (PmixService::serve_local_data).
+  using ServeLocal = std::function<void(std::uint32_t rank, std::uint64_t id)>;
+  /// Task `task` of `hosts.size()` tasks with `ranks_per_task` ranks each. Without `send`
+  /// (no node link) every request fails, said once.
+  PmixRelay(int task, std::vector<std::string> hosts, int ranks_per_task, Send send, ServeLocal serve_local);
+
+  void fence(std::shared_ptr<pmix::PendingRequest> fence) override;
+  void direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRequest> request) override;
+  void local_data(std::uint64_t id, bool ok, std::string data) override;
+
+  /// A line's body from `from_task` on the link; false when it is not one of the relay's.
+  bool handle(int from_task, const std::string& body);
+  /// Root: what the oldest open fence still waits for ("PMIx fence 2 (...) waits for ranks
+  /// 4-7 on n2"); nullopt when no fence is open.
+  std::optional<std::string> waiting() const;
+
+ private:
+  struct OpenFence {
+    std::map<int, std::string> parts;             // root: each task's part
+    std::shared_ptr<pmix::PendingRequest> local;  // this node's fence, until completed
+  };
+  struct Routed {  // root: a direct modex it passed on, and whom to answer
+    int task;
+    std::uint64_t id;
+  };
+  bool usable(const std::shared_ptr<pmix::PendingRequest>& request);
+  void complete_fences();
+  bool take_part(int task, std::uint64_t number, const std::string& hex);
+  bool take_whole(std::uint64_t number, const std::string& hex);
+  // Root: a direct modex of `rank` asked by `task` as its `id`.
+  void route(int task, std::uint64_t id, std::uint32_t rank);
+  // Any node: serve `rank`'s data for the root's request `id`.
+  void serve(std::uint64_t id, std::uint32_t rank);
+  // An answer to the request `id` of this node (requester) or of the root's routing table.
+  bool answer(std::uint64_t id, std::optional<std::string> data);
+  int holder_of(std::uint32_t rank) const { return static_cast<int>(rank) / ranks_per_task_; }
+
+  const int task_;
+  const std::vector<std::string> hosts_;
+  const int ranks_per_task_;
+  Send send_;
+  ServeLocal serve_local_;
+  bool said_no_link_ = false;
+  std::uint64_t next_fence_ = 0;        // this node's next fence number
+  std::uint64_t completed_fences_ = 0;  // root: fences below this number are done
+  std::map<std::uint64_t, OpenFence> fences_;
+  std::uint64_t next_id_ = 0;  // this node's requests (and, on the root, routed ones)
+  std::map<std::uint64_t, std::shared_ptr<pmix::PendingRequest>> asked_;  // this node's direct modex
+  std::map<std::uint64_t, Routed> routed_;                                // root
+  std::map<std::uint64_t, std::uint64_t> serving_;                        // serve id -> the root's request id
+};
+
+}  // namespace hyrun

@@ -1,0 +1,197 @@
+// The PMIx relay among the nodes' hyrun processes (launcher/pmix_relay.*): relays of one
+// job wired to each other in this process, lines delivered in order as the node link would.
+#include "hyrun/launcher/pmix_relay.hpp"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <random>
+#include <tuple>
+
+namespace hyrun {
+namespace {
+
+// What completed a request: nullopt while pending, then (ok, data).
+using Outcome = std::shared_ptr<std::optional<std::pair<bool, std::string>>>;
+
+std::pair<std::shared_ptr<pmix::PendingRequest>, Outcome> request(std::string part = {}) {
+  auto outcome = std::make_shared<std::optional<std::pair<bool, std::string>>>();
+  auto pending = std::make_shared<pmix::PendingRequest>(
+      std::move(part), [outcome](bool ok, std::string data) { *outcome = std::make_pair(ok, std::move(data)); });
+  return {pending, outcome};
+}
+
+std::string random_bytes(std::mt19937& random, std::size_t size) {
+  std::string bytes(size, '\0');
+  for (auto& b : bytes) b = static_cast<char>(random());
+  return bytes;
+}
+
+// `nodes` relays of `per` ranks each. Each node's server holds, for each of its ranks, the
+// data in `committed` (what serve_local_data answers). Lines queue until deliver().
+class Job {
+ public:
+  Job(int nodes, int per) {
+    for (int t = 0; t < nodes; ++t) hosts_.push_back("n" + std::to_string(t + 1));
+    for (int t = 0; t < nodes; ++t)
+      relays_.push_back(std::make_unique<PmixRelay>(
+          t, hosts_, per, [this, t](int to, const std::string& body) { lines_.emplace_back(t, to, body); },
+          [this, t](std::uint32_t rank, std::uint64_t id) { serves_.emplace_back(t, rank, id); }));
+  }
+  PmixRelay& node(int t) { return *relays_.at(static_cast<std::size_t>(t)); }
+
+  // Delivers every line (and the servers' answers) until none is left; returns false when a
+  // relay refused one.
+  bool deliver() {
+    while (!lines_.empty() || !serves_.empty()) {
+      while (!serves_.empty()) {
+        const auto [t, rank, id] = serves_.front();
+        serves_.pop_front();
+        const auto it = committed.find(rank);
+        node(t).local_data(id, it != committed.end(), it != committed.end() ? it->second : "");
+      }
+      if (lines_.empty()) break;
+      const auto [from, to, body] = lines_.front();
+      lines_.pop_front();
+      ++lines_sent;
+      if (!node(to).handle(from, body)) return false;
+    }
+    return true;
+  }
+
+  std::map<std::uint32_t, std::string> committed;
+  int lines_sent = 0;
+
+ private:
+  std::vector<std::string> hosts_;
+  std::vector<std::unique_ptr<PmixRelay>> relays_;
+  std::deque<std::tuple<int, int, std::string>> lines_;
+  std::deque<std::tuple<int, std::uint32_t, std::uint64_t>> serves_;
+};
+
+TEST(PmixRelay, AFenceCompletesOnEveryNodeWithEveryPartInNodeOrder) {
+  std::mt19937 random(7);
+  Job job(4, 2);
+  std::vector<std::string> parts;
+  std::vector<Outcome> outcomes;
+  for (int t = 0; t < 4; ++t) parts.push_back(random_bytes(random, 100 + 37 * static_cast<std::size_t>(t)));
+  outcomes.resize(4);
+  for (int t : {2, 3, 0, 1}) {  // the root is neither first nor last
+    auto [pending, outcome] = request(parts[static_cast<std::size_t>(t)]);
+    outcomes[static_cast<std::size_t>(t)] = outcome;
+    job.node(t).fence(pending);
+    ASSERT_TRUE(job.deliver());
+    if (t != 1) {
+      EXPECT_FALSE(*outcome) << "node " << t << "'s fence completed before every node joined";
+    }
+  }
+  const std::string all = parts[0] + parts[1] + parts[2] + parts[3];
+  for (int t = 0; t < 4; ++t) {
+    ASSERT_TRUE(*outcomes[static_cast<std::size_t>(t)]) << "node " << t;
+    EXPECT_TRUE((*outcomes[static_cast<std::size_t>(t)])->first);
+    EXPECT_EQ((*outcomes[static_cast<std::size_t>(t)])->second, all) << "node " << t;
+  }
+}
+
+TEST(PmixRelay, FencesCompleteInTheirOrderAndTheRootNamesWhatTheOldestWaitsFor) {
+  Job job(3, 2);
+  auto [root0, root0_done] = request("a");
+  auto [n1_0, n1_0_done] = request("b");
+  job.node(0).fence(root0);
+  job.node(1).fence(n1_0);
+  ASSERT_TRUE(job.deliver());
+  EXPECT_EQ(job.node(0).waiting(), "PMIx fence 0 (MPI_Init, MPI_Finalize) waits for ranks 4-5 on n3");
+  EXPECT_EQ(job.node(1).waiting(), std::nullopt);  // only the root knows
+  auto [n2_0, n2_0_done] = request("c");
+  job.node(2).fence(n2_0);
+  ASSERT_TRUE(job.deliver());
+  EXPECT_EQ(job.node(0).waiting(), std::nullopt);
+  ASSERT_TRUE(*n2_0_done);
+  EXPECT_EQ((*n2_0_done)->second, "abc");
+  // The next fence: numbered 1 on every node.
+  auto [a, a_done] = request("x");
+  auto [b, b_done] = request("y");
+  auto [c, c_done] = request("z");
+  job.node(1).fence(b);
+  job.node(2).fence(c);
+  job.node(0).fence(a);
+  ASSERT_TRUE(job.deliver());
+  for (const auto& done : {a_done, b_done, c_done}) {
+    ASSERT_TRUE(*done);
+    EXPECT_EQ((*done)->second, "xyz");
+  }
+}
+
+TEST(PmixRelay, DirectModexIsServedByTheNodeThatHoldsTheRankThroughTheRoot) {
+  std::mt19937 random(11);
+  Job job(3, 2);
+  for (std::uint32_t rank = 0; rank < 6; ++rank) job.committed[rank] = random_bytes(random, 64 + rank);
+  // Node 1 wants rank 5 (node 2's), node 2 wants rank 0 (the root's), the root wants rank 3.
+  const std::vector<std::pair<int, std::uint32_t>> asks{{1, 5}, {2, 0}, {0, 3}, {1, 4}};
+  std::vector<Outcome> outcomes;
+  for (const auto& [t, rank] : asks) {
+    auto [pending, outcome] = request();
+    outcomes.push_back(outcome);
+    job.node(t).direct_modex(rank, pending);
+  }
+  ASSERT_TRUE(job.deliver());
+  for (std::size_t i = 0; i < asks.size(); ++i) {
+    ASSERT_TRUE(*outcomes[i]) << "request " << i;
+    EXPECT_TRUE((*outcomes[i])->first);
+    EXPECT_EQ((*outcomes[i])->second, job.committed[asks[i].second]) << "request " << i;
+  }
+}
+
+TEST(PmixRelay, ADirectModexOfDataThatIsNotThereFails) {
+  Job job(2, 2);
+  auto [pending, outcome] = request();
+  job.node(0).direct_modex(3, pending);  // node 1's server has nothing for rank 3
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*outcome);
+  EXPECT_FALSE((*outcome)->first);
+}
+
+TEST(PmixRelay, LinesThatAreNotTheRelaysAreRefused) {
+  Job job(3, 2);
+  auto [root_fence, done] = request("r");
+  job.node(0).fence(root_fence);
+  for (const std::string body :
+       {"fence", "fence x 00", "fence 0 0g", "fence 0 abc", "fence 999 00", "fenced 0 00", "dmodex-get 1 6",
+        "dmodex-get 1 3", "dmodex-get 1 x", "dmodex-data 5 00", "dmodex-none 5", "dmodex-none 0 extra", "hello"})
+    EXPECT_FALSE(job.node(0).handle(1, body)) << body;  // to the root, from node 1 (rank 3 is its own)
+  EXPECT_TRUE(job.node(0).handle(1, "fence 0 00"));
+  EXPECT_FALSE(job.node(0).handle(1, "fence 0 00")) << "a second part of one node for one fence";
+  // To another node: only the root may ask it for its ranks, and only for its own.
+  EXPECT_FALSE(job.node(1).handle(2, "dmodex-get 1 2"));
+  EXPECT_FALSE(job.node(1).handle(0, "dmodex-get 1 4"));
+  EXPECT_FALSE(job.node(1).handle(0, "fenced 0 00")) << "a fence this node never joined";
+  EXPECT_FALSE(*done);
+}
+
+TEST(PmixRelay, WithoutALinkEveryRequestFails) {
+  PmixRelay relay(1, {"n1", "n2"}, 2, nullptr, [](std::uint32_t, std::uint64_t) {});
+  auto [fence, fence_done] = request("x");
+  auto [modex, modex_done] = request();
+  relay.fence(fence);
+  relay.direct_modex(0, modex);
+  ASSERT_TRUE(*fence_done);
+  EXPECT_FALSE((*fence_done)->first);
+  ASSERT_TRUE(*modex_done);
+  EXPECT_FALSE((*modex_done)->first);
+}
+
+TEST(PmixRelay, ARequestDroppedWithoutAnAnswerFails) {
+  Outcome outcome;
+  {
+    auto [pending, result] = request("x");
+    outcome = result;
+    Job job(2, 1);
+    job.node(1).fence(pending);  // the root never joins: the relays go with the job
+  }
+  ASSERT_TRUE(*outcome);
+  EXPECT_FALSE((*outcome)->first);
+}
+
+}  // namespace
+}  // namespace hyrun
