@@ -122,6 +122,7 @@ class Launch {
   // This node ends the job itself: its closing link is no loss.
   [[noreturn]] void abort_job(int code, const std::string& why) {
     if (link_) link_->say_bye();
+    if (pmix_) pmix_->remove_files();  // the abort ends this process without destructors
     exchange_.abort(code, why);
     std::terminate();  // not reached: RootExchange::abort does not return (GCC cannot see it through the virtual)
   }
@@ -255,7 +256,7 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
     job_event("stopped by a signal while waiting for the other nodes in the PMIx fence; aborting the job");
     supervisor.handle_signals();
     const int code = supervisor.finish().exit_code;
-    exchange_.abort(code, "hyrun was stopped by a signal while waiting for the other nodes");
+    abort_job(code, "hyrun was stopped by a signal while waiting for the other nodes");
   }
   timings_.mark("fence");
   ExchangeOutcome outcome;

@@ -108,6 +108,21 @@ fence-node-lost)  # a node whose hyrun dies before its ranks join MPI_Init's fen
     || fail "the root did not name the ranks the fence waited for"
   check_no_leftovers "$HYRUN" "$MPI_CHECK"
   ;;
+cleanup)  # the job's PMIx sockets and MPI segments go, also when it is aborted
+  # The aborting node removes its own before the abort; Slurm SIGKILLs the other node's hyrun,
+  # whose directories the next hyrun on that host removes (their owner has ended).
+  dirs() { find "${TMPDIR:-/tmp}" /dev/shm -maxdepth 1 \( -name 'hyrun-pmix-*' -o -name 'hyrun-shm-*' \) 2>/dev/null | sort; }
+  before=$(dirs)
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$MPI_CHECK" --abort-rank 3 --abort-code 7
+  [ "$RUN_RC" = 7 ] || fail "srun exited $RUN_RC, expected 7"
+  left=$(comm -13 <(echo "$before") <(dirs) | grep -c . || true)
+  echo "directories left by the aborted job's killed nodes: $left"
+  [ "$left" -le 2 ] || fail "more than the killed node's two directories were left: $(comm -13 <(echo "$before") <(dirs))"
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$MPI_CHECK"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  expect_ok 4
+  [ "$(dirs)" = "$before" ] || fail "directories left after the next job: $(comm -13 <(echo "$before") <(dirs))"
+  ;;
 mpirun)  # under Open MPI's mpirun: 2 hyrun processes x 2 ranks, one MPI job
   run_bounded 60 "${ucx[@]}" mpirun --allow-run-as-root --oversubscribe -np 2 "$HYRUN" -n 2 -- "$MPI_CHECK"
   [ "$RUN_RC" = 0 ] || fail "mpirun exited $RUN_RC"

@@ -56,6 +56,12 @@ class PmixService final : public PollParticipant {
   /// Asks the server for what this node's `rank` committed; the answer goes to the relay's
   /// local_data with `id`.
   void serve_local_data(std::uint32_t rank, std::uint64_t id) { server_.serve_local_data(rank, id); }
+  /// Removes the job's directories now, for a process that ends without destructors (hyrun
+  /// aborting the job through PMIx): the server's sockets and MPI's segments go with them.
+  void remove_files() noexcept {
+    rendezvous_.remove();
+    shared_memory_.remove();
+  }
 
   void add_poll_fds(std::vector<pollfd>& fds) override;
   bool on_poll(const pollfd& p) override;

@@ -28,10 +28,12 @@ class PrivateDirectory {
   PrivateDirectory& operator=(const PrivateDirectory&) = delete;
 
   const std::string& path() const { return path_; }
+  /// Removes the tree now (a process that ends without destructors: a PMIx abort); then
+  /// owns nothing. Never throws (a failure is logged).
+  void remove() noexcept;
 
  private:
   explicit PrivateDirectory(std::string path) : path_(std::move(path)) {}
-  void remove() noexcept;
   std::string path_;  // empty: owns nothing
 };
 

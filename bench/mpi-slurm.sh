@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# MPI programs under hyrun in hybrid mode against srun's native launch, on a real Slurm
+# cluster started here (scripts/slurm-cluster.sh: each simulated node in its own network
+# namespace where possible, Open MPI over tcp between nodes, shared memory within one):
+#  1. for every cell of a grid of k nodes x n ranks per node, MPI_Init and Init..Finalize
+#     (max over ranks) and the wall time of
+#       srun -N k --ntasks-per-node=1 hyrun -n n -- mpi-pingpong --no-pingpong
+#     against srun starting the same k*n ranks itself (--ntasks-per-node=n), alternated, with
+#     the ratio hyrun/native of the wall time;
+#  2. a ping-pong curve (latency, bandwidth) between ranks 0 and 1 on one node (shared
+#     memory: 1 node x 2 ranks) and on two nodes (tcp: 2 nodes x 1 rank), hyrun against native.
+# Medians over --reps runs. Needs root (the cluster). hyrun runs with --bind-to none, as srun
+# does here: the simulated nodes share this machine's cores, and each node's own binding
+# would put ranks of different nodes on one core (a ping-pong across nodes then waits ~4 ms,
+# a scheduler slice, per message).
+#
+#   bench/mpi-slurm.sh [--nodes "K..."] [--per-node "n..."] [--reps R] [--pp-reps R]
+#
+#   --nodes      the node counts k of the grid (default "2 4"); the cluster has the largest
+#   --per-node   the ranks per node n (default "1 2 4")
+#   --reps R     runs of each launcher per cell (default 5)
+#   --pp-reps R  runs of each launcher per ping-pong curve (default 3)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3
+usage() { sed -n '2,20p' "$0" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || usage
+  case $1 in
+    --nodes) nodes=$2 ;;
+    --per-node) per_node=$2 ;;
+    --reps) reps=$2 ;;
+    --pp-reps) pp_reps=$2 ;;
+    *) usage ;;
+  esac
+  shift 2
+done
+count_ok() { [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "mpi-slurm: $1 must be a whole number >= 1, got '$2'" >&2; exit 2; }; }
+largest=2
+for k in $nodes; do count_ok --nodes "$k"; [ "$k" -le "$largest" ] || largest=$k; done
+for n in $per_node; do count_ok --per-node "$n"; done
+count_ok --reps "$reps"; count_ok --pp-reps "$pp_reps"
+hyrun=$build/launcher/hyrun prog=$build/bench/mpi-pingpong
+for b in "$hyrun" "$prog"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh first" >&2; exit 1; }; done
+out=$(mktemp -d)
+cluster=$("$root/scripts/slurm-cluster.sh" up auto "$largest" 8)
+trap '"$root/scripts/slurm-cluster.sh" down "$cluster" >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+# shellcheck disable=SC1091
+. "$cluster/cluster.env"
+export UCX_TLS=$HYRUN_CLUSTER_UCX_TLS UCX_NET_DEVICES=$HYRUN_CLUSTER_UCX_NET_DEVICES
+# Open MPI's tcp component on the nodes' own interface (the simulated nodes share one kernel).
+export OMPI_MCA_btl_tcp_if_include=$HYRUN_CLUSTER_UCX_NET_DEVICES
+
+# command LAUNCHER K N: the launch of K nodes x N ranks, as words (the program follows).
+command() {
+  case $1 in
+    hyrun) echo srun --mpi=pmix -N"$2" --ntasks-per-node=1 "$hyrun" -n "$3" --bind-to none -- ;;
+    native) echo srun --mpi=pmix -N"$2" --ntasks-per-node="$3" ;;
+  esac
+}
+
+# run LAUNCHER K N FILE ARGS...: one run; appends "wall_ms init_max run_max" to FILE and the
+# ping-pong lines to FILE.pp
+run() {
+  local launcher=$1 k=$2 n=$3 file=$4; shift 4
+  local t0 t1 log=$out/log
+  t0=$(date +%s%N)
+  # shellcheck disable=SC2046  # the launch's words, split on purpose (no spaces inside them)
+  timeout -k 5 300 $(command "$launcher" "$k" "$n") "$prog" "$@" >"$log" 2>&1 \
+    || { echo "failed: $launcher $k x $n:"; cat "$log"; exit 1; } >&2
+  t1=$(date +%s%N)
+  [ "$(grep -c '^times rank' "$log")" = $((k * n)) ] || { echo "$launcher $k x $n: not every rank reported"; cat "$log"; exit 1; } >&2
+  awk -v wall=$(( (t1 - t0) / 1000000 )) '/^times rank/ { if ($5 > i) i = $5; if ($7 > r) r = $7 }
+    END { printf "%d %.1f %.1f\n", wall, i, r }' "$log" >>"$file"
+  grep '^pingpong' "$log" >>"$file.pp" || true
+}
+median_col() { awk -v c="$2" '{print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "MPI under hyrun (hybrid mode, its PMIx server) and srun's native launch, Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}'), $HYRUN_CLUSTER_MODE cluster of $largest nodes, $(nproc) cores, median of $reps alternated runs, $(date -u '+%Y-%m-%d %H:%M UTC')"
+printf '%5s | %-6s | %11s | %17s | %8s | %s\n' "k x n" launcher "MPI_Init ms" "Init..Finalize ms" "wall ms" "wall hyrun/native"
+printf -- '------+--------+-------------+-------------------+----------+------------------\n'
+for k in $nodes; do
+  for n in $per_node; do
+    for _ in $(seq "$reps"); do
+      run hyrun "$k" "$n" "$out/h$k.$n" --no-pingpong
+      run native "$k" "$n" "$out/s$k.$n" --no-pingpong
+    done
+    for l in hyrun native; do
+      f=$out/${l:0:1}$k.$n; [ "$l" = native ] && f=$out/s$k.$n
+      ratio=""
+      [ "$l" = native ] && ratio=$(echo "$(median_col "$out/h$k.$n" 1) / $(median_col "$f" 1)" | bc -l | xargs printf '%.2f')
+      printf '%5s | %-6s | %11s | %17s | %8s | %s\n' "${k}x$n" "$l" "$(median_col "$f" 2)" "$(median_col "$f" 3)" "$(median_col "$f" 1)" "$ratio"
+    done
+  done
+done
+
+# ratio A B: A/B with two decimals, "-" when B is 0
+ratio() { if [ "$(echo "$2 == 0" | bc)" = 1 ]; then echo "-"; else echo "$1 / $2" | bc -l | xargs printf '%.2f'; fi; }
+# Two processes only, so that neither waits for a core (this machine may have two).
+for where in "same node:1:2" "next node:2:1"; do
+  IFS=: read -r label k n <<<"$where"
+  echo
+  echo "ping-pong between ranks 0 and 1 ($label: $k node(s) x $n rank(s)), median of $pp_reps alternated runs"
+  for _ in $(seq "$pp_reps"); do
+    run hyrun "$k" "$n" "$out/hp$k" --peer 1
+    run native "$k" "$n" "$out/sp$k" --peer 1
+  done
+  printf '%9s | %12s | %13s | %5s | %12s | %13s | %5s\n' bytes "hyrun lat us" "native lat us" ratio "hyrun MB/s" "native MB/s" ratio
+  printf -- '----------+--------------+---------------+-------+--------------+---------------+------\n'
+  while read -r bytes; do
+    med() { awk -v b="$bytes" -v c="$2" '$2 == b {print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+    hl=$(med "$out/hp$k.pp" 3); sl=$(med "$out/sp$k.pp" 3); hb=$(med "$out/hp$k.pp" 4); sb=$(med "$out/sp$k.pp" 4)
+    printf '%9s | %12s | %13s | %5s | %12s | %13s | %5s\n' "$bytes" "$hl" "$sl" "$(ratio "$hl" "$sl")" "$hb" "$sb" "$(ratio "$hb" "$sb")"
+  done < <(awk '{print $2}' "$out/hp$k.pp" | sort -n -u)
+done
