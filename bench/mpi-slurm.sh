@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 count_ok() { [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "mpi-slurm: $1 must be a whole number >= 1, got '$2'" >&2; exit 2; }; }
-largest=2
+largest=2  # the ping-pong across nodes needs two
 for k in $nodes; do count_ok --nodes "$k"; [ "$k" -le "$largest" ] || largest=$k; done
 for n in $per_node; do count_ok --per-node "$n"; done
 count_ok --reps "$reps"; count_ok --pp-reps "$pp_reps"
@@ -60,43 +60,26 @@ command() {
   esac
 }
 
-# run LAUNCHER K N FILE ARGS...: one run; appends "wall_ms init_max run_max" to FILE and the
-# ping-pong lines to FILE.pp
+# shellcheck source=bench/mpi-tables.sh
+. "$root/bench/mpi-tables.sh"
 run() {
   local launcher=$1 k=$2 n=$3 file=$4; shift 4
-  local t0 t1 log=$out/log
-  t0=$(date +%s%N)
   # shellcheck disable=SC2046  # the launch's words, split on purpose (no spaces inside them)
-  timeout -k 5 300 $(command "$launcher" "$k" "$n") "$prog" "$@" >"$log" 2>&1 \
-    || { echo "failed: $launcher $k x $n:"; cat "$log"; exit 1; } >&2
-  t1=$(date +%s%N)
-  [ "$(grep -c '^times rank' "$log")" = $((k * n)) ] || { echo "$launcher $k x $n: not every rank reported"; cat "$log"; exit 1; } >&2
-  awk -v wall=$(( (t1 - t0) / 1000000 )) '/^times rank/ { if ($5 > i) i = $5; if ($7 > r) r = $7 }
-    END { printf "%d %.1f %.1f\n", wall, i, r }' "$log" >>"$file"
-  grep '^pingpong' "$log" >>"$file.pp" || true
+  EXPECT_RANKS=$((k * n)) mpi_run "$file" "$out/log" timeout -k 5 300 $(command "$launcher" "$k" "$n") "$prog" "$@"
 }
-median_col() { awk -v c="$2" '{print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "MPI under hyrun (hybrid mode, its PMIx server) and srun's native launch, Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}'), $HYRUN_CLUSTER_MODE cluster of $largest nodes, $(nproc) cores, median of $reps alternated runs, $(date -u '+%Y-%m-%d %H:%M UTC')"
-printf '%5s | %-6s | %11s | %17s | %8s | %s\n' "k x n" launcher "MPI_Init ms" "Init..Finalize ms" "wall ms" "wall hyrun/native"
-printf -- '------+--------+-------------+-------------------+----------+------------------\n'
+launch_header "k x n" hyrun/native
 for k in $nodes; do
   for n in $per_node; do
     for _ in $(seq "$reps"); do
       run hyrun "$k" "$n" "$out/h$k.$n" --no-pingpong
       run native "$k" "$n" "$out/s$k.$n" --no-pingpong
     done
-    for l in hyrun native; do
-      f=$out/${l:0:1}$k.$n; [ "$l" = native ] && f=$out/s$k.$n
-      ratio=""
-      [ "$l" = native ] && ratio=$(echo "$(median_col "$out/h$k.$n" 1) / $(median_col "$f" 1)" | bc -l | xargs printf '%.2f')
-      printf '%5s | %-6s | %11s | %17s | %8s | %s\n' "${k}x$n" "$l" "$(median_col "$f" 2)" "$(median_col "$f" 3)" "$(median_col "$f" 1)" "$ratio"
-    done
+    launch_rows "${k}x$n" "$out/h$k.$n" "$out/s$k.$n" hyrun native
   done
 done
 
-# ratio A B: A/B with two decimals, "-" when B is 0
-ratio() { if [ "$(echo "$2 == 0" | bc)" = 1 ]; then echo "-"; else echo "$1 / $2" | bc -l | xargs printf '%.2f'; fi; }
 # Two processes only, so that neither waits for a core (this machine may have two).
 for where in "same node:1:2" "next node:2:1"; do
   IFS=: read -r label k n <<<"$where"
@@ -106,11 +89,5 @@ for where in "same node:1:2" "next node:2:1"; do
     run hyrun "$k" "$n" "$out/hp$k" --peer 1
     run native "$k" "$n" "$out/sp$k" --peer 1
   done
-  printf '%9s | %12s | %13s | %5s | %12s | %13s | %5s\n' bytes "hyrun lat us" "native lat us" ratio "hyrun MB/s" "native MB/s" ratio
-  printf -- '----------+--------------+---------------+-------+--------------+---------------+------\n'
-  while read -r bytes; do
-    med() { awk -v b="$bytes" -v c="$2" '$2 == b {print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-    hl=$(med "$out/hp$k.pp" 3); sl=$(med "$out/sp$k.pp" 3); hb=$(med "$out/hp$k.pp" 4); sb=$(med "$out/sp$k.pp" 4)
-    printf '%9s | %12s | %13s | %5s | %12s | %13s | %5s\n' "$bytes" "$hl" "$sl" "$(ratio "$hl" "$sl")" "$hb" "$sb" "$(ratio "$hb" "$sb")"
-  done < <(awk '{print $2}' "$out/hp$k.pp" | sort -n -u)
+  pingpong_table "$out/hp$k" "$out/sp$k" hyrun native
 done

@@ -17,33 +17,18 @@ out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 mpirun_cmd() { local n=$1; shift; mpirun --allow-run-as-root --oversubscribe -np "$n" "$@"; }
 hyrun_cmd() { local n=$1; shift; "$hyrun" -n "$n" -- "$@"; }
 
-# run LAUNCHER N FILE ARGS... : one run; appends "wall_ms init_max run_max" to FILE
-run() {
-  local launcher=$1 n=$2 file=$3; shift 3
-  local t0 t1 log=$out/log
-  t0=$(date +%s%N)
-  "${launcher}_cmd" "$n" "$prog" "$@" >"$log" 2>&1 || { echo "failed: $launcher -n $n:"; cat "$log"; exit 1; } >&2
-  t1=$(date +%s%N)
-  awk -v wall=$(( (t1 - t0) / 1000000 )) '/^times rank/ { if ($5 > i) i = $5; if ($7 > r) r = $7 }
-    END { printf "%d %.1f %.1f\n", wall, i, r }' "$log" >>"$file"
-  grep '^pingpong' "$log" >>"$file.pp" || true
-}
-median_col() { awk -v c="$2" '{print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# shellcheck source=bench/mpi-tables.sh
+. "$root/bench/mpi-tables.sh"
+run() { local launcher=$1 n=$2 file=$3; shift 3; mpi_run "$file" "$out/log" "${launcher}_cmd" "$n" "$prog" "$@"; }
 
 echo "MPI under hyrun (PMIx server) and mpirun, Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}'), $(nproc) cores, median of $REPS alternated runs, $(date -u +%Y-%m-%d)"
-printf '%3s | %-7s | %10s | %18s | %8s | %s\n' N launcher "MPI_Init ms" "Init..Finalize ms" "wall ms" "wall hyrun/mpirun"
-printf -- '----+---------+-------------+--------------------+----------+------------------\n'
+launch_header N hyrun/mpirun
 for n in $SIZES; do
   for _ in $(seq "$REPS"); do
     run hyrun "$n" "$out/h$n" --no-pingpong
     run mpirun "$n" "$out/m$n" --no-pingpong
   done
-  for l in hyrun mpirun; do
-    f=$out/${l:0:1}$n
-    ratio=""
-    [ "$l" = mpirun ] && ratio=$(echo "$(median_col "$out/h$n" 1) / $(median_col "$out/m$n" 1)" | bc -l | xargs printf '%.2f')
-    printf '%3s | %-7s | %11s | %18s | %8s | %s\n' "$n" "$l" "$(median_col "$f" 2)" "$(median_col "$f" 3)" "$(median_col "$f" 1)" "$ratio"
-  done
+  launch_rows "$n" "$out/h$n" "$out/m$n" hyrun mpirun
 done
 
 echo
@@ -52,10 +37,4 @@ for _ in $(seq "$PP_REPS"); do
   run hyrun 2 "$out/hp"
   run mpirun 2 "$out/mp"
 done
-printf '%9s | %14s | %15s | %5s | %14s | %15s | %5s\n' bytes "hyrun lat us" "mpirun lat us" ratio "hyrun MB/s" "mpirun MB/s" ratio
-printf -- '----------+----------------+-----------------+-------+----------------+-----------------+------\n'
-while read -r bytes; do
-  med() { awk -v b="$bytes" -v c="$2" '$2 == b {print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-  hl=$(med "$out/hp.pp" 3); ml=$(med "$out/mp.pp" 3); hb=$(med "$out/hp.pp" 4); mb=$(med "$out/mp.pp" 4)
-  printf '%9s | %14s | %15s | %5.2f | %14s | %15s | %5.2f\n' "$bytes" "$hl" "$ml" "$(echo "$hl / $ml" | bc -l)" "$hb" "$mb" "$(echo "$hb / $mb" | bc -l)"
-done < <(awk '{print $2}' "$out/hp.pp" | sort -n -u)
+pingpong_table "$out/hp" "$out/mp" hyrun mpirun
