@@ -1,8 +1,9 @@
 #pragma once
-// hyrun's PMIx service for the ranks of a local job: the PMIx server (hyrun/pmix/server.hpp)
-// with the job registered as one namespace, the private directories of the job's PMIx
-// sockets and of its MPI shared-memory segments, and the server's events in the rank
-// supervisor's loop. MPI programs then run under `hyrun -n N` without a flag: rank 0's
+// hyrun's PMIx service for this node's ranks, in local and hybrid mode: the PMIx server
+// (hyrun/pmix/server.hpp) with the whole job registered as one namespace, the private
+// directories of the job's PMIx sockets and of its MPI shared-memory segments, and the
+// server's events in the rank supervisor's loop (fences and direct modex across nodes go to
+// the relay, pmix_relay.hpp). MPI programs then run under hyrun without a flag: rank 0's
 // PMIx_Init tells hyrun to start the others without waiting for a UCX address, MPI_Abort
 // ends the job with its status, and a rank that exits without MPI_Finalize fails it.
 // Everything it made goes when it does: the server first, then the directories.
