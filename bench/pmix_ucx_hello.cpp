@@ -2,12 +2,17 @@
 // starts directly (one rank per Slurm task). Every rank creates a UCX worker, puts its
 // address, fences, gets every address, connects to every rank and exchanges one message
 // with each; then it prints when it was connected, as hello --timestamps does under hyrun.
+// `--startup-ms MS` first sleeps MS, as hello --startup-ms does: a program that initialises
+// CUDA or loads a model before it connects.
 #include <ucp/api/ucp.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "hyrun/common/error.hpp"
@@ -34,8 +39,17 @@ long long realtime_ns() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
+    if (argc != 1) {
+      int ms = -1;
+      const std::string_view value = argc == 3 ? argv[2] : "";
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+      if (argc != 3 || std::string_view(argv[1]) != "--startup-ms" || ec != std::errc() ||
+          end != value.data() + value.size() || ms < 0)
+        throw hyrun::UsageError("pmix-ucx-hello takes no argument but --startup-ms MS (MS >= 0)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
     auto pmix = hyrun::pmix::Client::connect();
     if (!pmix) throw hyrun::Error("pmix-ucx-hello: not started by a PMIx server");
     const int rank = pmix->rank(), size = pmix->job_size();

@@ -17,6 +17,7 @@
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/node_link.hpp"
+#include "hyrun/launcher/pending_directory.hpp"
 #include "hyrun/launcher/pmix_relay.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
@@ -115,6 +116,8 @@ class Launch {
 
  private:
   std::optional<Error> offer_root(RankSupervisor& supervisor, const std::optional<Error>& node_failure);
+  void start_early(RankSupervisor& supervisor, int first);
+  void complete_early();
   void serve_pmix();
   void relay_pmix(const std::vector<std::string>& hosts);
   bool on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost);
@@ -123,6 +126,7 @@ class Launch {
   [[noreturn]] void abort_job(int code, const std::string& why) {
     if (link_) link_->say_bye();
     if (pmix_) pmix_->remove_files();  // the abort ends this process without destructors
+    if (pending_) pending_->remove();
     exchange_.abort(code, why);
     std::terminate();  // not reached: RootExchange::abort does not return (GCC cannot see it through the virtual)
   }
@@ -142,6 +146,12 @@ class Launch {
   std::optional<PmixRelay> relay_;
   std::string token_;
   std::optional<std::string> loss_;  // the line that named a lost node
+  // Ranks started before the exchange (start_early), from local rank early_from_ on.
+  enum class Early { kNone, kStarted, kCompleted };
+  Early early_ = Early::kNone;
+  int early_from_ = 0;
+  std::optional<PendingDirectory> pending_;  // where they take the rest of their environment
+  std::optional<Error> early_failure_;       // their start failed: said after the exchange
 };
 
 NodePlan Launch::plan_node() {
@@ -220,7 +230,9 @@ std::optional<Error> Launch::offer_root(RankSupervisor& supervisor, const std::o
     if (options_.bootstrap == BootstrapMode::kUcx) {
       supervisor.start(node_->rank(0, true));
       timings_.mark("rank 0 started");
-      const auto address = supervisor.await_root_address();
+      // The others start once rank 0 says it uses the worker library: a program that does
+      // not fails as rank 0's alone, as before.
+      const auto address = supervisor.await_root_address([&] { start_early(supervisor, 1); });
       timings_.mark("rank 0 address");
       // Stopped meanwhile (a signal, a failure): with other nodes, they must hear it from
       // the record; alone, no rank starts and finish() ends the job.
@@ -230,6 +242,7 @@ std::optional<Error> Launch::offer_root(RankSupervisor& supervisor, const std::o
         record.root_address = *address;
         node_->set_root_address(*address);
       }
+      complete_early();
     }
   } catch (const Error& e) {
     record.error = e.what();
@@ -242,6 +255,13 @@ std::optional<Error> Launch::offer_root(RankSupervisor& supervisor, const std::o
 }
 
 ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& plan) {
+  // The other nodes' ranks start now and set up meanwhile; a failure to start them is this
+  // node's alone, said after the exchange as it would have been at their start.
+  if (task_ != 0 && !plan.failure && options_.bootstrap == BootstrapMode::kUcx) try {
+      start_early(supervisor, 0);
+    } catch (const Error& e) {
+      early_failure_ = e;
+    }
   NodeRecord node_record{options_.ranks, exchange_.host(), std::nullopt, exit_code::kLauncherError};
   if (plan.failure) {
     node_record.error = plan.failure->what();
@@ -337,7 +357,40 @@ void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::str
   supervisor.add_participant(*link_);
 }
 
+// With the worker library's bootstrap the ranks need rank 0's address (and on the other
+// nodes the job's token) only when their World starts: they are started at once, with
+// HYRUN_ROOT_PENDING, and load and set up UCX while the address is published and exchanged;
+// complete_early gives them the rest (docs/architecture.md). Without a place for it (a full
+// $TMPDIR) they start as before, after the exchange.
+void Launch::start_early(RankSupervisor& supervisor, int first) {
+  if (first >= options_.ranks) return;  // rank 0 alone: nothing to start early
+  try {
+    pending_.emplace(PendingDirectory::create());
+  } catch (const SystemError& e) {
+    spdlog::debug("the ranks start after the exchange: {}", e.what());
+    return;
+  }
+  early_ = Early::kStarted;
+  early_from_ = first;
+  node_->defer_root(pending_->path());
+  for (int local = first; local < options_.ranks && !supervisor.stopping(); ++local)
+    supervisor.start(node_->rank(local, false));
+  timings_.mark("ranks started");
+}
+
+void Launch::complete_early() {
+  if (early_ != Early::kStarted) return;
+  node_->defer_root("");
+  early_ = Early::kCompleted;
+  for (int local = early_from_; local < options_.ranks; ++local)
+    pending_->put(node_->rank(local, false).global_rank, node_->pending_environment(local));
+  timings_.mark("ranks given the root");
+}
+
 void Launch::start_ranks(RankSupervisor& supervisor) {
+  if (early_failure_) throw Error(early_failure_->what(), early_failure_->exit_code());
+  if (early_ == Early::kStarted) return complete_early();
+  if (early_ == Early::kCompleted) return;
   const int first = (task_ == 0 && options_.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
   for (int local = first; local < options_.ranks && !supervisor.stopping(); ++local) {
     supervisor.start(node_->rank(local, false));

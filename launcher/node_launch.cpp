@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -90,16 +91,17 @@ void NodeLaunch::set_rendezvous(std::string master_addr, int master_port, std::s
   if (!interface.empty()) node_defaults_.emplace_back("GLOO_SOCKET_IFNAME", std::move(interface));
 }
 
-RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnation) const {
-  RankEnvironment e = contract_;
-  e.incarnation = incarnation;
+RankEnvironment NodeLaunch::contract_of(RankEnvironment e, int local_rank) const {
   e.local_rank = local_rank;
   e.rank = global_ranks_.empty() ? rank_offset_ + local_rank : global_ranks_.at(static_cast<std::size_t>(local_rank));
+  return e;
+}
+
+std::vector<std::string> NodeLaunch::environment_of(
+    const RankEnvironment& e, int local_rank,
+    const std::vector<std::pair<std::string, std::string>>& node_defaults) const {
   const auto& placement = plan_.ranks().at(static_cast<std::size_t>(local_rank));
-  RankLaunch launch;
-  launch.global_rank = e.rank;
-  launch.local_rank = local_rank;
-  auto defaults = node_defaults_;
+  auto defaults = node_defaults;
   defaults.insert(defaults.end(), mps_env_.begin(), mps_env_.end());
   // As many threads as the rank has CPUs, instead of every CPU of the node per rank.
   if (!placement.cpus.empty()) defaults.emplace_back(env::kOmpNumThreads, std::to_string(placement.cpus.size()));
@@ -110,7 +112,17 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
     const auto mpi = pmix_->rank_defaults();
     defaults.insert(defaults.end(), mpi.begin(), mpi.end());
   }
-  launch.environment = build_rank_environment(e, own, exports_, defaults);
+  return build_rank_environment(e, own, exports_, defaults);
+}
+
+RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnation) const {
+  RankEnvironment e = contract_of(contract_, local_rank);
+  e.incarnation = incarnation;
+  if (!publishes_address) e.root_pending_dir = root_pending_dir_;
+  RankLaunch launch;
+  launch.global_rank = e.rank;
+  launch.local_rank = local_rank;
+  launch.environment = environment_of(e, local_rank, node_defaults_);
   launch.publishes_address = publishes_address;
   launch.incarnation = incarnation;
   // Runs in the forked child: only the plain-data binding and system calls.
@@ -125,6 +137,26 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
     return rc;
   };
   return launch;
+}
+
+void NodeLaunch::defer_root(const std::string& pending_dir) {
+  root_pending_dir_ = pending_dir;
+  if (!pending_dir.empty()) {
+    early_ = EarlyStart{contract_, node_defaults_};
+    early_->contract.root_pending_dir = pending_dir;
+  }
+}
+
+std::vector<std::string> NodeLaunch::pending_environment(int local_rank) const {
+  if (!early_) return {};
+  const auto now = environment_of(contract_of(contract_, local_rank), local_rank, node_defaults_);
+  const RankEnvironment then = contract_of(early_->contract, local_rank);
+  const auto started = environment_of(then, local_rank, early_->node_defaults);
+  const std::set<std::string> had(started.begin(), started.end());
+  std::vector<std::string> missing;
+  for (const auto& entry : now)
+    if (!had.contains(entry)) missing.push_back(entry);
+  return missing;
 }
 
 }  // namespace hyrun

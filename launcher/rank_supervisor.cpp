@@ -355,7 +355,7 @@ bool RankSupervisor::root_is_pmix_client() const {
   return root != nullptr && root->pmix_connected;
 }
 
-std::optional<std::string> RankSupervisor::await_root_address() {
+std::optional<std::string> RankSupervisor::await_root_address(const std::function<void()>& on_hello) {
   if (stopping_) return std::nullopt;  // e.g. a signal came before rank 0 was started
   const auto deadline = Clock::now() + options_.bootstrap_timeout;
   std::optional<Clock::time_point> closed_at;
@@ -370,11 +370,16 @@ std::optional<std::string> RankSupervisor::await_root_address() {
     ~Reset() { flag = false; }
   } reset{awaiting_address_};
   const auto hint_at = Clock::now() + kHelloWait;
-  bool hinted = false;
+  bool hinted = false, hello_told = false;
   while (!publish.address()) {
     if (stopping_) return std::nullopt;
     // An MPI (PMIx) program: it will never publish, and its MPI_Init waits for the others.
     if (root_is_pmix_client()) return std::nullopt;
+    if (on_hello && !hello_told && publish.said_hello()) {
+      hello_told = true;
+      on_hello();
+      continue;  // it took a while: look at what came meanwhile first
+    }
     if (!hinted && !publish.said_hello() && Clock::now() >= hint_at && hint_at < deadline) {
       hinted = true;
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(kHelloWait).count();

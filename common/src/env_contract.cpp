@@ -45,7 +45,6 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment::to_variables()
       {env::kLocalWorldSize, std::to_string(local_world_size)},
       {env::kNodeRank, std::to_string(node_rank)},
       {env::kNumNodes, std::to_string(num_nodes)},
-      {env::kJobToken, job_token},
       {env::kBootstrapTimeoutMs, std::to_string(bootstrap_timeout_ms)},
       {env::kIncarnation, std::to_string(incarnation)},
       {env::kCommonRank, std::to_string(rank)},
@@ -60,7 +59,9 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment::to_variables()
       {env::kRestartCount, std::to_string(incarnation)},
       {env::kMaxRestarts, "0"},
   };
+  if (!job_token.empty()) vars.emplace_back(env::kJobToken, job_token);
   if (root_address_hex) vars.emplace_back(env::kRootAddress, *root_address_hex);
+  if (!root_pending_dir.empty()) vars.emplace_back(env::kRootPending, root_pending_dir);
   if (publish_fd) vars.emplace_back(env::kPublishFd, std::to_string(*publish_fd));
   if (control_fd) vars.emplace_back(env::kControlFd, std::to_string(*control_fd));
   if (output_terminal) vars.emplace_back(env::kOutputTerminal, "1");
@@ -86,9 +87,11 @@ RankEnvironment RankEnvironment::from_environment() {
   e.node_rank = required_int(env::kNodeRank, 0);
   e.num_nodes = required_int(env::kNumNodes, 1);
   e.bootstrap_timeout_ms = required_int(env::kBootstrapTimeoutMs, 1);
+  if (const char* pending = lookup(env::kRootPending)) e.root_pending_dir = pending;
   const char* token = lookup(env::kJobToken);
-  if (!token) throw Error(fmt::format("not started by hyrun: {} is not set", env::kJobToken));
-  e.job_token = token;
+  if (token) e.job_token = token;
+  if (!token && e.root_pending_dir.empty())
+    throw Error(fmt::format("not started by hyrun: {} is not set", env::kJobToken));
   if (const char* addr = lookup(env::kRootAddress)) e.root_address_hex = addr;
   if (const char* fd = lookup(env::kPublishFd)) e.publish_fd = parse_int(env::kPublishFd, fd, 0);
   if (const char* fd = lookup(env::kControlFd)) e.control_fd = parse_int(env::kControlFd, fd, 0);

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <random>
+#include <thread>
 
 #include "hyrun/common/logging.hpp"
 #include "hyrun/worker.hpp"
@@ -90,7 +92,13 @@ int main(int argc, char** argv) {
   app.add_option("--bytes", ring_bytes, "size of the ring payload")->capture_default_str();
   bool timestamps = false;
   app.add_flag("--timestamps", timestamps, "print the wall-clock time at which the rank was connected");
+  int startup_ms = 0;
+  app.add_option("--startup-ms", startup_ms,
+                 "sleep this long before joining the world, as a program that initialises CUDA or loads a model "
+                 "first (bench/launch-slurm.sh)")
+      ->check(CLI::Range(0, 600000));
   CLI11_PARSE(app, argc, argv);
+  std::this_thread::sleep_for(std::chrono::milliseconds(startup_ms));
   try {
     hyrun::init_logging("hello", hyrun::log_level_from_environment("warn"));
     return run(ring_bytes, timestamps);

@@ -43,6 +43,7 @@ void PublishChannel::on_readable() {
                                   env::kPublishFd, kChildFd, line),
                       exit_code::kLauncherError);
         address_ = *address;
+        spdlog::debug("rank 0 published its UCX worker address {}", *address_);
         return;
       }
       if (buffer_.size() > 65536) {

@@ -84,6 +84,37 @@ hello-4x2)
       || fail "8 ranks did not run on 4 distinct nodes"
   fi
   ;;
+early-start)  # --bootstrap=ucx: the other nodes' ranks start before the fence and take rank 0's address, the token and the rendezvous when it is done
+  names=HYRUN_JOB_TOKEN,HYRUN_ROOT_ADDRESS,HYRUN_ROOT_PENDING,MASTER_ADDR,MASTER_PORT,TORCHELASTIC_RUN_ID,GLOO_SOCKET_IFNAME
+  run_bounded 60 "${ucx[@]}" env -u MASTER_ADDR -u MASTER_PORT -u GLOO_SOCKET_IFNAME srun --mpi=pmix -N3 \
+    --ntasks-per-node=1 "$HYRUN" -n 2 --timings -- "$TEST_RANK" --ring --print-env "$names"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  envs=$(printf '%s\n' "$RUN_OUT" | grep -E '^rank [0-9]+ env ' | sort -n -k2)
+  [ "$(grep -c . <<<"$envs")" = 6 ] || fail "not every one of the 6 ranks said its environment"
+  # What a rank would have had at its start, every rank alike: one value across the job.
+  for name in HYRUN_JOB_TOKEN MASTER_ADDR MASTER_PORT TORCHELASTIC_RUN_ID; do
+    values=$(grep -oE " $name=[^ ]*" <<<"$envs" | sort -u)
+    [ "$(grep -c . <<<"$values")" = 1 ] && [ "$values" != " $name=-" ] \
+      || fail "$name differs among the ranks or is missing: $(tr '\n' ' ' <<<"$values")"
+  done
+  [ "$(grep -oE ' HYRUN_ROOT_ADDRESS=[0-9a-f]+' <<<"$envs" | sort -u | grep -c .)" = 1 ] \
+    || fail "ranks 1-5 do not share one rank 0 address"
+  [ "$(grep -c ' HYRUN_ROOT_ADDRESS=[0-9a-f]' <<<"$envs")" = 5 ] || fail "not every rank but 0 has rank 0's address"
+  grep -q '^rank 0 env .* HYRUN_ROOT_ADDRESS=- ' <<<"$envs" || fail "rank 0 has an address to join"
+  [ "$(grep -c ' HYRUN_ROOT_PENDING=- ' <<<"$envs")" = 6 ] || fail "a rank still says HYRUN_ROOT_PENDING"
+  for r in 2 3 4 5; do
+    grep -qE "^rank $r env .* GLOO_SOCKET_IFNAME=[^-]" <<<"$envs" || fail "rank $r has no GLOO_SOCKET_IFNAME"
+  done
+  # Their hyrun started them before the fence: node 1 and 2's timings (ms from their start).
+  for task in 1 2; do
+    line=$(printf '%s\n' "$RUN_OUT" | grep "timings on .* (task $task of 3)")
+    started=$(sed -n 's/.* ranks started \([0-9.]*\).*/\1/p' <<<"$line")
+    fence=$(sed -n 's/.* fence \([0-9.]*\).*/\1/p' <<<"$line")
+    [ -n "$started" ] && [ -n "$fence" ] && [ "$(echo "$started < $fence" | bc)" = 1 ] \
+      || fail "task $task did not start its ranks before the fence: $line"
+  done
+  grep -q "^rank 0: ring ok" <<<"$RUN_OUT" || fail "the ring did not check out"
+  ;;
 hello-2x4)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 4 -- "$HELLO"
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"

@@ -27,12 +27,20 @@ rogue-peer)  # a process that knows rank 0's address but not the job token is re
   # Rank 2 joins only after the attacks, so that rank 0 is still admitting joins when they arrive;
   # the forged collective and point-to-point messages wait in UCX until the ranks look for them.
   mkdir "$WORK/pids"
-  timeout -k 5 90 "$HYRUN" -n 3 -- "$TEST_RANK" --pid-dir "$WORK/pids" --join-wait-rank 2 --join-wait-file "$WORK/go" \
-    --exchange-bytes 4096 --exchange-rounds 200 --ring --report-peak-memory >"$WORK/o" 2>"$WORK/e" &
+  # The ranks start before rank 0 has published (they take its address from hyrun later), so
+  # its address is read where hyrun's debug log says it.
+  timeout -k 5 90 "$HYRUN" -n 3 --log-level debug -- "$TEST_RANK" --pid-dir "$WORK/pids" --join-wait-rank 2 \
+    --join-wait-file "$WORK/go" --exchange-bytes 4096 --exchange-rounds 200 --ring --report-peak-memory \
+    >"$WORK/o" 2>"$WORK/e" &
   hy=$!
   wait_for_files "$WORK/pids" 'rank.*' 3 20
-  root=$(tr '\0' '\n' <"/proc/$(cat "$WORK/pids/rank.1")/environ" | sed -n 's/^HYRUN_ROOT_ADDRESS=//p')
-  [ -n "$root" ] && pass "read rank 0's address" || fail "no HYRUN_ROOT_ADDRESS in rank 1's environment"
+  root=
+  for _ in $(seq 200); do
+    root=$(sed -n 's/.*rank 0 published its UCX worker address \([0-9a-f]*\)$/\1/p' "$WORK/e")
+    [ -n "$root" ] && break
+    sleep 0.1
+  done
+  [ -n "$root" ] && pass "read rank 0's address" || fail "hyrun's debug log never said rank 0's address"
   for attack in oversized-join impersonate garbage; do
     timeout -k 5 30 "$ROGUE_PEER" --address "$root" --attack $attack --claim-rank 2
     echo "rogue-peer $attack exited $?"
@@ -55,12 +63,12 @@ rogue-peer)  # a process that knows rank 0's address but not the job token is re
 timings)  # --timings: one line at the job's end with each launch step done, in order, ms from the launch's start
   run_job 60 "$HYRUN" -n 3 --timings -- "$HELLO"
   expect_rc 0
-  expect_stderr "^hyrun: timings on [^ ]+ \(task 0 of 1\), ms: launch [0-9.]+, plan [0-9.]+, pmix server [0-9.]+, rank 0 started [0-9.]+, rank 0 address [0-9.]+, root record put [0-9.]+, fence [0-9.]+, ranks started [0-9.]+, job end [0-9.]+$"
+  expect_stderr "^hyrun: timings on [^ ]+ \(task 0 of 1\), ms: launch [0-9.]+, plan [0-9.]+, pmix server [0-9.]+, rank 0 started [0-9.]+, ranks started [0-9.]+, rank 0 address [0-9.]+, ranks given the root [0-9.]+, root record put [0-9.]+, fence [0-9.]+, job end [0-9.]+$"
   python3 - "$ERR" <<'PY' && pass "the steps' times never go back" || fail "a step's time goes back: $(grep timings "$ERR")"
 import re, sys
 line = next(l for l in open(sys.argv[1]) if "timings on" in l)
 times = [float(t) for t in re.findall(r" ([0-9]+\.[0-9]) ?(?:,|$)", line.strip())]
-assert len(times) == 9 and times == sorted(times), times
+assert len(times) == 10 and times == sorted(times), times
 PY
   [ "$(grep -c 'timings on' "$ERR")" = 1 ] && pass "said once" || fail "said $(grep -c 'timings on' "$ERR") times"
   # A failed job still says how far it got; without the flag nothing is said.

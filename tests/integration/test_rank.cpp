@@ -73,6 +73,7 @@ struct Options {
   std::string join_wait_file;
   int join_wait_rank = -1;
   bool ring = false, report_peak_memory = false;
+  std::vector<std::string> print_env;
   double sleep_s = 0;
 };
 
@@ -100,6 +101,9 @@ void add_options(CLI::App& app, Options& o) {
   app.add_flag("--ring", o.ring, "pass a checked message around a ring of all ranks (point-to-point, tag 1)");
   app.add_flag("--report-peak-memory", o.report_peak_memory, "print this process's peak resident memory at the end");
   app.add_option("--sleep", o.sleep_s, "seconds to sleep at the end");
+  app.add_option("--print-env", o.print_env,
+                 "once the World started, print 'rank R env NAME=value ...' for these variables (- when unset)")
+      ->delimiter(',');
   app.add_option("--planned-exit-rank", o.planned_exit_rank,
                  "this rank announces a planned exit, then exits with --exit-code (not a failure)");
   app.add_option("--respawn-rank", o.respawn_rank,
@@ -231,6 +235,14 @@ int work(std::optional<hyrun::World>& world, const Options& o, int rank) {
   }
   if (rank == o.flood_rank)
     for (long long i = 0; i < o.flood_lines; ++i) std::printf("flood line %lld of rank %d\n", i, rank);
+  if (!o.print_env.empty()) {
+    std::string line = "rank " + std::to_string(rank) + " env";
+    for (const auto& name : o.print_env) {
+      const char* value = std::getenv(name.c_str());
+      line += " " + name + "=" + (value ? value : "-");
+    }
+    std::printf("%s\n", line.c_str());
+  }
   std::printf("rank %d ready\n", rank);
   std::fflush(stdout);
   if (rank == o.fail_rank) {

@@ -8,13 +8,24 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include <fmt/format.h>
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/pending_environment.hpp"
 
 namespace hyrun {
 namespace {
@@ -218,6 +229,121 @@ TEST_F(LaunchSequence, RecordsThatAgreeStartTheNodesRanks) {
   exchange.root = root;
   EXPECT_EQ(run_launch(options, signals, exchange), exit_code::kSuccess);
   EXPECT_TRUE(no_child_left());
+}
+
+// What the scripts below wrote: a file's text, or "" when it is not there.
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (::access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// A rank that keeps the environment it started with (start.L) and the file hyrun puts for
+// it in HYRUN_ROOT_PENDING (rest.L), as the worker library would take it.
+const char* kEarlyRank =
+    "env > \"$0/start.$HYRUN_LOCAL_RANK.tmp\" && mv \"$0/start.$HYRUN_LOCAL_RANK.tmp\" \"$0/start.$HYRUN_LOCAL_RANK\"; "
+    "f=\"$HYRUN_ROOT_PENDING/rank.$HYRUN_RANK\"; "
+    "for i in $(seq 2000); do [ -e \"$f\" ] && break; sleep 0.01; done; "
+    "cp \"$f\" \"$0/rest.$HYRUN_LOCAL_RANK.tmp\"; mv \"$0/rest.$HYRUN_LOCAL_RANK.tmp\" \"$0/rest.$HYRUN_LOCAL_RANK\"";
+
+class TemporaryDirectory {
+ public:
+  TemporaryDirectory() {
+    char name[] = "/tmp/hyrun-launch-test-XXXXXX";
+    if (::mkdtemp(name) == nullptr) throw SystemError("mkdtemp", errno);
+    path_ = name;
+  }
+  ~TemporaryDirectory() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST_F(LaunchSequence, AnotherNodesRanksStartBeforeTheFenceAndGetTheTokenAndAddressAfterIt) {
+  TemporaryDirectory dir;
+  auto options = options_for({"/bin/sh", "-c", kEarlyRank, dir.path()}, BootstrapMode::kUcx);
+  options.ranks = 2;
+  FakeExchange exchange(1, 2);
+  exchange.others[0] = NodeRecord{2, "node-a", std::nullopt, 0};
+  // The fence completes only once both ranks run: they must have started before it.
+  bool started_before_fence = false;
+  exchange.on_fence = [&](const auto&) {
+    started_before_fence = wait_for_file(dir.path() + "/start.0", 20s) && wait_for_file(dir.path() + "/start.1", 20s);
+    return true;
+  };
+  std::mt19937 rng(std::random_device{}());
+  RootRecord root;
+  root.ranks = 2;
+  root.world_size = 4;
+  root.job_token = fmt::format("{:016x}{:016x}", rng(), rng());
+  root.root_address = fmt::format("{:08x}{:08x}", rng(), rng());
+  exchange.root = root;
+  EXPECT_EQ(run_launch(options, signals, exchange), exit_code::kSuccess);
+  EXPECT_TRUE(started_before_fence) << "the ranks were not started before the fence";
+  for (int local = 0; local < 2; ++local) {
+    const std::string start = read_file(dir.path() + "/start." + std::to_string(local));
+    EXPECT_NE(start.find("HYRUN_ROOT_PENDING=/"), std::string::npos) << start;
+    EXPECT_EQ(start.find("HYRUN_JOB_TOKEN="), std::string::npos) << "a token before the fence: " << start;
+    EXPECT_EQ(start.find("HYRUN_ROOT_ADDRESS="), std::string::npos) << start;
+    EXPECT_NE(start.find("HYRUN_RANK=" + std::to_string(2 + local) + "\n"), std::string::npos) << start;
+    const auto rest = parse_pending_environment(read_file(dir.path() + "/rest." + std::to_string(local)));
+    ASSERT_TRUE(rest) << "rank " << local << " got no pending environment";
+    std::vector<std::string> sorted = *rest;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<std::string>{"HYRUN_JOB_TOKEN=" + root.job_token,
+                                                "HYRUN_ROOT_ADDRESS=" + *root.root_address}));
+  }
+  EXPECT_TRUE(no_child_left());
+}
+
+TEST_F(LaunchSequence, TheRootsOtherRanksStartBeforeRankZeroPublishes) {
+  TemporaryDirectory dir;
+  // Rank 0 says the worker library's hello, then publishes only once rank 1 runs (at most
+  // 20 s): with the old order (rank 1 after the address) rank 1's start would come after it.
+  const std::string script = std::string(
+                                 "if [ \"$HYRUN_LOCAL_RANK\" = 0 ]; then printf 'hyrun-hello v1\\n' >&3; "
+                                 "for i in $(seq 2000); do [ -e \"$0/start.1\" ] && break; sleep 0.01; done; "
+                                 "[ -e \"$0/start.1\" ] && touch \"$0/rank1-first\"; "
+                                 "printf 'hyrun-root v1 abcd12\\n' >&3; exit 0; fi; ") +
+                             kEarlyRank;
+  auto options = options_for({"/bin/sh", "-c", script, dir.path()}, BootstrapMode::kUcx);
+  options.ranks = 2;
+  FakeExchange exchange(0, 1);
+  EXPECT_EQ(run_launch(options, signals, exchange), exit_code::kSuccess);
+  EXPECT_EQ(::access((dir.path() + "/rank1-first").c_str(), F_OK), 0) << "rank 1 did not run before rank 0 published";
+  const auto rest = parse_pending_environment(read_file(dir.path() + "/rest.1"));
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(*rest, std::vector<std::string>{"HYRUN_ROOT_ADDRESS=abcd12"});
+  const std::string start = read_file(dir.path() + "/start.1");
+  EXPECT_NE(start.find("HYRUN_JOB_TOKEN="), std::string::npos) << "the root knows the token at once: " << start;
+  EXPECT_TRUE(no_child_left());
+}
+
+TEST_F(LaunchSequence, WithoutRankZerosHelloTheOthersStartAfterItsAddress) {
+  // A rank 0 that does not say it uses the worker library may well fail as a program that
+  // does not: its failure must stay rank 0's, so the others wait for its address.
+  TemporaryDirectory dir;
+  const std::string script = std::string(
+      "if [ \"$HYRUN_LOCAL_RANK\" = 0 ]; then sleep 0.2; [ -e \"$0/start.1\" ] && touch \"$0/too-early\"; "
+      "printf 'hyrun-root v1 abcd12\\n' >&3; exit 0; fi; "
+      "env > \"$0/start.1\"");
+  auto options = options_for({"/bin/sh", "-c", script, dir.path()}, BootstrapMode::kUcx);
+  options.ranks = 2;
+  FakeExchange exchange(0, 1);
+  EXPECT_EQ(run_launch(options, signals, exchange), exit_code::kSuccess);
+  EXPECT_NE(::access((dir.path() + "/too-early").c_str(), F_OK), 0) << "rank 1 started before rank 0's hello";
+  const std::string start = read_file(dir.path() + "/start.1");
+  EXPECT_NE(start.find("HYRUN_ROOT_ADDRESS=abcd12\n"), std::string::npos) << start;
+  EXPECT_EQ(start.find("HYRUN_ROOT_PENDING="), std::string::npos) << start;
 }
 
 }  // namespace

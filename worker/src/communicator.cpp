@@ -7,6 +7,7 @@
 #include "hyrun/ucx/check.hpp"
 #include "hyrun/ucx/progress.hpp"
 #include "message_tag.hpp"
+#include "pending_environment.hpp"
 #include "worker_log.hpp"
 
 namespace hyrun {
@@ -43,12 +44,13 @@ Communicator::Communicator(RankEnvironment contract, const WorldOptions& options
     : contract_(std::move(contract)),
       options_(options),
       timeout_(options.timeout.value_or(std::chrono::milliseconds(contract_.bootstrap_timeout_ms))),
-      auth_(contract_.job_token),
       shm_allowed_(ucx::shared_memory_allowed()) {
   if (contract_.world_size > tag::kMaxRanks)
     throw Error(fmt::format("{}={} exceeds the worker library's limit of {} ranks", env::kWorldSize,
                             contract_.world_size, tag::kMaxRanks));
   // Before any endpoint exists: whether local ones need peer error handling depends on it.
+  // Before UCX opens descriptors too: a wrapper that closed the control fd must not make
+  // one of UCX's take its number.
   if (options.peer_error_handling && contract_.control_fd) {
     try {
       notices_ = std::make_unique<DeathNotices>(*contract_.control_fd, contract_.world_size, contract_.rank);
@@ -60,6 +62,10 @@ Communicator::Communicator(RankEnvironment contract, const WorldOptions& options
   // (shared memory does the rest), not on every interface of the machine.
   context_ = ucx::make_context(options.extra_ucp_features, contract_.num_nodes == 1 ? "lo" : nullptr);
   worker_ = ucx::make_worker(context_.get());
+  // A rank started before the exchange set up UCX meanwhile; now it needs rank 0's address
+  // (and on another node the job's token).
+  contract_ = receive_pending_environment(contract_, deadline());
+  auth_.emplace(contract_.job_token);
   if (notices_) notices_->wake_on_notice(worker_.get());  // a waiter blocked on its events notices the death
   own_id_ = auth::process_id(ucx::WorkerAddress(worker_.get()).bytes());
 }
@@ -173,7 +179,7 @@ ucx::Request Communicator::start_send(int peer, ucp_ep_h ep, ucp_tag_t t, const 
 
 std::vector<std::byte> Communicator::seal(ucp_tag_t t, auth::ProcessId destination, std::span<const std::byte> payload,
                                           uint64_t sequence) const {
-  return auth_.seal({t, own_id_, destination, sequence}, payload);
+  return auth_->seal({t, own_id_, destination, sequence}, payload);
 }
 
 void Communicator::refuse(ucp_tag_t t, std::size_t length, const std::string& why) {
@@ -217,7 +223,7 @@ std::optional<std::pair<std::vector<std::byte>, auth::Envelope>> Communicator::a
            fmt::format("its payload could not be received: {}", ucs_status_string(status)));
     return std::nullopt;
   }
-  const auto envelope = auth_.open(data);
+  const auto envelope = auth_->open(data);
   if (!envelope) {
     refuse(info.sender_tag, info.length, "not sealed with this job's key (the sender lacks the job token)");
     return std::nullopt;

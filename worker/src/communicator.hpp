@@ -111,7 +111,7 @@ class Communicator {
   RankEnvironment contract_;
   WorldOptions options_;
   std::chrono::milliseconds timeout_{};
-  auth::MessageAuth auth_;
+  std::optional<auth::MessageAuth> auth_;  // once the job's token is known (a pending rank: after its message)
   bool shm_allowed_ = true;
   // Member order is teardown order in reverse: endpoints (closed by the destructor) before
   // the worker, the worker before the context.

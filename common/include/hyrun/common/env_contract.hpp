@@ -25,6 +25,8 @@ inline constexpr const char* kControlFd = "HYRUN_CONTROL_FD";            ///< so
 inline constexpr const char* kIncarnation = "HYRUN_INCARNATION";         ///< 0, or how often hyrun restarted the rank
 inline constexpr const char* kOutputTerminal = "HYRUN_OUTPUT_TERMINAL";  ///< "1": hyrun's own stdout is a terminal
 inline constexpr const char* kStartRanks = "HYRUN_START_RANKS";          ///< "0,1,3": the ranks of the collective start
+inline constexpr const char* kRootPending =
+    "HYRUN_ROOT_PENDING";  ///< DIR: the rest comes there (pending_environment.hpp)
 // The names other frameworks read (torchrun, NCCL-style programs).
 inline constexpr const char* kCommonRank = "RANK";
 inline constexpr const char* kCommonWorldSize = "WORLD_SIZE";
@@ -74,6 +76,10 @@ struct RankEnvironment {
   std::string master_addr;  ///< "" = not set
   std::optional<int> master_port;
   std::string run_id;  ///< "" = not set
+  /// Not empty: the rank was started before rank 0's address (and, on another node, the
+  /// job's token and rendezvous) were known; they come in this directory
+  /// (pending_environment.hpp), and job_token / root_address_hex are empty until then.
+  std::string root_pending_dir;
 
   /// NAME=value pairs for every variable of the contract, the common aliases included.
   /// They describe this rank and replace any inherited value.

@@ -47,6 +47,15 @@ class NodeLaunch {
   /// binding to apply in the child.
   RankLaunch rank(int local_rank, bool publishes_address, int incarnation = 0) const;
 
+  /// While `pending_dir` is not empty, ranks (other than the publishing one) are launched
+  /// before rank 0's address and the job's token are known: with HYRUN_ROOT_PENDING set to
+  /// it and without the values still to come (docs/architecture.md, "Ranks started before
+  /// the exchange"). "" ends that.
+  void defer_root(const std::string& pending_dir);
+  /// What a rank launched while the root was deferred lacks now: the "NAME=value" entries of
+  /// its environment today that its start did not have (pending_environment.hpp).
+  std::vector<std::string> pending_environment(int local_rank) const;
+
  private:
   const LaunchOptions& options_;
   RankEnvironment contract_;
@@ -59,6 +68,17 @@ class NodeLaunch {
   std::unique_ptr<MpsDaemon> mps_;                            // a private daemon (--mps)
   std::vector<std::pair<std::string, std::string>> mps_env_;  // its client variables for the ranks
   const PmixService* pmix_ = nullptr;
+  // While the root is deferred: the contract and node defaults the early ranks started with.
+  struct EarlyStart {
+    RankEnvironment contract;
+    std::vector<std::pair<std::string, std::string>> node_defaults;
+  };
+  std::optional<EarlyStart> early_;
+  std::string root_pending_dir_;  // "": ranks get everything at their start
+
+  RankEnvironment contract_of(RankEnvironment e, int local_rank) const;
+  std::vector<std::string> environment_of(const RankEnvironment& e, int local_rank,
+                                          const std::vector<std::pair<std::string, std::string>>& node_defaults) const;
 
   void arrange_mps();
 };

@@ -75,7 +75,9 @@ class RankSupervisor {
   /// fd, exits without publishing, or stays silent past --bootstrap-timeout. When rank 0
   /// has not said hello (loaded the worker library) within a few seconds, a line says that
   /// it probably never will and points to --bootstrap=none; the wait goes on to the limit.
-  std::optional<std::string> await_root_address();
+  /// `on_hello`, when given, is called once (from the loop, not from a handler) when rank 0
+  /// says it uses the worker library (its hello at load): the moment to start the others.
+  std::optional<std::string> await_root_address(const std::function<void()>& on_hello = {});
 
   /// Runs the loop until every rank has exited; kills leftovers of their process groups;
   /// returns how the job ended.

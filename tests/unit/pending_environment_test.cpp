@@ -1,0 +1,177 @@
+// The rest of an early-started rank's environment: the file's format (common/) and the
+// worker library's side that waits for the file and puts it in the environment.
+#include "hyrun/common/pending_environment.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hyrun/common/env_contract.hpp"
+#include "hyrun/common/error.hpp"
+#include "pending_environment.hpp"  // the worker library's side (worker/src)
+
+namespace hyrun {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string random_value(std::mt19937& rng, std::size_t length) {
+  // Anything but NUL: '=', newlines, spaces and bytes above 127 included.
+  std::uniform_int_distribution<int> byte(1, 255);
+  std::string value;
+  for (std::size_t i = 0; i < length; ++i) value.push_back(static_cast<char>(byte(rng)));
+  return value;
+}
+
+TEST(PendingEnvironment, RoundTripsAnyValues) {
+  std::mt19937 rng(std::random_device{}());
+  for (int round = 0; round < 50; ++round) {
+    std::vector<std::string> entries;
+    const int count = std::uniform_int_distribution<int>(0, 12)(rng);
+    for (int i = 0; i < count; ++i)
+      entries.push_back("VAR_" + std::to_string(i) + "=" + random_value(rng, rng() % 200));
+    const auto parsed = parse_pending_environment(format_pending_environment(entries));
+    ASSERT_TRUE(parsed);
+    EXPECT_EQ(*parsed, entries);
+  }
+}
+
+TEST(PendingEnvironment, RefusesWhatIsNotOne) {
+  using namespace std::string_literals;
+  for (const std::string bad : {""s, "hyrun-environment v2\0A=1"s, "hyrun-environment v1x"s,
+                                "hyrun-environment v1\0NOEQUALS"s, "hyrun-environment v1\0=value"s,
+                                "hyrun-environment v1\0"
+                                "9LIVES=1"s,
+                                "hyrun-environment v1\0A-B=1"s, "rank-died v1 3"s, "hyrun-environment v1\0A=1\0\0B=2"s})
+    EXPECT_FALSE(parse_pending_environment(bad)) << bad;
+  const std::string big = format_pending_environment({"A=" + std::string(kMaxPendingEnvironmentBytes, 'x')});
+  EXPECT_FALSE(parse_pending_environment(big)) << "over the limit";
+  EXPECT_TRUE(parse_pending_environment(format_pending_environment({})));
+}
+
+// A rank's contract in the environment as hyrun gives it to an early-started rank of
+// another node: no token, no address, the rest to come in the pending directory, which
+// hyrun (here: the test) makes and fills like launcher/pending_directory.cpp.
+class PendingRank : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char name[] = "/tmp/hyrun-pending-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(name), nullptr);
+    dir_ = name;
+    for (const auto& [name, value] :
+         std::vector<std::pair<const char*, std::string>>{{env::kRank, "5"},
+                                                          {env::kWorldSize, "8"},
+                                                          {env::kLocalRank, "1"},
+                                                          {env::kLocalWorldSize, "4"},
+                                                          {env::kNodeRank, "1"},
+                                                          {env::kNumNodes, "2"},
+                                                          {env::kBootstrapTimeoutMs, "60000"},
+                                                          {env::kRootPending, dir_}})
+      ::setenv(name, value.c_str(), 1);
+    for (const char* name : {env::kJobToken, env::kRootAddress, env::kMasterAddr, env::kMasterPort}) ::unsetenv(name);
+  }
+  void TearDown() override {
+    for (const char* name : {env::kRank, env::kWorldSize, env::kLocalRank, env::kLocalWorldSize, env::kNodeRank,
+                             env::kNumNodes, env::kBootstrapTimeoutMs, env::kRootPending, env::kJobToken,
+                             env::kRootAddress, env::kMasterAddr, env::kMasterPort})
+      ::unsetenv(name);
+    std::filesystem::remove_all(dir_);
+  }
+  // Puts rank 5's file as hyrun does: whole, then renamed into place.
+  void put(const std::string& content) {
+    const std::string partial = dir_ + "/.partial";
+    std::ofstream(partial, std::ios::binary) << content;
+    ASSERT_EQ(::rename(partial.c_str(), (dir_ + "/" + pending_environment_file(5)).c_str()), 0);
+  }
+  std::string dir_;
+};
+
+TEST_F(PendingRank, TakesTheRestFromItsFileIntoTheEnvironment) {
+  const RankEnvironment started = RankEnvironment::from_environment();
+  EXPECT_EQ(started.root_pending_dir, dir_);
+  EXPECT_TRUE(started.job_token.empty());
+  EXPECT_FALSE(started.root_address_hex);
+  std::mt19937 rng(std::random_device{}());
+  const std::string token = std::to_string(rng()) + std::to_string(rng());
+  const std::string address = "0a1b" + std::to_string(rng());
+  const std::string master = "10.1." + std::to_string(rng() % 250) + ".7";
+  // The file comes while the rank waits for it.
+  std::thread hyrun([&] {
+    std::this_thread::sleep_for(50ms);
+    put(format_pending_environment({std::string(env::kJobToken) + "=" + token,
+                                    std::string(env::kRootAddress) + "=" + address,
+                                    std::string(env::kMasterAddr) + "=" + master, "MASTER_PORT=29500"}));
+  });
+  const RankEnvironment now = receive_pending_environment(started, std::chrono::steady_clock::now() + 20s);
+  hyrun.join();
+  EXPECT_TRUE(now.root_pending_dir.empty());
+  EXPECT_EQ(now.job_token, token);
+  EXPECT_EQ(now.root_address_hex, address);
+  EXPECT_EQ(now.rank, 5);
+  ASSERT_NE(std::getenv(env::kMasterAddr), nullptr);
+  EXPECT_EQ(std::string(std::getenv(env::kMasterAddr)), master) << "the program reads it as if hyrun had set it";
+  EXPECT_EQ(std::getenv(env::kRootPending), nullptr);
+}
+
+TEST_F(PendingRank, AFileAlreadyThereIsTaken) {
+  put(format_pending_environment({"HYRUN_JOB_TOKEN=abc", "HYRUN_ROOT_ADDRESS=00ff"}));
+  const RankEnvironment now =
+      receive_pending_environment(RankEnvironment::from_environment(), std::chrono::steady_clock::now() + 20s);
+  EXPECT_EQ(now.job_token, "abc");
+  EXPECT_EQ(now.root_address_hex, "00ff");
+}
+
+TEST_F(PendingRank, ADirectoryRemovedFirstIsAnErrorThatSaysHyrunEnded) {
+  const RankEnvironment started = RankEnvironment::from_environment();
+  std::thread hyrun([&] {
+    std::this_thread::sleep_for(50ms);
+    std::filesystem::remove_all(dir_);
+  });
+  try {
+    receive_pending_environment(started, std::chrono::steady_clock::now() + 20s);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("was removed before hyrun gave rank 0's address there (hyrun ended)"),
+              std::string::npos)
+        << e.what();
+  }
+  hyrun.join();
+}
+
+TEST_F(PendingRank, AFileThatIsNotOneIsAnError) {
+  put("rank-died v1 3");
+  EXPECT_THROW(receive_pending_environment(RankEnvironment::from_environment(), std::chrono::steady_clock::now() + 20s),
+               Error);
+}
+
+TEST_F(PendingRank, ADirectoryOthersCanWriteToIsRefused) {
+  ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
+  put(format_pending_environment({"HYRUN_JOB_TOKEN=forged"}));
+  try {
+    receive_pending_environment(RankEnvironment::from_environment(), std::chrono::steady_clock::now() + 20s);
+    FAIL() << "a file in a directory anyone can write to was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a directory of this user that only it can write to"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(PendingRank, SilenceEndsAtTheDeadline) {
+  EXPECT_THROW(
+      receive_pending_environment(RankEnvironment::from_environment(), std::chrono::steady_clock::now() + 50ms),
+      TimeoutError);
+}
+
+}  // namespace
+}  // namespace hyrun
