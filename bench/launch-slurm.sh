@@ -10,7 +10,7 @@
 # PMIx fence alone (pmix-probe). Medians over --reps runs. Needs root.
 #
 #   bench/launch-slurm.sh [--cluster N] [--nodes "K..."] [--per-node "n..."] [--reps R]
-#                         [--plot FILE.png] [--keep DIR]
+#                         [--plot FILE.png] [--keep DIR] [--reference BUILD_DIR] [--startup-ms MS]
 #
 #   --cluster N     slurmd nodes to start (default: the largest of --nodes)
 #   --nodes         the node counts k of the grid (default "2 4")
@@ -19,14 +19,18 @@
 #   --plot FILE     also a PNG plot (gnuplot) of the job's end against total ranks: hyrun and
 #                   native, one line per ranks-per-node (default: none)
 #   --keep DIR      the output of every run goes here (default: a temporary dir, removed)
+#   --reference DIR another build's hyrun and hello (e.g. of an older commit), run alternately
+#                   with the others: its end and this build's end / its end in two more columns
+#   --startup-ms MS every rank (hello and the native program alike) first sleeps MS before it
+#                   connects, as a program that initialises CUDA or loads a model (default 0)
 #
 # Every run is bounded (timeout 300 s). A failed run is counted in the table's "failed"
 # column, and its output kept; the script then exits 1.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-cluster_nodes=0 nodes="2 4" per_node="1 2 4 8" reps=5 plot="" keep=""
-usage() { sed -n '2,24p' "$0" >&2; exit 2; }
+cluster_nodes=0 nodes="2 4" per_node="1 2 4 8" reps=5 plot="" keep="" reference="" startup_ms=0
+usage() { sed -n '2,28p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage
   case $1 in
@@ -36,6 +40,8 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2 ;;
     --plot) plot=$2 ;;
     --keep) keep=$2 ;;
+    --reference) reference=$2 ;;
+    --startup-ms) startup_ms=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -48,6 +54,7 @@ for k in $nodes; do
 done
 for n in $per_node; do count_ok --per-node "$n"; done
 count_ok --reps "$reps"
+[[ $startup_ms =~ ^[0-9]+$ ]] || { echo "launch-slurm: --startup-ms must be a whole number of ms, got '$startup_ms'" >&2; exit 2; }
 [ "$largest" -gt 0 ] || { echo "launch-slurm: --nodes names no node count" >&2; exit 2; }
 [ "$cluster_nodes" != 0 ] || cluster_nodes=$largest
 count_ok --cluster "$cluster_nodes"
@@ -56,6 +63,11 @@ count_ok --cluster "$cluster_nodes"
 hyrun=$build/launcher/hyrun hello=$build/examples/hello
 native=$build/bench/pmix-ucx-hello probe=$build/tests/pmix/pmix-probe
 for b in "$hyrun" "$hello" "$native" "$probe"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh" >&2; exit 1; }; done
+ref_hyrun="" ref_hello=""
+if [ -n "$reference" ]; then
+  ref_hyrun=$reference/launcher/hyrun ref_hello=$reference/examples/hello
+  for b in "$ref_hyrun" "$ref_hello"; do [ -x "$b" ] || { echo "launch-slurm: --reference: no $b" >&2; exit 2; }; done
+fi
 [ -z "$plot" ] || command -v gnuplot >/dev/null || { echo "launch-slurm: --plot needs gnuplot (scripts/install-deps.sh)" >&2; exit 1; }
 
 work=${keep:-$(mktemp -d)}
@@ -110,31 +122,42 @@ ratio() { if [[ $1 =~ ^[0-9]+$ && $2 =~ ^[1-9][0-9]*$ ]]; then printf '%.2f' "$(
 failed=0
 table=$work/table.txt data=$work/plot.dat steps=$work/steps.txt
 : >"$data"
-header="hybrid launch on a Slurm cluster of $cluster_nodes simulated nodes ($HYRUN_CLUSTER_MODE mode, UCX_TLS=$UCX_TLS), $(nproc) cores, median of $reps alternated runs, $(date -u '+%Y-%m-%d %H:%M UTC')"
+header="hybrid launch on a Slurm cluster of $cluster_nodes simulated nodes ($HYRUN_CLUSTER_MODE mode, UCX_TLS=$UCX_TLS), $(nproc) cores, median of $reps alternated runs, ranks start in ${startup_ms} ms, $(date -u '+%Y-%m-%d %H:%M UTC')"
 printf '%s\n' "$header" >"$table"
-printf '%5s %3s %5s | %10s %10s | %11s %11s | %6s %6s | %s\n' nodes n ranks "hyrun conn" "hyrun end" \
-  "native conn" "native end" "conn x" "end x" failed >>"$table"
-printf '%5s %3s | %10s %10s %10s %10s %14s %10s\n' nodes n "rank0 addr" "fence" "root rec" "link" \
-  "ranks started" "job end" >"$steps"
+ref_head=""
+[ -z "$reference" ] || ref_head=$(printf ' | %9s %8s' "ref end" "end/ref")
+printf '%5s %3s %5s | %10s %10s | %11s %11s | %6s %6s%s | %s\n' nodes n ranks "hyrun conn" "hyrun end" \
+  "native conn" "native end" "conn x" "end x" "$ref_head" failed >>"$table"
+printf '%5s %3s | %14s %10s %10s %10s %10s %11s %10s\n' nodes n "ranks started" "rank0 addr" "fence" "root rec" \
+  "link" "given root" "job end" >"$steps"
 for k in $nodes; do
   for n in $per_node; do
-    hc=() he=() nc=() ne=() herr=() fails=0
+    hc=() he=() nc=() ne=() re=() herr=() fails=0
     for r in $(seq "$reps"); do
-      h=$(run "h-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node=1 "$hyrun" -n "$n" --timings -- "$hello" --timestamps --bytes 1024)
-      s=$(run "s-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node="$n" "$native")
+      h=$(run "h-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node=1 "$hyrun" -n "$n" --timings -- "$hello" --timestamps --bytes 1024 --startup-ms "$startup_ms")
+      s=$(run "s-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node="$n" "$native" --startup-ms "$startup_ms")
       if [ -n "$h" ]; then hc+=("${h% *}"); he+=("${h#* }"); herr+=("$work/h-$k-$n-$r.err"); else fails=$((fails + 1)); fi
       if [ -n "$s" ]; then nc+=("${s% *}"); ne+=("${s#* }"); else fails=$((fails + 1)); fi
+      if [ -n "$reference" ]; then
+        x=$(run "r-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node=1 "$ref_hyrun" -n "$n" -- "$ref_hello" --timestamps --bytes 1024 --startup-ms "$startup_ms")
+        if [ -n "$x" ]; then re+=("${x#* }"); else fails=$((fails + 1)); fi
+      fi
     done
     failed=$((failed + fails))
-    mhc=$(m "${hc[@]}") mhe=$(m "${he[@]}") mnc=$(m "${nc[@]}") mne=$(m "${ne[@]}")
-    printf '%5s %3s %5s | %7s ms %7s ms | %8s ms %8s ms | %6s %6s | %s\n' "$k" "$n" $((k * n)) "$mhc" "$mhe" \
-      "$mnc" "$mne" "$(ratio "$mhc" "$mnc")" "$(ratio "$mhe" "$mne")" "$fails" >>"$table"
+    mhc=$(m "${hc[@]}") mhe=$(m "${he[@]}") mnc=$(m "${nc[@]}") mne=$(m "${ne[@]}") ref_cols=""
+    if [ -n "$reference" ]; then
+      mre=$(m "${re[@]}")
+      ref_cols=$(printf ' | %6s ms %8s' "$mre" "$(ratio "$mhe" "$mre")")
+    fi
+    printf '%5s %3s %5s | %7s ms %7s ms | %8s ms %8s ms | %6s %6s%s | %s\n' "$k" "$n" $((k * n)) "$mhc" "$mhe" \
+      "$mnc" "$mne" "$(ratio "$mhc" "$mnc")" "$(ratio "$mhe" "$mne")" "$ref_cols" "$fails" >>"$table"
     echo "$n $((k * n)) $mhe $mne" >>"$data"
     if [ ${#herr[@]} -gt 0 ]; then
-      printf '%5s %3s | %7s ms %7s ms %7s ms %7s ms %11s ms %7s ms\n' "$k" "$n" \
-        "$(step 'rank 0 address' "${herr[@]}" | median)" "$(step fence "${herr[@]}" | median)" \
-        "$(step 'root record' "${herr[@]}" | median)" "$(step link "${herr[@]}" | median)" \
-        "$(step 'ranks started' "${herr[@]}" | median)" "$(step 'job end' "${herr[@]}" | median)" >>"$steps"
+      printf '%5s %3s | %11s ms %7s ms %7s ms %7s ms %7s ms %8s ms %7s ms\n' "$k" "$n" \
+        "$(step 'ranks started' "${herr[@]}" | median)" "$(step 'rank 0 address' "${herr[@]}" | median)" \
+        "$(step fence "${herr[@]}" | median)" "$(step 'root record' "${herr[@]}" | median)" \
+        "$(step link "${herr[@]}" | median)" "$(step 'ranks given the root' "${herr[@]}" | median)" \
+        "$(step 'job end' "${herr[@]}" | median)" >>"$steps"
     fi
     tail -1 "$table" >&2  # progress
   done
@@ -143,7 +166,8 @@ done
 cat "$table"
 echo
 echo "where hyrun's time goes (--timings: ms from each hyrun's own start, the latest node of a run, median"
-echo "of the runs; rank0 addr on the root, root rec and link (to the root's hyrun) on the other nodes):"
+echo "of the runs; rank0 addr on the root, root rec and link (to the root's hyrun) on the other nodes; ranks"
+echo "started before the exchange under --bootstrap=ucx, given the root = given rank 0's address and the token):"
 cat "$steps"
 echo
 echo "PMIx fence alone (pmix-probe fence_ms, max over ranks; median of $reps):"
