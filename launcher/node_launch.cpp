@@ -11,16 +11,20 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "hyrun/binding/topology_cache.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/launcher/exported_variables.hpp"
 #include "hyrun/launcher/mps_check.hpp"
 #include "hyrun/launcher/rank_environment.hpp"
+#include "hyrun/process/private_directory.hpp"
 
 namespace hyrun {
 namespace {
 
-binding::BindingOptions with_share(binding::BindingOptions options, binding::NodeTaskShare share) {
+// The options for this node: its share of the node, and the topology cache of this user.
+binding::BindingOptions for_this_node(binding::BindingOptions options, binding::NodeTaskShare share) {
   options.node_share = share;
+  options.topology_cache = binding::topology_cache_directory(PrivateDirectory::temporary_root());
   return options;
 }
 
@@ -32,7 +36,7 @@ NodeLaunch::NodeLaunch(const LaunchOptions& options, RankEnvironment contract, i
       contract_(std::move(contract)),
       rank_offset_(rank_offset),
       exports_(resolve_exports(options.exported)),
-      plan_(binding::BindingPlan::compute(with_share(options.binding, share), options.ranks)),
+      plan_(binding::BindingPlan::compute(for_this_node(options.binding, share), options.ranks)),
       node_tasks_(share.count) {}
 
 bool NodeLaunch::report_and_check() {

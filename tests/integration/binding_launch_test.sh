@@ -66,6 +66,57 @@ bad-binding-input)
   expect_rc 2
   expect_stderr "missing.xml"
   ;;
+topology-cache-cgroup)  # a cached topology is restricted by the job's cpuset cgroup exactly as a discovered one
+  [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to make a cpuset cgroup"; exit 77; }
+  last=$(( $(getconf _NPROCESSORS_ONLN) - 1 ))
+  [ "$last" -ge 1 ] || { echo "SKIP: needs 2 CPUs"; exit 77; }
+  group=hyrun-test-$$
+  if [ -f /sys/fs/cgroup/cpuset/cpuset.cpus ]; then  # cgroup v1
+    cg=/sys/fs/cgroup/cpuset/$group
+    mkdir "$cg" && echo "$last" > "$cg/cpuset.cpus" && cat /sys/fs/cgroup/cpuset/cpuset.mems > "$cg/cpuset.mems"
+  elif grep -qw cpuset /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then  # cgroup v2
+    cg=/sys/fs/cgroup/$group
+    echo +cpuset > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
+    mkdir "$cg" && echo "$last" > "$cg/cpuset.cpus"
+  else
+    echo "SKIP: no cpuset cgroup controller"; exit 77
+  fi || { fail "could not make the cpuset cgroup $cg"; finish; }
+  trap 'rmdir "$cg" 2>/dev/null; rm -rf "$WORK"' EXIT
+  # "${in_cgroup[@]}" CMD...: CMD runs restricted to the last CPU, as a job step restricted by Slurm's cgroup.
+  # shellcheck disable=SC2016  # $$ and $@ belong to the inner shell
+  in_cgroup=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg")
+  plan() {  # plan NAME CACHE [in_cgroup...]: the -n 2 plan with HYRUN_TOPOLOGY_CACHE=CACHE, into $WORK/NAME.json
+    local name=$1 cache=$2
+    shift 2
+    run_job 60 env HYRUN_TOPOLOGY_CACHE="$cache" "$@" "$HYRUN" -n 2 --dry-run --report-bindings=json -- /bin/true
+    expect_rc 0
+    cp "$OUT" "$WORK/$name.json"
+  }
+  plan whole-fresh off
+  plan whole-stores "$WORK/cache"
+  [ -s "$WORK/cache/topology-$(hostname).xml" ] && pass "the first launch stored the topology" || fail "no cache entry"
+  plan restricted-fresh off "${in_cgroup[@]}"
+  plan restricted-cached "$WORK/cache" "${in_cgroup[@]}"
+  plan restricted-stores "$WORK/cache2" "${in_cgroup[@]}"
+  plan whole-from-restricted "$WORK/cache2"
+  python3 - "$WORK" "$last" <<'PY' && pass "cached plans equal discovered plans, inside and outside the cgroup" || fail "a cached plan differs"
+import json, sys
+work, last = sys.argv[1], int(sys.argv[2])
+load = lambda name: json.load(open(f"{work}/{name}.json"))
+assert load("whole-stores") == load("whole-fresh")
+assert load("whole-from-restricted") == load("whole-fresh"), "an entry stored inside the cgroup restricted a launch outside it"
+assert load("restricted-cached") == load("restricted-fresh"), "the cgroup did not restrict the cached topology"
+assert load("restricted-stores") == load("restricted-fresh")
+for entry in load("restricted-cached"):
+    assert set(entry["cpus"]) <= {last}, entry
+assert {c for e in load("whole-fresh") for c in e["cpus"]} != {last}
+print("restricted cpus:", [e["cpus"] for e in load("restricted-cached")])
+PY
+  # The launch itself: a rank started from the cached topology inside the cgroup runs on the allowed CPU.
+  run_job 60 env HYRUN_TOPOLOGY_CACHE="$WORK/cache" "${in_cgroup[@]}" "$HYRUN" -n 1 -- "$HELLO"
+  expect_rc 0
+  expect_stdout "hello from rank 0 of 1.*: cpus=$last mem="
+  ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 finish

@@ -18,6 +18,7 @@
 #include "hyrun/binding/pci_proximity.hpp"
 #include "hyrun/binding/task_resources.hpp"
 #include "hyrun/binding/topology.hpp"
+#include "hyrun/binding/topology_cache.hpp"
 #include "hyrun/common/error.hpp"
 
 #include <fmt/format.h>
@@ -440,6 +441,12 @@ ChildBinding make_child_binding(const RankPlacement& p, bool warn_only) {
   return b;
 }
 
+Topology load_topology(const BindingOptions& options) {
+  if (!options.topology.empty()) return Topology::load_from(options.topology);
+  if (options.topology_cache) return TopologyCache(*options.topology_cache).load();
+  return Topology::load_this_system();
+}
+
 }  // namespace
 
 EnvironmentLookup process_environment() {
@@ -455,8 +462,7 @@ BindingPlan BindingPlan::compute(const BindingOptions& options, int local_ranks,
     throw UsageError("the number of local ranks is " + std::to_string(local_ranks) + "; it must be at least 1");
   if (options.gpus_per_rank < 0)
     throw UsageError("--gpus-per-rank " + std::to_string(options.gpus_per_rank) + " is negative; give 0 or more");
-  auto loaded = std::make_shared<Topology>(options.topology.empty() ? Topology::load_this_system()
-                                                                    : Topology::load_from(options.topology));
+  auto loaded = std::make_shared<Topology>(load_topology(options));
   const Topology& topo = *loaded;
   // This task's CPUs and GPUs: the node's view of them, and its share of the node when
   // other tasks of the job run there (task_resources.hpp).

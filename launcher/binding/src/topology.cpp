@@ -71,6 +71,38 @@ Topology Topology::load_this_system() {
                   real ? "this system" : "from the HWLOC_XMLFILE/HWLOC_SYNTHETIC environment, not this system");
 }
 
+Topology Topology::discover_whole_machine() {
+  Pending p = init_with_io();
+  hwloc_topology_set_flags(p.t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  if (hwloc_topology_load(p.t) != 0) throw SystemError("hwloc could not load this machine's topology", errno);
+  return Topology(p.release(), "this system");
+}
+
+Topology Topology::from_this_systems_xml(const std::string& xml, std::string description) {
+  Pending p = init_with_io();
+  // hwloc takes the length with the terminating NUL, as export_xmlbuffer reports it.
+  if (hwloc_topology_set_xmlbuffer(p.t, xml.c_str(), static_cast<int>(xml.size() + 1)) != 0 ||
+      hwloc_topology_set_flags(
+          p.t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM | HWLOC_TOPOLOGY_FLAG_THISSYSTEM_ALLOWED_RESOURCES) != 0 ||
+      hwloc_topology_load(p.t) != 0)
+    throw Error("hwloc could not load the topology " + description + " as this system's");
+  return Topology(p.release(), std::move(description));
+}
+
+std::string Topology::to_xml() const {
+  struct Buffer {
+    hwloc_topology_t topology;
+    char* text = nullptr;
+    ~Buffer() {
+      if (text) hwloc_free_xmlbuffer(topology, text);
+    }
+  } buffer{topology_};
+  int length = 0;
+  if (hwloc_topology_export_xmlbuffer(topology_, &buffer.text, &length, 0) != 0)
+    throw SystemError("hwloc could not export the topology (" + description_ + ") as XML", errno);
+  return std::string(buffer.text, length > 0 ? static_cast<std::size_t>(length - 1) : 0);
+}
+
 Topology Topology::load_from(const std::string& source) {
   if (source.empty())
     throw UsageError(

@@ -45,6 +45,8 @@ struct BindingOptions {
   /// Where to read the node's GPU devices (/dev, /proc); nullopt = the real ones for this
   /// machine's topology, none for --topology (another machine's).
   std::optional<SystemRoots> device_roots;
+  /// TopologyCache directory for this machine's topology; nullopt: discover it at every launch.
+  std::optional<std::string> topology_cache;
 };
 
 /// Registers --topology --gpus --gpus-per-rank --oversubscribe --nics --bind-to --cpu-map

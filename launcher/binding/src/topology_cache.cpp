@@ -1,0 +1,204 @@
+#include "hyrun/binding/topology_cache.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "hyrun/common/error.hpp"
+#include "hyrun/common/hex.hpp"
+#include "hyrun/common/random_bytes.hpp"
+#include "hyrun/common/unique_fd.hpp"
+
+extern char** environ;
+
+namespace hyrun::binding {
+namespace {
+
+constexpr const char* kFormat = "hyrun-topology-cache v1";
+// A machine with thousands of PCI functions exports a few MiB; anything far beyond is not ours.
+constexpr std::size_t kMaxEntryBytes = 64u << 20;
+// The device classes whose members hwloc's Linux backend makes OS devices of.
+constexpr const char* kDeviceClasses[] = {"net", "infiniband", "drm", "dma", "block", "bxi", "ve", "cxl", "dax", "mic"};
+
+std::string first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return "-";
+  return line;
+}
+
+std::vector<std::string> names_in(const std::string& path) {
+  std::vector<std::string> names;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), ::closedir);
+  if (!dir) return names;
+  while (const dirent* e = ::readdir(dir.get()))
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string link_target_name(const std::string& path) {
+  char target[PATH_MAX];
+  const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+  if (n <= 0) return "-";
+  const std::string full(target, static_cast<std::size_t>(n));
+  return full.substr(full.rfind('/') + 1);
+}
+
+std::string host_name() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  std::string host(name);
+  std::replace(host.begin(), host.end(), '/', '_');
+  return host;
+}
+
+// The cache directory, created when missing, or an empty fd and the reason it is not used.
+UniqueFd open_directory(const std::string& path, std::string& problem) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd && errno == ENOENT) {
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+      problem = fmt::format("it cannot be created ({})", std::strerror(errno));
+      return {};
+    }
+    fd.reset(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  }
+  if (!fd) {
+    problem = errno == ELOOP || errno == ENOTDIR ? "it is not a directory (a symbolic link or a file)"
+                                                 : fmt::format("it cannot be opened ({})", std::strerror(errno));
+    return {};
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    problem = fmt::format("it cannot be checked ({})", std::strerror(errno));
+    return {};
+  }
+  // Whoever can write in it decides what topology hyrun binds with.
+  if (st.st_uid != ::geteuid()) {
+    problem = fmt::format("it is owned by uid {}, not by you (uid {})", st.st_uid, ::geteuid());
+    return {};
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    problem = fmt::format("others can write in it (mode {:04o})", st.st_mode & 07777);
+    return {};
+  }
+  return fd;
+}
+
+// The entry's content; std::nullopt when there is none this user wrote that is a plausible size.
+std::optional<std::string> read_entry(int dir_fd, const std::string& name) {
+  // O_NONBLOCK: a FIFO at the name must not make the launch wait (docs/security.md).
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      static_cast<std::size_t>(st.st_size) > kMaxEntryBytes)
+    return std::nullopt;
+  std::string content(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::read(fd.get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    done += static_cast<std::size_t>(n);
+  }
+  return content;
+}
+
+// Written whole under a temporary name and renamed over the entry, so that a concurrent launch
+// reads the old entry or the new one, never part of one. A failure only costs the next launch
+// a discovery.
+void store_entry(int dir_fd, const std::string& name, const std::string& content) {
+  std::array<std::byte, 8> salt{};
+  fill_random(salt, "a topology cache file name");
+  const std::string temporary = fmt::format(".{}.{}", name, to_hex(salt));
+  UniqueFd fd(::openat(dir_fd, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  bool written = static_cast<bool>(fd);
+  for (std::size_t done = 0; written && done < content.size();) {
+    const ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    written = n > 0;
+    if (written) done += static_cast<std::size_t>(n);
+  }
+  const int error = errno;
+  fd.reset();
+  if (written && ::renameat(dir_fd, temporary.c_str(), dir_fd, name.c_str()) == 0) return;
+  spdlog::debug("topology cache: could not store {} ({}); the next launch discovers the topology again", name,
+                std::strerror(written ? errno : error));
+  ::unlinkat(dir_fd, temporary.c_str(), 0);
+}
+
+}  // namespace
+
+TopologyCache::TopologyCache(std::string directory) : directory_(std::move(directory)) {}
+
+std::string TopologyCache::entry_path() const { return directory_ + "/topology-" + host_name() + ".xml"; }
+
+std::string TopologyCache::machine_key() {
+  std::string key =
+      fmt::format("{}\nhwloc: {:#x}\nboot: {}\ncpus: {}\nnuma: {}\npci:", kFormat, hwloc_get_api_version(),
+                  first_line("/proc/sys/kernel/random/boot_id"), first_line("/sys/devices/system/cpu/online"),
+                  first_line("/sys/devices/system/node/online"));
+  const std::string pci = "/sys/bus/pci/devices";
+  for (const auto& device : names_in(pci)) key += " " + device + "=" + link_target_name(pci + "/" + device + "/driver");
+  for (const char* device_class : kDeviceClasses) {
+    key += fmt::format("\n{}:", device_class);
+    for (const auto& name : names_in(std::string("/sys/class/") + device_class)) key += " " + name;
+  }
+  return key + "\n";
+}
+
+Topology TopologyCache::load() const {
+  std::string problem;
+  const UniqueFd dir = open_directory(directory_, problem);
+  if (!dir) {
+    spdlog::warn(
+        "topology cache {}: {}; not used, the topology is discovered at every launch (remove it, or set {} "
+        "to a directory only you can write, or to off)",
+        directory_, problem, kTopologyCacheVariable);
+    return Topology::load_this_system();
+  }
+  const std::string name = entry_path().substr(directory_.size() + 1);
+  const std::string key = machine_key();
+  // An entry is the machine key, a blank line, then the XML.
+  if (auto entry = read_entry(dir.get(), name); entry && entry->size() > key.size() + 1 &&
+                                                entry->compare(0, key.size(), key) == 0 &&
+                                                (*entry)[key.size()] == '\n') {
+    try {
+      auto topology = Topology::from_this_systems_xml(entry->substr(key.size() + 1), "this system");
+      spdlog::debug("topology cache: this system's topology from {}", entry_path());
+      return topology;
+    } catch (const Error& e) {
+      spdlog::debug("topology cache: {} ({}); discovering again", entry_path(), e.what());
+    }
+  }
+  const Topology whole = Topology::discover_whole_machine();
+  const std::string xml = whole.to_xml();
+  store_entry(dir.get(), name, key + "\n" + xml);
+  spdlog::debug("topology cache: discovered this system's topology, stored in {}", entry_path());
+  return Topology::from_this_systems_xml(xml, "this system");
+}
+
+std::optional<std::string> topology_cache_directory(const std::string& temporary_root) {
+  for (char** variable = environ; variable && *variable; ++variable)
+    if (std::strncmp(*variable, "HWLOC_", 6) == 0) return std::nullopt;
+  if (const char* chosen = std::getenv(kTopologyCacheVariable); chosen && *chosen)
+    return std::string(chosen) == "off" ? std::nullopt : std::optional<std::string>(chosen);
+  return fmt::format("{}/hyrun-topology-{}", temporary_root, ::geteuid());
+}
+
+}  // namespace hyrun::binding
