@@ -85,7 +85,8 @@ Topology Topology::from_this_systems_xml(const std::string& xml, std::string des
       hwloc_topology_set_flags(
           p.t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM | HWLOC_TOPOLOGY_FLAG_THISSYSTEM_ALLOWED_RESOURCES) != 0 ||
       hwloc_topology_load(p.t) != 0)
-    throw Error("hwloc could not load the topology " + description + " as this system's");
+    throw Error("hwloc could not load this machine's topology back from its XML (" + std::to_string(xml.size()) +
+                " bytes)");
   return Topology(p.release(), std::move(description));
 }
 

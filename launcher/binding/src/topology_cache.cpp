@@ -186,11 +186,16 @@ Topology TopologyCache::load() const {
       spdlog::debug("topology cache: {} ({}); discovering again", entry_path(), e.what());
     }
   }
-  const Topology whole = Topology::discover_whole_machine();
-  const std::string xml = whole.to_xml();
-  store_entry(dir.get(), name, key + "\n" + xml);
-  spdlog::debug("topology cache: discovered this system's topology, stored in {}", entry_path());
-  return Topology::from_this_systems_xml(xml, "this system");
+  const std::string xml = Topology::discover_whole_machine().to_xml();
+  try {
+    auto topology = Topology::from_this_systems_xml(xml, "this system");
+    store_entry(dir.get(), name, key + "\n" + xml);
+    spdlog::debug("topology cache: discovered this system's topology, stored in {}", entry_path());
+    return topology;
+  } catch (const Error& e) {  // an export hwloc cannot read back is not stored, and costs only this discovery
+    spdlog::debug("topology cache: {}; discovering without the cache", e.what());
+    return Topology::load_this_system();
+  }
 }
 
 std::optional<std::string> topology_cache_directory(const std::string& temporary_root) {
