@@ -117,6 +117,31 @@ PY
   expect_rc 0
   expect_stdout "hello from rank 0 of 1.*: cpus=$last mem="
   ;;
+hwloc-plugins)  # hyrun loads only the hwloc plugins its plans use, and its ranks' environment stays the user's
+  plugins=$(pkg-config --variable=libdir hwloc 2>/dev/null)/hwloc
+  for p in hwloc_xml_libxml hwloc_opencl hwloc_gl; do
+    [ -f "$plugins/$p.so" ] || { echo "SKIP: hwloc has no $p plugin here ($plugins)"; exit 77; }
+  done
+  unused='lib(xml2|icuuc|OpenCL|X11)\.so'
+  # shellcheck disable=SC2016  # $PPID belongs to the rank's shell: its parent is hyrun
+  rank=(sh -c 'grep -o "[^/]*\.so[.0-9]*$" /proc/$PPID/maps | sort -u; env | grep "^HWLOC_" || true')
+  for cache in "$WORK/cache" "$WORK/cache" off; do  # discovered and stored, loaded from the cache, cache off
+    run_job 60 env HYRUN_TOPOLOGY_CACHE="$cache" "$HYRUN" -n 1 --bootstrap=none -- "${rank[@]}"
+    expect_rc 0
+    expect_stdout '^libhwloc\.so'
+    if grep -qE "^$unused|^HWLOC_" "$OUT"; then
+      fail "cache $cache: hyrun loaded a plugin no plan uses, or its rank saw an HWLOC_ variable: $(grep -E "^$unused|^HWLOC_" "$OUT" | tr '\n' ' ')"
+    else
+      pass "cache $cache: no libxml2, ICU, OpenCL or X11 in hyrun; no HWLOC_ variable in the rank"
+    fi
+  done
+  # A user who configures hwloc keeps that configuration: hyrun then chooses nothing.
+  run_job 60 env HWLOC_HIDE_ERRORS=1 "$HYRUN" -n 1 --bootstrap=none -- "${rank[@]}"
+  expect_rc 0
+  expect_stdout '^libxml2\.so'
+  expect_stdout '^HWLOC_HIDE_ERRORS=1$'
+  grep -q '^HWLOC_PLUGINS' "$OUT" && fail "the rank saw hyrun's plugin choice" || pass "the rank's HWLOC_ variables are the user's"
+  ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 finish

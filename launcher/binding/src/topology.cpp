@@ -5,9 +5,11 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include <utility>
 
+#include "hwloc_plugins.hpp"
 #include "hyrun/common/error.hpp"
 
 namespace hyrun::binding {
@@ -22,7 +24,10 @@ struct Pending {
   hwloc_topology_t release() noexcept { return std::exchange(t, nullptr); }
 };
 
-Pending init_with_io() {
+// `load`: what a load of this machine needs from hwloc's plugins; none for --topology.
+Pending init_with_io(std::optional<HwlocLoad> load = std::nullopt) {
+  std::optional<HwlocPluginChoice> plugins;
+  if (load) plugins.emplace(*load);  // hwloc opens its plugins in the first topology's init
   Pending p;
   if (hwloc_topology_init(&p.t) != 0) {
     p.t = nullptr;
@@ -63,7 +68,7 @@ Topology::~Topology() {
 bool Topology::is_this_system() const noexcept { return hwloc_topology_is_thissystem(topology_) != 0; }
 
 Topology Topology::load_this_system() {
-  Pending p = init_with_io();
+  Pending p = init_with_io(HwlocLoad::kDiscovery);
   if (hwloc_topology_load(p.t) != 0) throw SystemError("hwloc could not load this machine's topology", errno);
   // HWLOC_XMLFILE / HWLOC_SYNTHETIC in the environment silently replace the real machine.
   const bool real = hwloc_topology_is_thissystem(p.t) != 0;
@@ -72,14 +77,14 @@ Topology Topology::load_this_system() {
 }
 
 Topology Topology::discover_whole_machine() {
-  Pending p = init_with_io();
+  Pending p = init_with_io(HwlocLoad::kDiscovery);
   hwloc_topology_set_flags(p.t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
   if (hwloc_topology_load(p.t) != 0) throw SystemError("hwloc could not load this machine's topology", errno);
   return Topology(p.release(), "this system");
 }
 
 Topology Topology::from_this_systems_xml(const std::string& xml, std::string description) {
-  Pending p = init_with_io();
+  Pending p = init_with_io(HwlocLoad::kXml);
   // hwloc takes the length with the terminating NUL, as export_xmlbuffer reports it.
   if (hwloc_topology_set_xmlbuffer(p.t, xml.c_str(), static_cast<int>(xml.size() + 1)) != 0 ||
       hwloc_topology_set_flags(

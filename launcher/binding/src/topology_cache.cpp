@@ -18,12 +18,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "hwloc_plugins.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
 #include "hyrun/common/random_bytes.hpp"
 #include "hyrun/common/unique_fd.hpp"
-
-extern char** environ;
 
 namespace hyrun::binding {
 namespace {
@@ -199,8 +198,7 @@ Topology TopologyCache::load() const {
 }
 
 std::optional<std::string> topology_cache_directory(const std::string& temporary_root) {
-  for (char** variable = environ; variable && *variable; ++variable)
-    if (std::strncmp(*variable, "HWLOC_", 6) == 0) return std::nullopt;
+  if (hwloc_configured_by_environment()) return std::nullopt;
   if (const char* chosen = std::getenv(kTopologyCacheVariable); chosen && *chosen)
     return std::string(chosen) == "off" ? std::nullopt : std::optional<std::string>(chosen);
   return fmt::format("{}/hyrun-topology-{}", temporary_root, ::geteuid());
