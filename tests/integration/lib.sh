@@ -34,11 +34,14 @@ show_output() { echo "--- stdout (tail)"; tail -c 2000 "$OUT"; echo "--- stderr 
 # script's lifetime. A port found free by bind-and-close is a race: tests run in parallel and
 # the kernel hands ports of the ephemeral range (ip_local_port_range, 32768-60999 by default)
 # to every outgoing connection and port-0 bind. So the port comes from below that range, and
-# a lock file held open (flock) until the script exits keeps other tests off it.
+# a lock file held open (flock) until the script exits keeps other tests off it. The lock
+# files stay (removing a file others may lock is a race) in one directory of their own, not
+# among /tmp's entries, which every hyrun launch reads (PrivateDirectory).
 reserve_port() {
-  local p fd
+  local p fd locks=/tmp/hyrun-test-ports-$(id -u)
+  mkdir -p "$locks" || return 1
   for p in $(shuf -i 20000-32000 -n 400); do
-    exec {fd}>"/tmp/hyrun-test-port-$p.lock" || continue
+    exec {fd}>"$locks/$p.lock" || continue
     if flock -n "$fd" && python3 -c 'import socket,sys; s=socket.socket(); s.bind(("0.0.0.0", int(sys.argv[1])))' "$p" 2>/dev/null; then
       # shellcheck disable=SC2034  # read by the test that sources this file
       PORT=$p
