@@ -38,7 +38,8 @@ show_output() { echo "--- stdout (tail)"; tail -c 2000 "$OUT"; echo "--- stderr 
 # files stay (removing a file others may lock is a race) in one directory of their own, not
 # among /tmp's entries, which every hyrun launch reads (PrivateDirectory).
 reserve_port() {
-  local p fd locks=/tmp/hyrun-test-ports-$(id -u)
+  local p fd locks
+  locks=/tmp/hyrun-test-ports-$(id -u)
   mkdir -p "$locks" || return 1
   for p in $(shuf -i 20000-32000 -n 400); do
     exec {fd}>"$locks/$p.lock" || continue
