@@ -5,10 +5,9 @@
 // four: PCI (libpciaccess), libxml2 (with ICU), OpenCL and GL (with X11). hyrun's plans use
 // hwloc's built-in components (CPUs, caches, memory, the Linux OS devices of NICs and disks,
 // hwloc's own XML reader and writer) and, when it discovers the machine, the PCI devices;
-// the other plugins cost every launch about 5 ms of CPU for objects no plan reads
+// the other plugins cost every launch about 4 ms of CPU for objects no plan reads
 // (docs/binding.md, "hwloc's plugins"). Plugins this file does not name (a site's CUDA or
 // NVML ones) are still loaded.
-#include <string>
 
 namespace hyrun::binding {
 
