@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -12,7 +13,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string_view>
 #include <system_error>
@@ -21,6 +24,7 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/process_identity.hpp"
 #include "hyrun/common/unique_fd.hpp"
+#include "hyrun/common/user_directory.hpp"
 
 namespace hyrun {
 namespace {
@@ -49,19 +53,19 @@ void write_owner(const std::string& dir) {
     spdlog::debug("could not name the owner of {} (errno {}): a kill of this process would leave it", dir, errno);
 }
 
-// Directories a killed process of this user left (a SIGKILLed hyrun cannot remove its own).
-// Best effort: whatever cannot be judged is kept.
-void remove_abandoned(const std::string& parent, const std::string& prefix) {
+// Directories a killed process of this user left (a SIGKILLed hyrun cannot remove its own):
+// those of `parent` whose names `ours` accepts. Best effort: whatever cannot be judged is kept.
+template <typename Name>
+void remove_abandoned(const std::string& parent, Name ours) {
   const ProcessIdentity self = ProcessIdentity::own();
   if (!self.known()) return;
-  const std::string start = prefix + "-";
-  // readdir, not std::filesystem: the parent is often /tmp, and a path object for each of its
-  // entries cost 2.5 times the listing itself (100 000 entries: 58-69 ms against 22-29 ms).
+  // readdir, not std::filesystem: a path object for each entry cost 2.5 times the listing itself
+  // when the parent was /tmp (100 000 entries: 58-69 ms against 22-29 ms).
   const std::unique_ptr<DIR, int (*)(DIR*)> listing(::opendir(parent.c_str()), ::closedir);
   if (!listing) return;
   while (const dirent* entry = ::readdir(listing.get())) {
     const std::string_view name(entry->d_name);
-    if (name.size() != start.size() + 6 || !name.starts_with(start)) continue;
+    if (!ours(name)) continue;
     const std::string path = parent + "/" + std::string(name);
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
@@ -78,11 +82,53 @@ void remove_abandoned(const std::string& parent, const std::string& prefix) {
   }
 }
 
+// `<prefix>-XXXXXX`, as mkdtemp names them.
+auto named_by(const std::string& prefix) {
+  return [start = prefix + "-"](std::string_view name) {
+    return name.size() == start.size() + 6 && name.starts_with(start);
+  };
+}
+
+// A process makes several private directories in one parent: one warning for each problem.
+void warn_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  const std::lock_guard lock(mutex);
+  if (warned.insert(message).second) spdlog::warn("{}", message);
+}
+
+// The directory under `parent` that holds this user's private directories, so that finding what
+// a killed hyrun left reads only it, never the whole of `parent` (often /tmp: 100 000 entries
+// cost a launch 35 ms). std::nullopt when it cannot be used: then they are made in `parent`.
+std::optional<std::string> home_under(const std::string& parent) {
+  std::string home = fmt::format("{}/{}{}", parent, PrivateDirectory::kHomePrefix, ::geteuid());
+  try {
+    if (open_user_directory(home).created) {
+      // Once, by the launch that makes the home: what hyrun before it left in `parent` itself.
+      remove_abandoned(parent, [](std::string_view name) {
+        return name.starts_with("hyrun-") && name.size() > 13 && name[name.size() - 7] == '-';
+      });
+    }
+    return home;
+  } catch (const SystemError& e) {
+    if (e.errnum() == ENOENT) return std::nullopt;  // no parent: creating in it names the error
+    warn_once(fmt::format("{}; this user's private directories are made in {} itself", e.what(), parent));
+  } catch (const Error& e) {
+    // Anyone could have made it first; it would then be theirs to fill or to empty.
+    warn_once(
+        fmt::format("{}; this user's private directories are made in {} itself (remove it, and hyrun "
+                    "makes it again)",
+                    e.what(), parent));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 PrivateDirectory PrivateDirectory::create(const std::string& parent, const std::string& prefix) {
-  remove_abandoned(parent, prefix);
-  const std::string pattern = parent + "/" + prefix + "-XXXXXX";
+  const std::string where = home_under(parent).value_or(parent);
+  remove_abandoned(where, named_by(prefix));
+  const std::string pattern = where + "/" + prefix + "-XXXXXX";
   std::string templ = pattern;  // mkdtemp writes into it, even when it fails
   if (::mkdtemp(templ.data()) == nullptr) throw SystemError("cannot create a private directory from " + pattern, errno);
   write_owner(templ);

@@ -102,7 +102,7 @@ fence-node-lost)  # a node whose hyrun dies before its ranks join MPI_Init's fen
 cleanup)  # the job's PMIx sockets and MPI segments go, also when it is aborted
   # The aborting node removes its own before the abort; Slurm SIGKILLs the other node's hyrun,
   # whose directories the next hyrun on that host removes (their owner has ended).
-  dirs() { find "${TMPDIR:-/tmp}" /dev/shm -maxdepth 1 \( -name 'hyrun-pmix-*' -o -name 'hyrun-shm-*' -o -name 'hyrun-pending-*' \) 2>/dev/null | sort; }
+  dirs() { find "${TMPDIR:-/tmp}" /dev/shm -maxdepth 2 \( -name 'hyrun-pmix-*' -o -name 'hyrun-shm-*' -o -name 'hyrun-pending-*' \) 2>/dev/null | sort; }
   before=$(dirs)
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$MPI_CHECK" --abort-rank 3 --abort-code 7
   [ "$RUN_RC" = 7 ] || fail "srun exited $RUN_RC, expected 7"

@@ -414,7 +414,7 @@ TEST(CheckReportDir, RefusesADirectoryItsGroupOrOthersCanWriteUnlessSticky) {
     ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
     const std::string error = check_report_dir_error(dir);
     EXPECT_NE(error.find("--report-dir " + dir.string()), std::string::npos) << std::oct << mode << ": " << error;
-    EXPECT_NE(error.find("writable"), std::string::npos) << error;
+    EXPECT_NE(error.find("can write in it"), std::string::npos) << error;
     EXPECT_NE(error.find("chmod go-w " + dir.string()), std::string::npos) << error;
   }
   for (const mode_t mode : {0755, 0700, 01777, 01770}) {

@@ -37,10 +37,13 @@ class MpsDaemonTest : public ::testing::Test {
     fs::permissions(p, fs::perms::owner_all);
     return p.string();
   }
+  /// Where PrivateDirectory makes this user's directories under TMPDIR.
+  fs::path home() const { return dir_ / ("hyrun-" + std::to_string(::geteuid())); }
   /// Private directories MpsDaemon made under TMPDIR.
   int private_dirs() const {
     int n = 0;
-    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().starts_with("hyrun-mps-");
+    if (!fs::exists(home())) return 0;
+    for (const auto& e : fs::directory_iterator(home())) n += e.path().filename().string().starts_with("hyrun-mps-");
     return n;
   }
   fs::path dir_;
@@ -61,7 +64,7 @@ TEST_F(MpsDaemonTest, StartsWithPrivateDirectoriesAndQuitsAndCleansUp) {
   {
     auto d = hyrun::MpsDaemon::start(control, std::chrono::seconds(5));
     pipe_dir = d->pipe_directory();
-    EXPECT_TRUE(pipe_dir.starts_with(dir_.string() + "/hyrun-mps-")) << pipe_dir;
+    EXPECT_TRUE(pipe_dir.starts_with(home().string() + "/hyrun-mps-")) << pipe_dir;
     EXPECT_TRUE(fs::exists(fs::path(pipe_dir) / "control"));
     const auto env = d->client_environment();
     ASSERT_EQ(env.size(), 2u);

@@ -8,19 +8,31 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
 
+#include "captured_log.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/process_identity.hpp"
 
 namespace hyrun {
 namespace {
 
+std::string home_under(const std::string& parent) { return parent + "/hyrun-" + std::to_string(::geteuid()); }
+
 TEST(PrivateDirectory, IsThisUsersAloneAndGoesWithItsContents) {
   std::string path;
   {
     PrivateDirectory dir = PrivateDirectory::create(PrivateDirectory::temporary_root(), "hyrun-test");
     path = dir.path();
+    const std::string home = home_under(PrivateDirectory::temporary_root());
+    EXPECT_EQ(std::filesystem::path(path).parent_path(), home);
     struct stat st {};
+    ASSERT_EQ(::lstat(home.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(st.st_uid, ::geteuid());
+    EXPECT_EQ(st.st_mode & 0022, 0u);
     ASSERT_EQ(::stat(path.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0700u);
     std::filesystem::create_directories(path + "/a/b");
@@ -46,6 +58,14 @@ class AbandonedDirectories : public ::testing::Test {
  protected:
   void SetUp() override { parent_ = PrivateDirectory::create(PrivateDirectory::temporary_root(), "hyrun-test-parent"); }
   const std::string& parent() const { return parent_.path(); }
+  std::string home() const { return home_under(parent()); }
+  // An abandoned directory as a hyrun before the home left it: in the parent itself.
+  std::string left_in_the_parent() {
+    const std::string left = made_by_a_child();
+    const std::string moved = parent() + "/" + std::filesystem::path(left).filename().string();
+    std::filesystem::rename(left, moved);
+    return moved;
+  }
 
   // A directory made by a child process that then ends without unwinding (as under
   // SIGKILL: nothing removes it). With `hold`, the child stays alive until the pipe closes.
@@ -120,10 +140,10 @@ TEST_F(AbandonedDirectories, WhatCannotBeJudgedIsKept) {
   const std::string left = made_by_a_child();
   ASSERT_FALSE(left.empty());
   // No owner file (an older hyrun, or one that is making its directory right now).
-  const std::string unnamed = parent() + "/hyrun-job-unname";
+  const std::string unnamed = home() + "/hyrun-job-unname";
   std::filesystem::create_directory(unnamed);
   // Another host's, on a filesystem both share: its pid means nothing here.
-  const std::string remote = parent() + "/hyrun-job-remote";
+  const std::string remote = home() + "/hyrun-job-remote";
   std::filesystem::create_directory(remote);
   ProcessIdentity elsewhere = ProcessIdentity::own();
   elsewhere.boot_id[0] = static_cast<std::byte>(~static_cast<unsigned>(elsewhere.boot_id[0]));
@@ -132,10 +152,10 @@ TEST_F(AbandonedDirectories, WhatCannotBeJudgedIsKept) {
   std::ofstream(remote + "/" + PrivateDirectory::kOwnerFile, std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   // A link with the prefix's name to a dead owner's directory: neither is followed.
-  const std::string link = parent() + "/hyrun-job-linked";
+  const std::string link = home() + "/hyrun-job-linked";
   std::filesystem::create_directory_symlink(left, link);
   // A dead owner's directory under a longer name is not of this prefix.
-  const std::string longer = parent() + "/hyrun-job-abcdefg";
+  const std::string longer = home() + "/hyrun-job-abcdefg";
   std::filesystem::rename(left, longer);
 
   PrivateDirectory next = PrivateDirectory::create(parent(), "hyrun-job");
@@ -143,6 +163,72 @@ TEST_F(AbandonedDirectories, WhatCannotBeJudgedIsKept) {
   EXPECT_TRUE(std::filesystem::exists(remote));
   EXPECT_TRUE(std::filesystem::is_symlink(link));
   EXPECT_TRUE(std::filesystem::exists(longer + "/" + PrivateDirectory::kOwnerFile));
+}
+
+TEST_F(AbandonedDirectories, AKilledOwnersDirectoryIsFoundWithoutReadingTheParent) {
+  // Made the home; the same abandoned directory in the parent itself is not looked for there.
+  const std::string in_parent = left_in_the_parent();
+  const std::string in_home = made_by_a_child();
+  ASSERT_EQ(std::filesystem::path(in_home).parent_path(), home());
+  PrivateDirectory next = PrivateDirectory::create(parent(), "hyrun-job");
+  EXPECT_FALSE(std::filesystem::exists(in_home));
+  EXPECT_TRUE(std::filesystem::exists(in_parent + "/" + PrivateDirectory::kOwnerFile)) << "the parent was read";
+}
+
+TEST_F(AbandonedDirectories, TheLaunchThatMakesTheHomeReclaimsWhatEarlierOnesLeftInTheParent) {
+  const std::string job = left_in_the_parent();
+  PrivateDirectory other_prefix = PrivateDirectory::create(parent(), "hyrun-x");  // made the home
+  const std::string pmix = left_in_the_parent();
+  // As an earlier hyrun left them: no home yet.
+  std::filesystem::rename(pmix, parent() + "/hyrun-pmix-" + pmix.substr(pmix.size() - 6));
+  other_prefix.remove();
+  ASSERT_TRUE(std::filesystem::remove(home()));
+  const std::string unnamed = parent() + "/hyrun-job-unname";  // kept: no owner to judge
+  std::filesystem::create_directory(unnamed);
+  PrivateDirectory first = PrivateDirectory::create(parent(), "hyrun-job");
+  EXPECT_EQ(std::filesystem::path(first.path()).parent_path(), home());
+  EXPECT_FALSE(std::filesystem::exists(job));
+  EXPECT_FALSE(std::filesystem::exists(parent() + "/hyrun-pmix-" + pmix.substr(pmix.size() - 6)))
+      << "another prefix of hyrun's was kept";
+  EXPECT_TRUE(std::filesystem::exists(unnamed));
+}
+
+// A home anyone could have made first (theirs to fill or to empty) is never used; the parent
+// is then read as before the home.
+TEST_F(AbandonedDirectories, AHomeOthersCanChangeIsNotUsed) {
+  std::vector<std::function<void()>> spoil = {
+      [&] { ASSERT_EQ(::chmod(home().c_str(), 0777), 0); },
+      [&] { ASSERT_EQ(::chmod(home().c_str(), 0730), 0); },
+      [&] {
+        std::filesystem::remove(home());
+        std::filesystem::create_directory(parent() + "/elsewhere");
+        std::filesystem::create_directory_symlink(parent() + "/elsewhere", home());
+      },
+      [&] {
+        std::filesystem::remove(home());
+        std::ofstream(home()) << "a file";
+      },
+  };
+  if (::geteuid() == 0) spoil.push_back([&] { ASSERT_EQ(::chown(home().c_str(), 65534, 65534), 0); });
+  for (std::size_t i = 0; i < spoil.size(); ++i) {
+    std::filesystem::remove_all(home());
+    std::filesystem::create_directory(home());
+    ::chmod(home().c_str(), 0700);
+    spoil[i]();
+    const std::string left = left_in_the_parent();
+    test_support::CapturedLog log;
+    PrivateDirectory dir = PrivateDirectory::create(parent(), "hyrun-job");
+    EXPECT_EQ(std::filesystem::path(dir.path()).parent_path(), parent()) << "case " << i;
+    const auto messages = log.messages();
+    ASSERT_EQ(log.warnings(), 1) << "case " << i;
+    EXPECT_TRUE(messages[0].starts_with(home() + ": ")) << messages[0];
+    EXPECT_NE(messages[0].find("made in " + parent() + " itself"), std::string::npos) << messages[0];
+    EXPECT_FALSE(std::filesystem::exists(left)) << "case " << i << ": the parent was not read";
+    if (std::filesystem::is_symlink(home())) {
+      EXPECT_TRUE(std::filesystem::is_empty(parent() + "/elsewhere")) << "the link was followed";
+    }
+    std::filesystem::remove_all(home());
+  }
 }
 
 TEST(ProcessIdentityOwn, AForkedChildIsItself) {

@@ -17,6 +17,7 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/pending_environment.hpp"
 #include "hyrun/common/unique_fd.hpp"
+#include "hyrun/common/user_directory.hpp"
 
 namespace hyrun {
 namespace {
@@ -27,9 +28,10 @@ void check_private(const std::string& dir, int rank) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
     throw SystemError(fmt::format("rank {}: {}={}", rank, env::kRootPending, dir), errno);
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    throw Error(fmt::format("rank {}: {}={} is not a directory of this user that only it can write to", rank,
-                            env::kRootPending, dir));
+  // The real uid: hyrun made the directory as the user who started the rank, setuid or not.
+  if (const auto why = others_can_change(st, ::getuid()))
+    throw Error(fmt::format("rank {}: {}={} is not a directory of this user that only it can write to: {}", rank,
+                            env::kRootPending, dir, why->what));
 }
 
 // The file's content, or std::nullopt while it is not there.

@@ -23,6 +23,7 @@
 #include "hyrun/common/hex.hpp"
 #include "hyrun/common/random_bytes.hpp"
 #include "hyrun/common/unique_fd.hpp"
+#include "hyrun/common/user_directory.hpp"
 
 namespace hyrun::binding {
 namespace {
@@ -64,38 +65,6 @@ std::string host_name() {
   std::string host(name);
   std::replace(host.begin(), host.end(), '/', '_');
   return host;
-}
-
-// The cache directory, created when missing, or an empty fd and the reason it is not used.
-UniqueFd open_directory(const std::string& path, std::string& problem) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd && errno == ENOENT) {
-    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-      problem = fmt::format("it cannot be created ({})", std::strerror(errno));
-      return {};
-    }
-    fd.reset(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  }
-  if (!fd) {
-    problem = errno == ELOOP || errno == ENOTDIR ? "it is not a directory (a symbolic link or a file)"
-                                                 : fmt::format("it cannot be opened ({})", std::strerror(errno));
-    return {};
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    problem = fmt::format("it cannot be checked ({})", std::strerror(errno));
-    return {};
-  }
-  // Whoever can write in it decides what topology hyrun binds with.
-  if (st.st_uid != ::geteuid()) {
-    problem = fmt::format("it is owned by uid {}, not by you (uid {})", st.st_uid, ::geteuid());
-    return {};
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    problem = fmt::format("others can write in it (mode {:04o})", st.st_mode & 07777);
-    return {};
-  }
-  return fd;
 }
 
 // The entry's content; std::nullopt when there is none this user wrote that is a plausible size.
@@ -162,13 +131,15 @@ std::string TopologyCache::machine_key() {
 }
 
 Topology TopologyCache::load() const {
-  std::string problem;
-  const UniqueFd dir = open_directory(directory_, problem);
-  if (!dir) {
+  UniqueFd dir;
+  try {
+    // Whoever can write in it decides what topology hyrun binds with.
+    dir = open_user_directory(directory_).fd;
+  } catch (const Error& e) {
     spdlog::warn(
-        "topology cache {}: {}; not used, the topology is discovered at every launch (remove it, or set {} "
+        "topology cache {}; not used, the topology is discovered at every launch (remove it, or set {} "
         "to a directory only you can write, or to off)",
-        directory_, problem, kTopologyCacheVariable);
+        e.what(), kTopologyCacheVariable);
     return Topology::load_this_system();
   }
   const std::string name = entry_path().substr(directory_.size() + 1);

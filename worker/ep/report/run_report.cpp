@@ -21,6 +21,7 @@
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/unique_fd.hpp"
+#include "hyrun/common/user_directory.hpp"
 
 extern char** environ;
 
@@ -179,24 +180,17 @@ std::optional<std::string> read_file_at(int dir_fd, const char* name, const fs::
 void check_only_ours(int fd, const fs::path& dir, std::string_view label) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw SystemError(fmt::format("{} {}: checking it", label, dir.string()), errno);
-  const uid_t me = ::geteuid();
-  if (st.st_uid != me) {
+  const auto why = others_can_change(st, ::geteuid(), StickyBit::kEnough);
+  if (!why) return;
+  if (why->reason == NotOnlyOurs::Reason::kOtherOwner)
     throw UsageError(fmt::format(
-        "{} {}: the directory is owned by uid {}, not by you (uid {}): its owner could replace the report's files "
-        "while ep-bench writes them; choose a directory you own (ep-bench creates a missing one)",
-        label, dir.string(), st.st_uid, me));
-  }
-  const bool group = (st.st_mode & S_IWGRP) != 0, others = (st.st_mode & S_IWOTH) != 0;
-  if ((group || others) && (st.st_mode & S_ISVTX) == 0) {
-    throw UsageError(fmt::format(
-        "{} {}: the directory is writable by {} (mode {:04o}) and has no sticky bit: they could replace the "
-        "report's files while ep-bench writes them; run 'chmod go-w {}' or choose a directory only you can write",
-        label, dir.string(),
-        group && others ? "its group and all users"
-        : group         ? "its group"
-                        : "all users",
-        st.st_mode & 07777, dir.string()));
-  }
+        "{} {}: {}: its owner could replace the report's files while ep-bench writes them; choose a directory you own "
+        "(ep-bench creates a missing one)",
+        label, dir.string(), why->what));
+  throw UsageError(
+      fmt::format("{} {}: {}: they could replace the report's files while ep-bench writes them; run 'chmod go-w {}' or "
+                  "choose a directory only you can write",
+                  label, dir.string(), why->what, dir.string()));
 }
 
 // `name` in `parent_fd` is not a directory (O_NOFOLLOW refused it): follows it once when it is
