@@ -116,8 +116,8 @@ std::optional<std::string> home_under(const std::string& parent) {
   } catch (const Error& e) {
     // Anyone could have made it first; it would then be theirs to fill or to empty.
     warn_once(
-        fmt::format("{}; this user's private directories are made in {} itself (remove it, and hyrun "
-                    "makes it again)",
+        fmt::format("{}; this user's private directories are made in {} itself, which each launch then reads whole "
+                    "(once it is removed, hyrun makes it again)",
                     e.what(), parent));
   }
   return std::nullopt;

@@ -110,11 +110,14 @@ void store_entry(int dir_fd, const std::string& name, const std::string& content
   ::unlinkat(dir_fd, temporary.c_str(), 0);
 }
 
+// This host's entry in the cache directory (hosts may share a TMPDIR).
+std::string entry_name() { return "topology-" + host_name() + ".xml"; }
+
 }  // namespace
 
 TopologyCache::TopologyCache(std::string directory) : directory_(std::move(directory)) {}
 
-std::string TopologyCache::entry_path() const { return directory_ + "/topology-" + host_name() + ".xml"; }
+std::string TopologyCache::entry_path() const { return directory_ + "/" + entry_name(); }
 
 std::string TopologyCache::machine_key() {
   std::string key =
@@ -142,7 +145,7 @@ Topology TopologyCache::load() const {
         e.what(), kTopologyCacheVariable);
     return Topology::load_this_system();
   }
-  const std::string name = entry_path().substr(directory_.size() + 1);
+  const std::string name = entry_name();
   const std::string key = machine_key();
   // An entry is the machine key, a blank line, then the XML.
   if (auto entry = read_entry(dir.get(), name); entry && entry->size() > key.size() + 1 &&
