@@ -88,6 +88,26 @@ TEST(EpPerToken, Fp8EncodeSaturatesAndHandlesNaN) {
   EXPECT_EQ(float_to_fp8_e4m3(std::nextafter(1.0625f, 2.0f)), 0x39);  // just above the tie
 }
 
+// The pair conversion packs the first value's code in the low byte (the device's
+// instruction is checked against float_to_fp8_e4m3 on every float by ep-cuda-selftest).
+TEST(EpPerToken, Fp8PairPacksLowThenHighAndQuantizesEachValue) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int n = 0; n < 100000; ++n) {
+    const float a = bits_float(bits(rng)), b = bits_float(bits(rng));
+    const uint16_t got = floats_to_fp8x2_e4m3(a, b);
+    ASSERT_EQ(got & 0xffu, float_to_fp8_e4m3(a)) << float_bits(a);
+    ASSERT_EQ(got >> 8, float_to_fp8_e4m3(b)) << float_bits(b);
+  }
+  const float mult = fp8_quant_multiplier(3.0f);
+  for (uint32_t u = 0; u < 0x10000u; ++u) {
+    const auto x = static_cast<uint16_t>(u), y = static_cast<uint16_t>(~u);
+    const uint16_t got = quantize_fp8x2(x, y, mult);
+    ASSERT_EQ(got & 0xffu, quantize_fp8(x, mult)) << u;
+    ASSERT_EQ(got >> 8, quantize_fp8(y, mult)) << u;
+  }
+}
+
 TEST(EpPerToken, Fp8EncodeMatchesExhaustiveNearestOverRandomFloats) {
   std::mt19937 rng(1234);
   std::uniform_int_distribution<uint32_t> bits;

@@ -52,6 +52,23 @@ void cast_fp8(const uint16_t* x, int rows, int hidden, uint8_t* q, float* scales
   check(detail::launch_cast_fp8(x, rows, hidden, q, scales, st(stream)), "cast_fp8 kernel launch");
 }
 
+uint64_t fp8_conversion_mismatches(uint32_t* first) {
+  struct Result {
+    unsigned long long mismatches;
+    uint32_t first;
+  };
+  Result* d = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&d), sizeof(Result)), "cudaMalloc");
+  Result h{0, 0xFFFFFFFFu};
+  cudaError_t err = cudaMemcpy(d, &h, sizeof h, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) err = detail::launch_fp8_conversion_check(&d->mismatches, &d->first, nullptr);
+  if (err == cudaSuccess) err = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  check(err, "the FP8 conversion check");
+  if (first != nullptr) *first = h.first;
+  return h.mismatches;
+}
+
 void* alloc_region(const Shape& shape) {
   const std::size_t n = region_bytes(shape);
   void* p = nullptr;
@@ -281,8 +298,7 @@ detail::PeerState CudaBackend::peer_state() const {
 void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing,
                                 Format f) {
   const Shape& s = shape_;
-  // topk_idx is device memory: the distinct-experts check of the host backend would need a
-  // copy and a sync per call (docs/ep.md, "Argument checks").
+  // The distinct-experts check runs in the count kernel (topk_idx is device memory).
   check_dispatch_call(s, num_tokens, routing, rank_, num_peers_, "peer regions");
   for (int r = 0; r < routing.num_ranks; ++r)
     if (routing.is_active(r) && peer_regions_[static_cast<std::size_t>(r)] == nullptr && !host_mask_[r])
@@ -291,6 +307,8 @@ void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   ++epoch_;
   routing_ = routing;
   format_ = f;
+  topk_idx_ = topk_idx;
+  num_tokens_ = num_tokens;
   const auto p = params_of(s, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
   const detail::PeerState ps = peer_state();
   check(detail::launch_count(p, ps, topk_idx, num_tokens, d_slot_, d_counts_, st(stream_)), "count kernel");
@@ -322,6 +340,22 @@ void CudaBackend::combine_recv(const int64_t* topk_idx, const float* topk_weight
   check(detail::launch_combine_wait(p, ps, own, st(stream_)), "combine wait kernel");
   check(detail::launch_combine_reduce(p, ps, own, topk_idx, topk_weights, num_tokens, out, st(stream_)),
         "combine reduce kernel");
+}
+
+void CudaBackend::throw_duplicate_expert(int token, int64_t expert) const {
+  // The host backend's check over the call's selections gives the same message (both top-k
+  // slots); only a caller that changed topk_idx since the call gets the device's account.
+  std::vector<int64_t> idx(static_cast<std::size_t>(num_tokens_) * static_cast<std::size_t>(shape_.topk));
+  if (!idx.empty()) {
+    check(cudaMemcpyAsync(idx.data(), topk_idx_, idx.size() * sizeof(int64_t), cudaMemcpyDeviceToHost, st(stream_)),
+          "cudaMemcpyAsync of topk_idx");
+    check(cudaStreamSynchronize(st(stream_)), "cudaStreamSynchronize");
+  }
+  check_distinct_experts(idx, shape_.topk);
+  throw UsageError(fmt::format(
+      "EP dispatch (epoch {}): token {} selects expert {} twice (seen on the device; topk_idx has changed since "
+      "the call); a token's experts must be distinct",
+      epoch_, token, expert));
 }
 
 void CudaBackend::synchronize(const PeerFailedPoll& peer_failed) {
@@ -357,6 +391,7 @@ void CudaBackend::synchronize(const PeerFailedPoll& peer_failed) {
   check(cudaMemsetAsync(d_status_, 0, status_bytes, st(stream_)), "cudaMemsetAsync of the device status");
   check(cudaStreamSynchronize(st(stream_)), "cudaStreamSynchronize");
   for (int r : missing) host_mask_[static_cast<std::size_t>(r)] = 1;
+  if (e.code == detail::kErrDuplicateExpert) throw_duplicate_expert(e.row, e.value);
   if (e.code != detail::kErrNone) {
     const int T = shape_.max_tokens, rows_per_expert = shape_.max_ranks * T;
     throw Error(

@@ -84,11 +84,30 @@ __device__ __forceinline__ void copy_row16(uint4* __restrict__ dst, const uint4*
   }
 }
 
+// A token's selected experts must be distinct (DeepEP's contract; a repeat would also
+// break the slot numbering): the first repeat this thread finds in `sel` (the token's K
+// selections, -1 ignored, as check_distinct_experts does) is recorded for synchronize().
+__device__ void check_distinct_experts(const Params& p, const PeerState& ps, const int64_t* sel, int token) {
+  for (int k = 1; k < p.K; ++k) {
+    const int64_t g = sel[k];
+    if (g < 0) continue;
+    for (int k2 = 0; k2 < k; ++k2)
+      if (sel[k2] == g) {
+        raise_error(ps, kErrDuplicateExpert, p.rank, token, static_cast<int32_t>(g));
+        return;
+      }
+  }
+}
+
 // live flags (first warp), then one warp per global expert: numbers the kept selections
-// of that expert in (token, k) order (the host backend's order) and counts them.
+// of that expert in (token, k) order (the host backend's order) and counts them. Every
+// thread also checks a share of the tokens for repeated experts (K^2/2 comparisons a token,
+// from the cache; no host copy or sync: synchronize() reports it).
 __global__ void count_kernel(Params p, PeerState ps, const int64_t* idx, int num_tokens, int32_t* slot,
                              int32_t* counts) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < num_tokens; i += gridDim.x * blockDim.x)
+    check_distinct_experts(p, ps, idx + static_cast<size_t>(i) * p.K, i);
   // Every block computes the flags it uses itself (no grid-wide sync needed); block 0
   // also stores them for the later kernels of the call.
   __shared__ uint8_t live[1024];
@@ -198,9 +217,9 @@ __device__ __forceinline__ uint32_t cast_block_fp8_raw(uint2 raw, float* scale) 
   for (int off = 16; off > 0; off >>= 1) amax = ep_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
   const float mult = fp8_quant_multiplier(amax);
   *scale = fp8_scale_for_amax(amax);
-  uint32_t packed = 0;
-  for (int i = 0; i < 4; ++i) packed |= static_cast<uint32_t>(quantize_fp8(v[i], mult)) << (8 * i);
-  return packed;
+  // Two values per conversion instruction (floats_to_fp8x2_e4m3).
+  return static_cast<uint32_t>(quantize_fp8x2(v[0], v[1], mult)) |
+         (static_cast<uint32_t>(quantize_fp8x2(v[2], v[3], mult)) << 16);
 }
 __device__ __forceinline__ uint32_t cast_block_fp8(const uint16_t* xb, int lane, float* scale) {
   return cast_block_fp8_raw(*reinterpret_cast<const uint2*>(xb + lane * 4), scale);
@@ -208,16 +227,20 @@ __device__ __forceinline__ uint32_t cast_block_fp8(const uint16_t* xb, int lane,
 
 // One block per token: casts the row once and writes it to every kept selection's slot
 // in the destination rank's region (slot < 0: dropped or masked, see count_kernel).
+// Nothing is written once an error is set (a repeated expert, found by the count kernel).
 __global__ void dispatch_kernel(Params p, PeerState ps, void* const* regions, const uint16_t* x, const int64_t* idx,
                                 const int32_t* slot, const int32_t* counts, int parts) {
   __shared__ unsigned char* msgs[kMaxTopkDev];
+  __shared__ int stop;
+  if (threadIdx.x == 0) stop = error_set(ps);
+  __syncthreads();
   // `parts` blocks per token, each a share of its channels; part 0 writes the headers.
   const int i = blockIdx.x / parts, part = blockIdx.x % parts;
   if (threadIdx.x < p.K) {
     const int f = i * p.K + threadIdx.x;
     const int s = slot[f];
     unsigned char* m = nullptr;
-    if (s >= 0) {
+    if (s >= 0 && !stop) {
       m = message_ptr(p, regions, idx[f], s);
       // MessageHeader {src_token, src_topk, src_rank, magic} as one 16-byte store
       if (part == 0)
@@ -440,6 +463,25 @@ __global__ void cast_fp8_kernel(const uint16_t* x, int H, uint8_t* q, float* sca
   }
 }
 
+// Every float, each once as the low and once as the high value of a pair (u with ~u):
+// floats_to_fp8x2_e4m3 (the conversion the kernels use) against float_to_fp8_e4m3 (the
+// software reference the host backend's cast is proven equal to).
+__global__ void fp8_conversion_check_kernel(unsigned long long* mismatches, uint32_t* first) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  unsigned long long bad = 0;
+  for (unsigned long long u = blockIdx.x * blockDim.x + threadIdx.x; u < (1ull << 32); u += stride) {
+    const auto lo = static_cast<uint32_t>(u), hi = ~lo;
+    const uint16_t got = floats_to_fp8x2_e4m3(bits_float(lo), bits_float(hi));
+    const auto want = static_cast<uint16_t>(float_to_fp8_e4m3(bits_float(lo)) |
+                                            (static_cast<uint16_t>(float_to_fp8_e4m3(bits_float(hi))) << 8));
+    if (got != want) {
+      ++bad;
+      atomicMin(first, (got & 0xffu) != (want & 0xffu) ? lo : hi);
+    }
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
 // Blocks per (local expert, source) pair in unpack and combine_send: enough for about
 // kTargetBlocks blocks in all (one block per pair left most SMs idle: measured 79 us for
 // a 1-rank dispatch of 224 rows on an H100), never more warps than a pair has rows, and
@@ -508,6 +550,10 @@ cudaError_t unpack_blocks_per_sm(int* blocks) {
 }
 cudaError_t launch_cast_fp8(const uint16_t* x, int rows, int H, uint8_t* q, float* scales, cudaStream_t s) {
   if (rows > 0) cast_fp8_kernel<<<rows, kThreads, 0, s>>>(x, H, q, scales);
+  return cudaGetLastError();
+}
+cudaError_t launch_fp8_conversion_check(unsigned long long* mismatches, uint32_t* first, cudaStream_t s) {
+  fp8_conversion_check_kernel<<<4096, kThreads, 0, s>>>(mismatches, first);
   return cudaGetLastError();
 }
 

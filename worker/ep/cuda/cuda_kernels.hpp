@@ -44,6 +44,9 @@ enum DeviceErrorCode : int32_t {
   kErrToken = 3,   // header's source token outside [0, T)
   kErrTopk = 4,    // header's top-k slot outside [0, K)
   kErrHandle = 5,  // combine handle: a row's source token / top-k outside its bounds
+  // This rank's own topk_idx: a token selects one expert twice (src: this rank, row: the
+  // token, value: the expert); found by the count kernel, nothing is then sent.
+  kErrDuplicateExpert = 6,
 };
 
 /// First error the device saw (device memory; the host reads it after a sync).
@@ -107,5 +110,9 @@ cudaError_t launch_combine_reduce(const Params& p, const PeerState& peers, const
 /// Blocks of the unpack kernel one SM holds at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
 cudaError_t unpack_blocks_per_sm(int* blocks);
 cudaError_t launch_cast_fp8(const uint16_t* x, int rows, int H, uint8_t* q, float* scales, cudaStream_t s);
+/// Adds to *mismatches the floats whose code from floats_to_fp8x2_e4m3 differs from
+/// float_to_fp8_e4m3's (every float, as the low and as the high value); *first: the
+/// smallest such float's bits (atomicMin: set it to 0xFFFFFFFF first).
+cudaError_t launch_fp8_conversion_check(unsigned long long* mismatches, uint32_t* first, cudaStream_t s);
 
 }  // namespace hyrun::ep::cuda::detail

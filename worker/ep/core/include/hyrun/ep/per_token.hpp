@@ -144,6 +144,25 @@ HYRUN_HD_INLINE float bf16_block_amax(const uint16_t* x, int n) {
 HYRUN_HD_INLINE uint8_t quantize_fp8(uint16_t x, float multiplier) {
   return float_to_fp8_e4m3(ep_mul(bf16_to_float(x), multiplier));
 }
+/// Two floats -> two FP8 e4m3 codes, `lo`'s in the low byte: float_to_fp8_e4m3 of each.
+/// On a device of compute capability 8.9 or later one `cvt.rn.satfinite.e4m3x2.f32`
+/// does both (the software loop above is about twenty instructions a value, with
+/// branches that diverge within a warp); ep-cuda-selftest checks on the GPU that the
+/// instruction gives float_to_fp8_e4m3's bits for every one of the 2^32 floats.
+HYRUN_HD_INLINE uint16_t floats_to_fp8x2_e4m3(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t codes;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(codes) : "f"(hi), "f"(lo));
+  return codes;
+#else
+  return static_cast<uint16_t>(float_to_fp8_e4m3(lo) | (static_cast<uint16_t>(float_to_fp8_e4m3(hi)) << 8));
+#endif
+}
+/// Quantizes two bf16 values of one block with the block's multiplier (quantize_fp8 of
+/// each; `a`'s code in the low byte).
+HYRUN_HD_INLINE uint16_t quantize_fp8x2(uint16_t a, uint16_t b, float multiplier) {
+  return floats_to_fp8x2_e4m3(ep_mul(bf16_to_float(a), multiplier), ep_mul(bf16_to_float(b), multiplier));
+}
 /// Dequantizes one FP8 value with its block's scale.
 HYRUN_HD_INLINE float dequantize_fp8(uint8_t q, float scale) { return ep_mul(fp8_e4m3_to_float(q), scale); }
 

@@ -24,6 +24,10 @@
 //    World::peer_failed; the device wait for it then ends at once), is neither signalled,
 //    written nor read by later calls until unmask_peer / set_peer_region. So a slow peer
 //    cannot have its slots overwritten by the next dispatch, and nobody sums its stale rows.
+//  * A token whose selections repeat an expert is refused as the host backend refuses it
+//    (check_distinct_experts): the count kernel finds it, nothing is sent or signalled,
+//    and synchronize() throws the UsageError naming the token, the expert and both top-k
+//    slots. The check costs no host copy or sync on the calls that pass it.
 //  * Every message header is checked on the device (magic mixed with the call's epoch and
 //    format, source rank, token and top-k bounds), and so is every row of the combine
 //    handle before it forms an address in a peer's region. The first bad one is recorded;
@@ -62,6 +66,12 @@ bool device_available(std::string* why);
 /// FP8 cast alone (benchmarking): x [rows, hidden] bf16 -> q [rows, hidden] e4m3 codes
 /// and scales [rows, hidden/128], exactly as the dispatch does it.
 void cast_fp8(const uint16_t* x, int rows, int hidden, uint8_t* q, float* scales, Stream stream);
+
+/// The FP8 conversion of the kernels (one instruction for two values) against the shared
+/// software one (float_to_fp8_e4m3), on the device, for every one of the 2^32 floats.
+/// Returns how many differ; *first (when not null) gets the smallest differing float's
+/// bits. ep-cuda-selftest requires 0: the kernels are then bit-identical to the host cast.
+uint64_t fp8_conversion_mismatches(uint32_t* first);
 
 /// Allocates and zeroes region_bytes(shape) of device memory (a rank's receive region).
 void* alloc_region(const Shape& shape);
@@ -107,8 +117,9 @@ class CudaBackend {
   /// Count kernel (slots per selection, counts per expert, masked ranks dropped), then
   /// the dispatch kernel (FP8 cast or BF16 copy straight into the destination regions;
   /// its last block signals the destinations). x [num_tokens, H] bf16, topk_idx [num_tokens, K] int64 (device).
-  /// Distinct experts per token are assumed (not checked on the device; overflowing
-  /// slots are dropped).
+  /// A token's experts must be distinct: a repeat sends nothing, and synchronize() throws
+  /// UsageError (topk_idx must then still hold the call's selections, as combine_recv needs
+  /// them anyway, for the message to name both top-k slots).
   void dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f);
   /// Per (local expert, source): bounded wait, header checks, copy into `out` (device).
   void dispatch_recv(const DispatchOutput& out);
@@ -125,8 +136,9 @@ class CudaBackend {
   /// Waits for the stream, polling `peer_failed` for every live peer (a dead one is
   /// marked failed, which ends the device's wait for it at once). The wait is bounded:
   /// the device waits end after the timeout, and the host gives up after twice the
-  /// timeout plus 30 s with TimeoutError (a hung GPU). Then throws, in this order: Error
-  /// for a corrupt message or handle; PeerFailureError when every rank the device waited
+  /// timeout plus 30 s with TimeoutError (a hung GPU). Then throws, in this order:
+  /// UsageError for a token that selects one expert twice; Error for a corrupt message or
+  /// handle; PeerFailureError when every rank the device waited
   /// for in vain is known failed; PeerTimeoutError naming the silent ranks. Reported
   /// ranks stay masked.
   void synchronize(const PeerFailedPoll& peer_failed = {});
@@ -135,6 +147,9 @@ class CudaBackend {
   void check_rank(int r, const char* what) const;
   void release() noexcept;
   void upload_active(const Routing& routing);
+  /// The device found a repeated expert in the last dispatch's topk_idx: throws the
+  /// UsageError of the host backend's check (check_distinct_experts).
+  [[noreturn]] void throw_duplicate_expert(int token, int64_t expert) const;
   void update_recv_blocks();
   /// The device state of the peers, as every kernel of a call gets it.
   detail::PeerState peer_state() const;
@@ -146,6 +161,8 @@ class CudaBackend {
   uint64_t epoch_ = 0;
   Routing routing_;
   Format format_ = Format::kFP8;
+  const int64_t* topk_idx_ = nullptr;  // of the last dispatch (device), for its error message
+  int num_tokens_ = 0;
   Stream stream_ = nullptr;
   std::vector<void*> peer_regions_;
   std::vector<uint8_t> host_mask_;  // mirror of the device mask as of the last sync
