@@ -127,16 +127,9 @@ for n in $ranks; do
     if "$hyrun" -n "$n" --mps "$([ "$mps" -eq 1 ] && echo auto || echo off)" -- "$bench" "${args[@]}" "${extra[@]}" \
       >"$work/b.out" 2>&1; then
       cat "$work/b.out" >>"$work/all.out"
-      awk -v n="$n" -v mode="$mode" '
-        /gpu-bench: mode=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-                       g += v["ep_gbps_median"]; med += v["median_us"]; if (v["max_us"] > mx) mx = v["max_us"];
-                       dm += v["dispatch_median_us"]; cm += v["combine_median_us"]
-                       if (mn == "" || v["min_us"] < mn) mn = v["min_us"]; r++ }
-        /^d2d-copy:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "gbps_median") copy = kv[2] } }
-        /^fp8-cast:/ { cast = $0 }
-        END { printf "| %d | %s | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.3f |\n", n, mode, g / r, g,
-                     dm / r, cm / r, med / r, mn, mx, copy, g / copy
-              if (cast != "") print "CAST " n " " mode " " cast }' "$work/b.out" >>"$work/table"
+      awk -v n="$n" -v mode="$mode" -f "$root/bench/gpu-row.awk" "$work/b.out" |
+        awk '/^CAST/ { print; next } { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }' \
+        >>"$work/table" || { echo "FAIL ep-bench-gpu n=$n $mode: no result lines"; failed=1; }
     else
       echo "FAIL ep-bench-gpu n=$n $mode"; tail -20 "$work/b.out"; failed=1
     fi

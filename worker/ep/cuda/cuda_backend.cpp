@@ -145,34 +145,10 @@ CudaBackend::CudaBackend(const Shape& shape, int rank, const std::vector<void*>&
     check(cudaMemcpyAsync(d_mask_, h_stage_, sizeof(int32_t) * R, cudaMemcpyHostToDevice, st(stream_)),
           "cudaMemcpyAsync of the mask");
     check(cudaStreamSynchronize(st(stream_)), "cudaStreamSynchronize");
-    int device = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    int sms = 1;
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-    int blocks_per_sm = 1;
-    check(detail::unpack_blocks_per_sm(&blocks_per_sm), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    resident_blocks_ = sms * std::max(1, blocks_per_sm);
-    update_recv_blocks();
   } catch (...) {
     release();
     throw;
   }
-}
-
-void CudaBackend::update_recv_blocks() {
-  // Processes sharing this GPU: this one and every peer whose region lives on it.
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  int sharing = 0;
-  for (void* region : peer_regions_) {
-    if (region == nullptr) continue;
-    cudaPointerAttributes a{};
-    check(cudaPointerGetAttributes(&a, region), "cudaPointerGetAttributes of a peer region");
-    if (a.type == cudaMemoryTypeDevice && a.device == device) ++sharing;
-  }
-  // A quarter of the unpack blocks the GPU holds at once, shared evenly: the rest stays
-  // free for the kernels the waiting blocks wait for (half still starved 4 and 8 ranks).
-  recv_blocks_ = std::max(1, resident_blocks_ / (4 * std::max(1, sharing)));
 }
 
 CudaBackend::~CudaBackend() { release(); }
@@ -207,7 +183,6 @@ void CudaBackend::set_peer_region(int r, void* region) {
   check(cudaMemcpyAsync(d_regions_ + r, h_stage_, sizeof region, cudaMemcpyHostToDevice, st(stream_)),
         "cudaMemcpyAsync of a peer region");
   check(cudaStreamSynchronize(st(stream_)), "cudaStreamSynchronize");
-  update_recv_blocks();
   if (region == nullptr)
     mask_peer(r);
   else
@@ -248,9 +223,8 @@ std::vector<int> CudaBackend::masked() const {
 
 namespace {
 detail::Params params_of(const Shape& s, const RegionLayout& l, int rank, const Routing& r, uint64_t epoch, Format f,
-                         std::chrono::milliseconds timeout, int recv_blocks) {
+                         std::chrono::milliseconds timeout) {
   detail::Params p;
-  p.recv_blocks = recv_blocks;
   p.rank = rank;
   p.num_ranks = r.num_ranks;
   p.max_ranks = s.max_ranks;
@@ -309,7 +283,7 @@ void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
   format_ = f;
   topk_idx_ = topk_idx;
   num_tokens_ = num_tokens;
-  const auto p = params_of(s, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
+  const auto p = params_of(s, layout_, rank_, routing_, epoch_, format_, timeout_);
   const detail::PeerState ps = peer_state();
   check(detail::launch_count(p, ps, topk_idx, num_tokens, d_slot_, d_counts_, st(stream_)), "count kernel");
   check(detail::launch_dispatch(p, ps, d_regions_, x, topk_idx, d_slot_, d_counts_, num_tokens, st(stream_)),
@@ -317,7 +291,7 @@ void CudaBackend::dispatch_send(const uint16_t* x, const int64_t* topk_idx, int 
 }
 
 void CudaBackend::dispatch_recv(const DispatchOutput& out) {
-  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
+  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_);
   const detail::PeerState ps = peer_state();
   const detail::DevOut o{out.recv_x,        out.recv_scales,  out.recv_src_token,
                          out.recv_src_topk, out.layout_count, out.recv_count};
@@ -325,7 +299,7 @@ void CudaBackend::dispatch_recv(const DispatchOutput& out) {
 }
 
 void CudaBackend::combine_send(const uint16_t* expert_out, const DispatchOutput& handle) {
-  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
+  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_);
   const detail::PeerState ps = peer_state();
   check(detail::launch_combine_send(p, ps, d_regions_, handle.layout_count, handle.recv_src_token, handle.recv_src_topk,
                                     expert_out, st(stream_)),
@@ -334,7 +308,7 @@ void CudaBackend::combine_send(const uint16_t* expert_out, const DispatchOutput&
 
 void CudaBackend::combine_recv(const int64_t* topk_idx, const float* topk_weights, int num_tokens, uint16_t* out) {
   check_combine_call(shape_, num_tokens);
-  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_, recv_blocks_);
+  const auto p = params_of(shape_, layout_, rank_, routing_, epoch_, format_, timeout_);
   const detail::PeerState ps = peer_state();
   void* own = peer_regions_[static_cast<std::size_t>(rank_)];
   check(detail::launch_combine_wait(p, ps, own, st(stream_)), "combine wait kernel");

@@ -296,9 +296,10 @@ __global__ void signal_kernel(Params p, PeerState ps, void* const* regions, cons
   signal_peers(p, ps, regions, counts, off_sig);
 }
 
-// `chunks` blocks per (local expert, source rank < num_ranks): thread 0 of each waits for
-// the source's dispatch signal (acquire), then the block checks the headers of its share of
-// the rows (every chunks-th group of kWarps rows) and copies them. Chunk 0 writes the counts.
+// `chunks` blocks per (local expert, source rank < num_ranks), after wait_signals_kernel
+// (the sources' dispatch signals; a silent source is masked by then): the block checks
+// the headers of its share of the rows (every chunks-th group of kWarps rows) and copies
+// them. Chunk 0 writes the counts.
 __global__ void unpack_kernel(Params p, PeerState ps, void* own, DevOut out, int chunks) {
   const int pair = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
   const int e = pair / p.num_ranks, src = pair % p.num_ranks;
@@ -306,8 +307,7 @@ __global__ void unpack_kernel(Params p, PeerState ps, void* own, DevOut out, int
   __shared__ int n_shared;
   if (threadIdx.x == 0) {
     int n = 0;
-    if (is_live(ps, src) && wait_signal(ps, reinterpret_cast<unsigned long long*>(region + p.off_dsig + 8ull * src),
-                                        src, p.epoch, p.timeout_ns)) {
+    if (is_live(ps, src)) {
       n = reinterpret_cast<const int32_t*>(region + p.off_counts)[src * p.E + e];
       n = n < 0 ? 0 : (n > p.T ? p.T : n);
     }
@@ -329,7 +329,7 @@ __global__ void unpack_kernel(Params p, PeerState ps, void* own, DevOut out, int
       }
     }
   }
-  __syncthreads();  // orders thread 0's acquire before every thread's reads of the data
+  __syncthreads();
   const int n = n_shared;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int32_t magic = static_cast<int32_t>(message_magic(static_cast<uint32_t>(kMessageMagic), p.fp8, p.epoch));
@@ -396,12 +396,16 @@ __global__ void combine_send_kernel(Params p, PeerState ps, void* const* regions
   if (last_block_done(&ps.counters[1])) signal_peers(p, ps, regions, nullptr, p.off_csig);
 }
 
-// Waits (acquire) for every live source's combine signal; a silent one is masked.
-__global__ void combine_wait_kernel(Params p, PeerState ps, void* own) {
+// Waits (acquire) for every live source's signal at `off_sig` (dispatch or combine); a
+// silent one is masked. One block: the kernel after it on the stream reads what arrived
+// with every block busy copying. (Unpack blocks that each waited for their source held
+// SMs that the peers' dispatch kernels, the ones waited for, needed, so their number had
+// to be held down when processes share a GPU.)
+__global__ void wait_signals_kernel(Params p, PeerState ps, void* own, unsigned long long off_sig) {
   unsigned char* region = static_cast<unsigned char*>(own);
   for (int r = threadIdx.x; r < p.num_ranks; r += blockDim.x)
     if (is_live(ps, r))
-      wait_signal(ps, reinterpret_cast<unsigned long long*>(region + p.off_csig + 8ull * r), r, p.epoch, p.timeout_ns);
+      wait_signal(ps, reinterpret_cast<unsigned long long*>(region + off_sig + 8ull * r), r, p.epoch, p.timeout_ns);
 }
 
 // One block per token: out = sum over kept k of w_k * row_k. Each thread reduces 8
@@ -484,15 +488,13 @@ __global__ void fp8_conversion_check_kernel(unsigned long long* mismatches, uint
 
 // Blocks per (local expert, source) pair in unpack and combine_send: enough for about
 // kTargetBlocks blocks in all (one block per pair left most SMs idle: measured 79 us for
-// a 1-rank dispatch of 224 rows on an H100), never more warps than a pair has rows, and
-// for unpack (`budget`: its blocks spin) at most p.recv_blocks blocks when the pairs allow.
+// a 1-rank dispatch of 224 rows on an H100), never more warps than a pair has rows.
 constexpr int kTargetBlocks = 256;
-int row_chunks(const Params& p, int budget) {
+int row_chunks(const Params& p) {
   const int pairs = p.E * p.num_ranks;
   int chunks = (kTargetBlocks + pairs - 1) / pairs;
   const int most = (p.T + kWarps - 1) / kWarps;
   if (chunks > most) chunks = most;
-  if (budget > 0 && chunks * pairs > budget) chunks = budget / pairs;
   return chunks < 1 ? 1 : chunks;
 }
 
@@ -524,29 +526,29 @@ cudaError_t launch_dispatch(const Params& p, const PeerState& peers, void* const
   return cudaGetLastError();
 }
 cudaError_t launch_unpack(const Params& p, const PeerState& peers, void* own, const DevOut& out, cudaStream_t s) {
-  const int chunks = row_chunks(p, p.recv_blocks);
+  wait_signals_kernel<<<1, 128, 0, s>>>(p, peers, own, p.off_dsig);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const int chunks = row_chunks(p);
   unpack_kernel<<<p.E * p.num_ranks * chunks, kThreads, 0, s>>>(p, peers, own, out, chunks);
   return cudaGetLastError();
 }
 cudaError_t launch_combine_send(const Params& p, const PeerState& peers, void* const* regions,
                                 const int32_t* layout_count, const int32_t* src_token, const int32_t* src_topk,
                                 const uint16_t* expert_out, cudaStream_t s) {
-  const int chunks = row_chunks(p, 0);
+  const int chunks = row_chunks(p);
   combine_send_kernel<<<p.E * p.num_ranks * chunks, kThreads, 0, s>>>(p, peers, regions, layout_count, src_token,
                                                                       src_topk, expert_out, chunks);
   return cudaGetLastError();
 }
 cudaError_t launch_combine_wait(const Params& p, const PeerState& peers, void* own, cudaStream_t s) {
-  combine_wait_kernel<<<1, 128, 0, s>>>(p, peers, own);
+  wait_signals_kernel<<<1, 128, 0, s>>>(p, peers, own, p.off_csig);
   return cudaGetLastError();
 }
 cudaError_t launch_combine_reduce(const Params& p, const PeerState& peers, const void* own, const int64_t* idx,
                                   const float* weights, int num_tokens, uint16_t* out, cudaStream_t s) {
   if (num_tokens > 0) combine_reduce_kernel<<<num_tokens, kThreads, 0, s>>>(p, peers, own, idx, weights, out);
   return cudaGetLastError();
-}
-cudaError_t unpack_blocks_per_sm(int* blocks) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, unpack_kernel, kThreads, 0);
 }
 cudaError_t launch_cast_fp8(const uint16_t* x, int rows, int H, uint8_t* q, float* scales, cudaStream_t s) {
   if (rows > 0) cast_fp8_kernel<<<rows, kThreads, 0, s>>>(x, H, q, scales);

@@ -29,11 +29,6 @@ struct Params {
   unsigned long long epoch = 0;       // of the call: signal value and part of the message magic
   int fp8 = 1;                        // dispatch format of the call
   unsigned long long timeout_ns = 0;  // bound of every device wait for a peer's signal
-  // Most blocks the unpack kernel may have, which spin while they wait for a source: more
-  // than the GPU holds at once, summed over the processes sharing it, would keep a peer's
-  // dispatch kernel (the one they wait for) off the GPU (measured under MPS with 4 and 8
-  // ranks on one H100: dispatch 0.6 and 3.3 ms instead of 0.1 ms). See CudaBackend.
-  int recv_blocks = 256;
 };
 
 /// Codes of DeviceError::code (0: none).
@@ -94,8 +89,9 @@ cudaError_t launch_count(const Params& p, const PeerState& peers, const int64_t*
 cudaError_t launch_dispatch(const Params& p, const PeerState& peers, void* const* regions, const uint16_t* x,
                             const int64_t* idx, const int32_t* slot, const int32_t* counts, int num_tokens,
                             cudaStream_t s);
-/// Per (local expert, live source): bounded acquire wait for the source's dispatch
-/// signal, header checks, copy into `out`; writes every layout_count and recv_count.
+/// A one-block wait kernel (bounded acquire waits for every live source's dispatch signal),
+/// then per (local expert, live source): header checks, copy into `out`; writes every
+/// layout_count and recv_count.
 cudaError_t launch_unpack(const Params& p, const PeerState& peers, void* own, const DevOut& out, cudaStream_t s);
 /// Per (local expert, live source): expert output rows back into the source's region;
 /// the last block to finish then signals every live source (fence, release).
@@ -107,8 +103,6 @@ cudaError_t launch_combine_wait(const Params& p, const PeerState& peers, void* o
 /// out[i] = sum over kept k of w_k * row_k (rows of masked sources count as absent).
 cudaError_t launch_combine_reduce(const Params& p, const PeerState& peers, const void* own, const int64_t* idx,
                                   const float* weights, int num_tokens, uint16_t* out, cudaStream_t s);
-/// Blocks of the unpack kernel one SM holds at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
-cudaError_t unpack_blocks_per_sm(int* blocks);
 cudaError_t launch_cast_fp8(const uint16_t* x, int rows, int H, uint8_t* q, float* scales, cudaStream_t s);
 /// Adds to *mismatches the floats whose code from floats_to_fp8x2_e4m3 differs from
 /// float_to_fp8_e4m3's (every float, as the low and as the high value); *first: the

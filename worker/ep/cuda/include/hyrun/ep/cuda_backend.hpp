@@ -121,7 +121,8 @@ class CudaBackend {
   /// UsageError (topk_idx must then still hold the call's selections, as combine_recv needs
   /// them anyway, for the message to name both top-k slots).
   void dispatch_send(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f);
-  /// Per (local expert, source): bounded wait, header checks, copy into `out` (device).
+  /// Bounded wait for every live source (one block), then per (local expert, source):
+  /// header checks, copy into `out` (device).
   void dispatch_recv(const DispatchOutput& out);
   /// Puts every received row's expert output back to its source region, then signals
   /// (one kernel: its last block signals).
@@ -150,7 +151,6 @@ class CudaBackend {
   /// The device found a repeated expert in the last dispatch's topk_idx: throws the
   /// UsageError of the host backend's check (check_distinct_experts).
   [[noreturn]] void throw_duplicate_expert(int token, int64_t expert) const;
-  void update_recv_blocks();
   /// The device state of the peers, as every kernel of a call gets it.
   detail::PeerState peer_state() const;
   Shape shape_;
@@ -168,8 +168,6 @@ class CudaBackend {
   std::vector<uint8_t> host_mask_;  // mirror of the device mask as of the last sync
   std::vector<uint8_t> uploaded_active_;
   bool active_valid_ = false;
-  int resident_blocks_ = 1;  // unpack blocks the GPU holds at once
-  int recv_blocks_ = 256;    // unpack's block budget: a quarter of those / processes sharing the GPU
   // device scratch and state
   void** d_regions_ = nullptr;     // [num_peers]
   uint8_t* d_active_ = nullptr;    // [max_ranks] routing flags of the call
