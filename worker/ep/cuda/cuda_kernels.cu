@@ -6,6 +6,8 @@
 // system scope and reads the data only after its acquire saw the epoch (in the same
 // block, after a block barrier, or in a later kernel of the stream).
 #include <cuda_runtime.h>
+
+#include <climits>
 #include <cuda/atomic>
 
 #include "cuda_kernels.hpp"
@@ -85,29 +87,40 @@ __device__ __forceinline__ void copy_row16(uint4* __restrict__ dst, const uint4*
 }
 
 // A token's selected experts must be distinct (DeepEP's contract; a repeat would also
-// break the slot numbering): the first repeat this thread finds in `sel` (the token's K
-// selections, -1 ignored, as check_distinct_experts does) is recorded for synchronize().
-__device__ void check_distinct_experts(const Params& p, const PeerState& ps, const int64_t* sel, int token) {
-  for (int k = 1; k < p.K; ++k) {
-    const int64_t g = sel[k];
-    if (g < 0) continue;
-    for (int k2 = 0; k2 < k; ++k2)
-      if (sel[k2] == g) {
-        raise_error(ps, kErrDuplicateExpert, p.rank, token, static_cast<int32_t>(g));
-        return;
-      }
+// break the slot numbering). One warp a token, lane k holding selection k (K <= 32): a lane
+// whose expert a lower lane also holds is a repeat (negative selections are ignored, as
+// check_distinct_experts ignores them: each becomes a value no other lane has). The first
+// repeat seen is recorded for synchronize(). Every warp of the grid runs this loop whole
+// (__match_any_sync needs all 32 lanes); kCheckBatch tokens' loads are issued together.
+constexpr int kCheckBatch = 4;
+__device__ void check_distinct_experts(const Params& p, const PeerState& ps, const int64_t* idx, int num_tokens) {
+  const int lane = threadIdx.x % 32, warps = gridDim.x * kWarps;
+  const int w = blockIdx.x * kWarps + threadIdx.x / 32;
+  for (int i0 = w; i0 < num_tokens; i0 += warps * kCheckBatch) {
+    long long g[kCheckBatch];
+#pragma unroll
+    for (int u = 0; u < kCheckBatch; ++u) {
+      const int i = i0 + u * warps;
+      g[u] = i < num_tokens && lane < p.K ? idx[static_cast<size_t>(i) * p.K + lane] : -1;
+      if (g[u] < 0) g[u] = LLONG_MIN + lane;
+    }
+#pragma unroll
+    for (int u = 0; u < kCheckBatch; ++u) {
+      const unsigned lower = __match_any_sync(0xffffffffu, g[u]) & ((1u << lane) - 1u);
+      if (lower != 0 && g[u] >= 0)
+        raise_error(ps, kErrDuplicateExpert, p.rank, i0 + u * warps, static_cast<int32_t>(g[u]));
+    }
   }
 }
 
 // live flags (first warp), then one warp per global expert: numbers the kept selections
 // of that expert in (token, k) order (the host backend's order) and counts them. Every
-// thread also checks a share of the tokens for repeated experts (K^2/2 comparisons a token,
-// from the cache; no host copy or sync: synchronize() reports it).
+// warp also checks a share of the tokens for repeated experts (no host copy or sync:
+// synchronize() reports a repeat).
 __global__ void count_kernel(Params p, PeerState ps, const int64_t* idx, int num_tokens, int32_t* slot,
                              int32_t* counts) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < num_tokens; i += gridDim.x * blockDim.x)
-    check_distinct_experts(p, ps, idx + static_cast<size_t>(i) * p.K, i);
+  check_distinct_experts(p, ps, idx, num_tokens);
   // Every block computes the flags it uses itself (no grid-wide sync needed); block 0
   // also stores them for the later kernels of the call.
   __shared__ uint8_t live[1024];
@@ -307,7 +320,7 @@ __global__ void unpack_kernel(Params p, PeerState ps, void* own, DevOut out, int
   __shared__ int n_shared;
   if (threadIdx.x == 0) {
     int n = 0;
-    if (is_live(ps, src)) {
+    if (is_live(ps, src) && !error_set(ps)) {  // (an error: the wait did not run)
       n = reinterpret_cast<const int32_t*>(region + p.off_counts)[src * p.E + e];
       n = n < 0 ? 0 : (n > p.T ? p.T : n);
     }
@@ -402,6 +415,10 @@ __global__ void combine_send_kernel(Params p, PeerState ps, void* const* regions
 // SMs that the peers' dispatch kernels, the ones waited for, needed, so their number had
 // to be held down when processes share a GPU.)
 __global__ void wait_signals_kernel(Params p, PeerState ps, void* own, unsigned long long off_sig) {
+  // An error of this call (a repeated expert, a corrupt message) was set by an earlier
+  // kernel: this rank sent or signalled nothing since, not even to itself, so nothing is
+  // waited for and nobody is masked; synchronize() reports the error.
+  if (error_set(ps)) return;
   unsigned char* region = static_cast<unsigned char*>(own);
   for (int r = threadIdx.x; r < p.num_ranks; r += blockDim.x)
     if (is_live(ps, r))

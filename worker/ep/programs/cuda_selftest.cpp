@@ -397,10 +397,12 @@ void failure_paths() {
     const Dev<int64_t> dup{std::vector<int64_t>{0, 1, 1, 0, 1, 1, 0, 1}};
     b0.dispatch_send(p.x.p, dup.p, 4, Routing::all(2), Format::kFP8);
     b0.dispatch_recv(p.out(0));
-    const std::string m = expect_throw<hyrun::UsageError>([&] { b0.synchronize(); }, "a repeated expert is a usage error");
+    const std::string m =
+        expect_throw<hyrun::UsageError>([&] { b0.synchronize(); }, "a repeated expert is a usage error");
     expect_eq(m.find("token 2 selects expert 1 twice (top-k 0 and 1)") != std::string::npos, true,
               "the error names the token, the expert and both top-k slots: " + m);
     expect_eq(p.region_not(1, 0xCD), std::size_t{0}, "nothing sent to a peer from a call with a repeated expert");
+    expect_eq(b0.masked(), std::vector<int>{}, "the refusal masks nobody (no wait ran into its timeout)");
     // The same backend goes on with valid selections.
     b1.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
     b0.dispatch_send(p.x.p, p.idx.p, 4, Routing::all(2), Format::kFP8);
