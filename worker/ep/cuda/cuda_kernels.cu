@@ -6,8 +6,6 @@
 // system scope and reads the data only after its acquire saw the epoch (in the same
 // block, after a block barrier, or in a later kernel of the stream).
 #include <cuda_runtime.h>
-
-#include <climits>
 #include <cuda/atomic>
 
 #include "cuda_kernels.hpp"
@@ -87,40 +85,30 @@ __device__ __forceinline__ void copy_row16(uint4* __restrict__ dst, const uint4*
 }
 
 // A token's selected experts must be distinct (DeepEP's contract; a repeat would also
-// break the slot numbering). One warp a token, lane k holding selection k (K <= 32): a lane
-// whose expert a lower lane also holds is a repeat (negative selections are ignored, as
-// check_distinct_experts ignores them: each becomes a value no other lane has). The first
-// repeat seen is recorded for synchronize(). Every warp of the grid runs this loop whole
-// (__match_any_sync needs all 32 lanes); kCheckBatch tokens' loads are issued together.
-constexpr int kCheckBatch = 4;
-__device__ void check_distinct_experts(const Params& p, const PeerState& ps, const int64_t* idx, int num_tokens) {
-  const int lane = threadIdx.x % 32, warps = gridDim.x * kWarps;
-  const int w = blockIdx.x * kWarps + threadIdx.x / 32;
-  for (int i0 = w; i0 < num_tokens; i0 += warps * kCheckBatch) {
-    long long g[kCheckBatch];
-#pragma unroll
-    for (int u = 0; u < kCheckBatch; ++u) {
-      const int i = i0 + u * warps;
-      g[u] = i < num_tokens && lane < p.K ? idx[static_cast<size_t>(i) * p.K + lane] : -1;
-      if (g[u] < 0) g[u] = LLONG_MIN + lane;
-    }
-#pragma unroll
-    for (int u = 0; u < kCheckBatch; ++u) {
-      const unsigned lower = __match_any_sync(0xffffffffu, g[u]) & ((1u << lane) - 1u);
-      if (lower != 0 && g[u] >= 0)
-        raise_error(ps, kErrDuplicateExpert, p.rank, i0 + u * warps, static_cast<int32_t>(g[u]));
-    }
+// break the slot numbering): the first repeat this thread finds in `sel` (the token's K
+// selections, -1 ignored, as check_distinct_experts does) is recorded for synchronize().
+// (One warp a token with __match_any_sync cost a 1-rank call 8-19 us on an H200: slower.)
+__device__ void check_distinct_experts(const Params& p, const PeerState& ps, const int64_t* sel, int token) {
+  for (int k = 1; k < p.K; ++k) {
+    const int64_t g = sel[k];
+    if (g < 0) continue;
+    for (int k2 = 0; k2 < k; ++k2)
+      if (sel[k2] == g) {
+        raise_error(ps, kErrDuplicateExpert, p.rank, token, static_cast<int32_t>(g));
+        return;
+      }
   }
 }
 
 // live flags (first warp), then one warp per global expert: numbers the kept selections
 // of that expert in (token, k) order (the host backend's order) and counts them. Every
-// warp also checks a share of the tokens for repeated experts (no host copy or sync:
+// thread also checks a share of the tokens for repeated experts (no host copy or sync:
 // synchronize() reports a repeat).
 __global__ void count_kernel(Params p, PeerState ps, const int64_t* idx, int num_tokens, int32_t* slot,
                              int32_t* counts) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  check_distinct_experts(p, ps, idx, num_tokens);
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < num_tokens; i += gridDim.x * blockDim.x)
+    check_distinct_experts(p, ps, idx + static_cast<size_t>(i) * p.K, i);
   // Every block computes the flags it uses itself (no grid-wide sync needed); block 0
   // also stores them for the later kernels of the call.
   __shared__ uint8_t live[1024];
@@ -543,9 +531,13 @@ cudaError_t launch_dispatch(const Params& p, const PeerState& peers, void* const
   return cudaGetLastError();
 }
 cudaError_t launch_unpack(const Params& p, const PeerState& peers, void* own, const DevOut& out, cudaStream_t s) {
-  wait_signals_kernel<<<1, 128, 0, s>>>(p, peers, own, p.off_dsig);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
+  // A call of one rank waits for nothing: its own rows were written earlier on the stream
+  // (a kernel less: the launch gap was 2-3 us of a 45 us call on an H200).
+  if (p.num_ranks > 1) {
+    wait_signals_kernel<<<1, 128, 0, s>>>(p, peers, own, p.off_dsig);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
   const int chunks = row_chunks(p);
   unpack_kernel<<<p.E * p.num_ranks * chunks, kThreads, 0, s>>>(p, peers, own, out, chunks);
   return cudaGetLastError();
@@ -559,7 +551,7 @@ cudaError_t launch_combine_send(const Params& p, const PeerState& peers, void* c
   return cudaGetLastError();
 }
 cudaError_t launch_combine_wait(const Params& p, const PeerState& peers, void* own, cudaStream_t s) {
-  wait_signals_kernel<<<1, 128, 0, s>>>(p, peers, own, p.off_csig);
+  if (p.num_ranks > 1) wait_signals_kernel<<<1, 128, 0, s>>>(p, peers, own, p.off_csig);  // (see launch_unpack)
   return cudaGetLastError();
 }
 cudaError_t launch_combine_reduce(const Params& p, const PeerState& peers, const void* own, const int64_t* idx,
