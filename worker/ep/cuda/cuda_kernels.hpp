@@ -8,9 +8,10 @@
 // read until the host unmasks it), `failed` words in mapped pinned host memory (written
 // by the host when the worker library reports a dead peer; device waits for it end at
 // once), and in device memory `missing` (set by the device when a wait for a rank ended
-// without its signal; cleared by the host once reported) and `error` (the first corrupt
-// message or handle seen; once set, nothing more is signalled or written into a peer's
-// region). The host reads missing and error after synchronizing the stream.
+// without its signal; cleared by the host once reported) and `error` (the first repeated
+// expert, corrupt message or handle seen; once set, nothing more is signalled or written
+// into a peer's region, and nothing more is waited for). The host reads missing and error
+// after synchronizing the stream.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -48,9 +49,9 @@ enum DeviceErrorCode : int32_t {
 struct DeviceError {
   int32_t claim;  // 0 free, 1 taken by the first error (its details follow)
   int32_t code;
-  int32_t src;    // source rank of the message (or of the handle row)
-  int32_t row;    // row index [E, R*T] of the slot
-  int32_t value;  // the offending value (magic, rank, token or top-k)
+  int32_t src;    // source rank of the message (or of the handle row; this rank: a repeated expert)
+  int32_t row;    // row index [E, R*T] of the slot (a repeated expert: the token)
+  int32_t value;  // the offending value (magic, rank, token, top-k or the repeated expert)
 };
 
 struct PeerState {
