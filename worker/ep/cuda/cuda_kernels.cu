@@ -298,7 +298,7 @@ __global__ void signal_kernel(Params p, PeerState ps, void* const* regions, cons
 }
 
 // `chunks` blocks per (local expert, source rank < num_ranks), after wait_signals_kernel
-// (the sources' dispatch signals; a silent source is masked by then): the block checks
+// (the sources' dispatch signals, none in a call of one rank; a silent source is masked by then): the block checks
 // the headers of its share of the rows (every chunks-th group of kWarps rows) and copies
 // them. Chunk 0 writes the counts.
 __global__ void unpack_kernel(Params p, PeerState ps, void* own, DevOut out, int chunks) {
