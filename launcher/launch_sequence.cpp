@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/job_layout.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "hyrun/launcher/launch_timings.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
@@ -98,6 +99,9 @@ class Launch {
         exchange_(exchange),
         task_(exchange.task()),
         tasks_(exchange.tasks()),
+        // Every task with this one's -n, each on a node of its own (check_node_records
+        // holds every node to the same -n after the exchange).
+        layout_(JobLayout::uniform(tasks_, options.ranks)),
         peers_(exchange.has_peers()),
         timings_(options.timings, exchange.host(), exchange.task(), exchange.tasks()) {}
 
@@ -115,6 +119,8 @@ class Launch {
   [[noreturn]] void end_early(RankSupervisor& supervisor, const std::exception_ptr& error, bool known_everywhere);
 
  private:
+  // This node's ranks (its -n).
+  int local_ranks() const { return layout_.task(task_).ranks; }
   std::optional<Error> offer_root(RankSupervisor& supervisor, const std::optional<Error>& node_failure);
   void start_early(RankSupervisor& supervisor, int first);
   void complete_early();
@@ -136,6 +142,7 @@ class Launch {
   RootExchange& exchange_;
   const int task_;
   const int tasks_;
+  const JobLayout layout_;
   const bool peers_;
   RankEnvironment contract_;
   LaunchTimings timings_;
@@ -155,16 +162,17 @@ class Launch {
 };
 
 NodePlan Launch::plan_node() {
-  contract_.world_size = tasks_ * options_.ranks;
-  contract_.local_world_size = options_.ranks;
-  contract_.node_rank = task_;
-  contract_.num_nodes = tasks_;
+  const JobLayout::Task& mine = layout_.task(task_);
+  contract_.world_size = layout_.world_size();
+  contract_.local_world_size = mine.ranks;
+  contract_.node_rank = mine.node;
+  contract_.num_nodes = layout_.nodes();
   contract_.bootstrap_timeout_ms = static_cast<int>(options_.bootstrap_timeout.count());
   contract_.output_terminal = ::isatty(STDOUT_FILENO) == 1;
   NodePlan plan;
   try {
     // Tasks of this job on the same node split what Slurm did not give each of them alone.
-    node_.emplace(options_, contract_, task_ * options_.ranks, exchange_.task_share());
+    node_.emplace(options_, contract_, mine.first_rank, exchange_.task_share());
     // The plan of many ranks takes a while and the loop is not running yet: a signal that
     // came meanwhile ends hyrun here, before anything is started or printed.
     if (const auto sig = signals_.pending_stop())
@@ -193,7 +201,7 @@ void Launch::serve_pmix() {
   const auto job = exchange_.served_job();
   if (!job) return;
   try {
-    pmix_ = PmixService::start(*job, task_, options_.ranks, node_->plan());
+    pmix_ = PmixService::start(*job, layout_, task_, node_->plan());
     node_->set_pmix(pmix_.get());
     timings_.mark("pmix server");
   } catch (const Error& e) {
@@ -323,11 +331,11 @@ bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
   // ranks are told of the node's ranks' deaths. Not without the root: rank 0 lives there,
   // and the other nodes' link with it.
   if (lost.task > 0 && lost.task < tasks_ && lost.task != task_ && supervisor.every_rank_handles_deaths()) {
-    const int first = lost.task * options_.ranks;
+    const JobLayout::Task& gone = layout_.task(lost.task);
     job_event_line(
         fmt::format("{}; its ranks {}-{} are reported dead to this node's ranks, which handle deaths: the job goes on",
-                    what, first, first + options_.ranks - 1));
-    supervisor.report_remote_deaths(first, options_.ranks);
+                    what, gone.first_rank, gone.first_rank + gone.ranks - 1));
+    supervisor.report_remote_deaths(gone.first_rank, gone.ranks);
     return true;
   }
   loss_ = what;
@@ -343,7 +351,7 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
   if (!pmix_ || tasks_ < 2) return;
   PmixRelay::Send send;
   if (link_) send = [this](int task, const std::string& body) { link_->send_to(task, body); };
-  relay_.emplace(task_, hosts, options_.ranks, std::move(send),
+  relay_.emplace(task_, layout_, hosts, std::move(send),
                  [this](std::uint32_t rank, std::uint64_t id) { pmix_->serve_local_data(rank, id); });
   if (link_) link_->on_message([this](int task, const std::string& body) { return relay_->handle(task, body); });
   pmix_->relay_to(*relay_);
@@ -363,7 +371,7 @@ void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::str
 // complete_early gives them the rest (docs/architecture.md). Without a place for it (a full
 // $TMPDIR) they start as before, after the exchange.
 void Launch::start_early(RankSupervisor& supervisor, int first) {
-  if (first >= options_.ranks) return;  // rank 0 alone: nothing to start early
+  if (first >= local_ranks()) return;  // rank 0 alone: nothing to start early
   try {
     pending_.emplace(PendingDirectory::create());
   } catch (const SystemError& e) {
@@ -373,7 +381,7 @@ void Launch::start_early(RankSupervisor& supervisor, int first) {
   early_ = Early::kStarted;
   early_from_ = first;
   node_->defer_root(pending_->path());
-  for (int local = first; local < options_.ranks && !supervisor.stopping(); ++local)
+  for (int local = first; local < local_ranks() && !supervisor.stopping(); ++local)
     supervisor.start(node_->rank(local, false));
   timings_.mark("ranks started");
 }
@@ -382,7 +390,7 @@ void Launch::complete_early() {
   if (early_ != Early::kStarted) return;
   node_->defer_root("");
   early_ = Early::kCompleted;
-  for (int local = early_from_; local < options_.ranks; ++local)
+  for (int local = early_from_; local < local_ranks(); ++local)
     pending_->put(node_->rank(local, false).global_rank, node_->pending_environment(local));
   timings_.mark("ranks given the root");
 }
@@ -392,7 +400,7 @@ void Launch::start_ranks(RankSupervisor& supervisor) {
   if (early_ == Early::kStarted) return complete_early();
   if (early_ == Early::kCompleted) return;
   const int first = (task_ == 0 && options_.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
-  for (int local = first; local < options_.ranks && !supervisor.stopping(); ++local) {
+  for (int local = first; local < local_ranks() && !supervisor.stopping(); ++local) {
     supervisor.start(node_->rank(local, false));
     if (link_) link_->service();  // starting many ranks takes a while: the other nodes still hear us
   }

@@ -54,12 +54,15 @@ std::string hex_of(const std::string& bytes) {
 
 }  // namespace
 
-PmixRelay::PmixRelay(int task, std::vector<std::string> hosts, int ranks_per_task, Send send, ServeLocal serve_local)
+PmixRelay::PmixRelay(int task, JobLayout layout, std::vector<std::string> hosts, Send send, ServeLocal serve_local)
     : task_(task),
+      layout_(std::move(layout)),
       hosts_(std::move(hosts)),
-      ranks_per_task_(ranks_per_task),
       send_(std::move(send)),
-      serve_local_(std::move(serve_local)) {}
+      serve_local_(std::move(serve_local)) {
+  if (static_cast<int>(hosts_.size()) != layout_.tasks())
+    throw Error(fmt::format("the PMIx relay got {} hosts for a job of {} tasks", hosts_.size(), layout_.tasks()));
+}
 
 bool PmixRelay::usable(const std::shared_ptr<pmix::PendingRequest>& request) {
   if (send_) return true;
@@ -87,8 +90,7 @@ void PmixRelay::fence(std::shared_ptr<pmix::PendingRequest> fence) {
 
 void PmixRelay::direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRequest> request) {
   if (!usable(request)) return;
-  if (rank >= hosts_.size() * static_cast<std::size_t>(ranks_per_task_) || asked_.size() >= kMaxOpen)
-    return request->fail();
+  if (!in_job(rank) || asked_.size() >= kMaxOpen) return request->fail();
   const std::uint64_t id = next_id_++;
   spdlog::debug("PMIx direct modex {}: rank {}'s data, from {}", id, rank, hosts_[holder_of(rank)]);
   asked_[id] = std::move(request);
@@ -150,7 +152,7 @@ bool PmixRelay::answer(std::uint64_t id, std::optional<std::string> data) {
 bool PmixRelay::handle(int from_task, const std::string& body) {
   if (const auto get = parse(body, "dmodex-get")) {
     const auto rank = number_of(get->second);
-    if (!rank || *rank >= hosts_.size() * static_cast<std::size_t>(ranks_per_task_)) return false;
+    if (!rank || *rank > 0xffffffffull || !in_job(static_cast<std::uint32_t>(*rank))) return false;
     const int holder = holder_of(static_cast<std::uint32_t>(*rank));
     if (task_ == 0) {  // from a node that wants another node's rank
       if (holder == from_task || routed_.size() >= kMaxOpen) return false;
@@ -223,10 +225,7 @@ std::optional<std::string> PmixRelay::waiting() const {
       ++more;
       continue;
     }
-    const int first = task * ranks_per_task_;
-    missing.push_back(ranks_per_task_ == 1
-                          ? fmt::format("rank {} on {}", first, hosts_[task])
-                          : fmt::format("ranks {}-{} on {}", first, first + ranks_per_task_ - 1, hosts_[task]));
+    missing.push_back(layout_.describe_task(task, hosts_[task]));
   }
   if (missing.empty()) return std::nullopt;
   return fmt::format("PMIx fence {} (MPI_Init, MPI_Finalize) waits for {}{}", number, fmt::join(missing, ", "),

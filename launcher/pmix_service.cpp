@@ -27,20 +27,24 @@ PmixService::PmixService(PrivateDirectory rendezvous, PrivateDirectory shared_me
       shared_memory_(std::move(shared_memory)),
       server_(rendezvous_.path(), topology_ ? topology_->get() : nullptr) {}
 
-std::unique_ptr<PmixService> PmixService::start(const ServedJob& job, int task, int ranks,
+std::unique_ptr<PmixService> PmixService::start(const ServedJob& job, const JobLayout& layout, int task,
                                                 const binding::BindingPlan& plan) {
+  if (static_cast<int>(job.hosts.size()) != layout.tasks())
+    throw Error(fmt::format("the PMIx job has {} hosts for {} tasks", job.hosts.size(), layout.tasks()));
   auto rendezvous = PrivateDirectory::create(PrivateDirectory::temporary_root(), "hyrun-pmix");
   auto shared_memory = PrivateDirectory::create(shared_memory_root(), "hyrun-shm");
   std::unique_ptr<PmixService> service(
       new PmixService(std::move(rendezvous), std::move(shared_memory), plan.topology()));
   pmix::JobMap map;
   map.nspace = job.nspace;
-  map.hosts = job.hosts;
-  for (std::size_t t = 0; t < job.hosts.size(); ++t) {
+  map.hosts.resize(static_cast<std::size_t>(layout.nodes()));
+  for (int t = layout.tasks() - 1; t >= 0; --t)  // a node's host: its first task's
+    map.hosts[static_cast<std::size_t>(layout.task(t).node)] = job.hosts[static_cast<std::size_t>(t)];
+  for (int n = 0; n < layout.nodes(); ++n) {
     auto& node = map.ranks.emplace_back();
-    for (int r = 0; r < ranks; ++r) node.push_back(static_cast<std::uint32_t>(static_cast<int>(t) * ranks + r));
+    for (const int r : layout.ranks_on_node(n)) node.push_back(static_cast<std::uint32_t>(r));
   }
-  map.node = static_cast<std::size_t>(task);
+  map.node = static_cast<std::size_t>(layout.task(task).node);
   for (const auto& placement : plan.ranks()) map.local_cpus.push_back(placement.cpus);
   map.tmpdir = service->rendezvous_.path();
   service->server_.register_job(map);

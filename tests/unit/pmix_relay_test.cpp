@@ -28,15 +28,17 @@ std::string random_bytes(std::mt19937& random, std::size_t size) {
   return bytes;
 }
 
-// `nodes` relays of `per` ranks each. Each node's server holds, for each of its ranks, the
-// data in `committed` (what serve_local_data answers). Lines queue until deliver().
+// One relay a task of `layout` (task t on host n<t+1>). Each node's server holds, for each
+// of its ranks, the data in `committed` (what serve_local_data answers). Lines queue until
+// deliver().
 class Job {
  public:
-  Job(int nodes, int per) {
-    for (int t = 0; t < nodes; ++t) hosts_.push_back("n" + std::to_string(t + 1));
-    for (int t = 0; t < nodes; ++t)
+  Job(int nodes, int per) : Job(JobLayout::uniform(nodes, per)) {}
+  explicit Job(const JobLayout& layout) {
+    for (int t = 0; t < layout.tasks(); ++t) hosts_.push_back("n" + std::to_string(t + 1));
+    for (int t = 0; t < layout.tasks(); ++t)
       relays_.push_back(std::make_unique<PmixRelay>(
-          t, hosts_, per, [this, t](int to, const std::string& body) { lines_.emplace_back(t, to, body); },
+          t, layout, hosts_, [this, t](int to, const std::string& body) { lines_.emplace_back(t, to, body); },
           [this, t](std::uint32_t rank, std::uint64_t id) { serves_.emplace_back(t, rank, id); }));
   }
   PmixRelay& node(int t) { return *relays_.at(static_cast<std::size_t>(t)); }
@@ -48,6 +50,7 @@ class Job {
       while (!serves_.empty()) {
         const auto [t, rank, id] = serves_.front();
         serves_.pop_front();
+        served.emplace_back(t, rank);
         const auto it = committed.find(rank);
         node(t).local_data(id, it != committed.end(), it != committed.end() ? it->second : "");
       }
@@ -61,6 +64,7 @@ class Job {
   }
 
   std::map<std::uint32_t, std::string> committed;
+  std::vector<std::pair<int, std::uint32_t>> served;  // (task whose server was asked, rank)
   int lines_sent = 0;
 
  private:
@@ -143,6 +147,39 @@ TEST(PmixRelay, DirectModexIsServedByTheNodeThatHoldsTheRankThroughTheRoot) {
   }
 }
 
+// Tasks of 2, 3 and 1 ranks (ranks 0-1, 2-4, 5): every rank's data comes from its own
+// task's server, and the root names each task's own ranks.
+TEST(PmixRelay, TasksOfDifferentSizesServeTheirOwnRanksAndAreNamedByThem) {
+  const JobLayout layout = JobLayout::of_tasks({2, 3, 1}, {0, 1, 2});
+  std::mt19937 random(12);
+  Job job(layout);
+  for (std::uint32_t rank = 0; rank < 6; ++rank) job.committed[rank] = random_bytes(random, 32 + rank);
+  // Every task asks for every rank of the other tasks (its server serves its own).
+  std::vector<std::pair<std::uint32_t, Outcome>> outcomes;
+  for (int t = 0; t < 3; ++t)
+    for (std::uint32_t rank = 0; rank < 6; ++rank) {
+      if (layout.task_of(static_cast<int>(rank)) == t) continue;
+      auto [pending, outcome] = request();
+      outcomes.emplace_back(rank, outcome);
+      job.node(t).direct_modex(rank, pending);
+    }
+  ASSERT_TRUE(job.deliver());
+  for (const auto& [rank, outcome] : outcomes) {
+    ASSERT_TRUE(*outcome) << "rank " << rank;
+    EXPECT_EQ((*outcome)->second, job.committed[rank]) << "rank " << rank;
+  }
+  ASSERT_EQ(job.served.size(), outcomes.size());
+  for (const auto& [t, rank] : job.served) EXPECT_EQ(t, layout.task_of(static_cast<int>(rank))) << "rank " << rank;
+  auto [root_fence, root_done] = request("a");
+  job.node(0).fence(root_fence);
+  ASSERT_TRUE(job.deliver());
+  EXPECT_EQ(job.node(0).waiting(), "PMIx fence 0 (MPI_Init, MPI_Finalize) waits for ranks 2-4 on n2, rank 5 on n3");
+  auto [beyond, beyond_done] = request();
+  job.node(1).direct_modex(6, beyond);  // past the job's 6 ranks
+  ASSERT_TRUE(*beyond_done);
+  EXPECT_FALSE((*beyond_done)->first);
+}
+
 TEST(PmixRelay, ADirectModexOfDataThatIsNotThereFails) {
   Job job(2, 2);
   auto [pending, outcome] = request();
@@ -170,7 +207,7 @@ TEST(PmixRelay, LinesThatAreNotTheRelaysAreRefused) {
 }
 
 TEST(PmixRelay, WithoutALinkEveryRequestFails) {
-  PmixRelay relay(1, {"n1", "n2"}, 2, nullptr, [](std::uint32_t, std::uint64_t) {});
+  PmixRelay relay(1, JobLayout::uniform(2, 2), {"n1", "n2"}, nullptr, [](std::uint32_t, std::uint64_t) {});
   auto [fence, fence_done] = request("x");
   auto [modex, modex_done] = request();
   relay.fence(fence);

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "hyrun/common/job_layout.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
 
 namespace hyrun {
@@ -36,9 +37,10 @@ class PmixRelay final : public CrossNodeRequests {
   using Send = std::function<void(int task, const std::string& body)>;
   /// Asks this node's server for a rank's data (PmixService::serve_local_data).
   using ServeLocal = std::function<void(std::uint32_t rank, std::uint64_t id)>;
-  /// Task `task` of `hosts.size()` tasks with `ranks_per_task` ranks each. Without `send`
-  /// (no node link) every request fails, said once.
-  PmixRelay(int task, std::vector<std::string> hosts, int ranks_per_task, Send send, ServeLocal serve_local);
+  /// Task `task` of the job laid out as `layout`; hosts[t]: task t's host (one a task).
+  /// Without `send` (no node link) every request fails, said once. Throws Error when hosts
+  /// and the layout's tasks differ in number.
+  PmixRelay(int task, JobLayout layout, std::vector<std::string> hosts, Send send, ServeLocal serve_local);
 
   void fence(std::shared_ptr<pmix::PendingRequest> fence) override;
   void direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRequest> request) override;
@@ -69,11 +71,13 @@ class PmixRelay final : public CrossNodeRequests {
   void serve(std::uint64_t id, std::uint32_t rank);
   // An answer to the request `id` of this node (requester) or of the root's routing table.
   bool answer(std::uint64_t id, std::optional<std::string> data);
-  int holder_of(std::uint32_t rank) const { return static_cast<int>(rank) / ranks_per_task_; }
+  // The task that holds `rank` (a rank of the job: checked before).
+  int holder_of(std::uint32_t rank) const { return layout_.task_of(static_cast<int>(rank)); }
+  bool in_job(std::uint32_t rank) const { return rank < static_cast<std::uint32_t>(layout_.world_size()); }
 
   const int task_;
+  const JobLayout layout_;
   const std::vector<std::string> hosts_;
-  const int ranks_per_task_;
   Send send_;
   ServeLocal serve_local_;
   bool said_no_link_ = false;

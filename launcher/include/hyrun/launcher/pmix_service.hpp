@@ -12,6 +12,7 @@
 #include <string>
 
 #include "hyrun/binding/binding_plan.hpp"
+#include "hyrun/common/job_layout.hpp"
 #include "hyrun/launcher/rank_environment.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 #include "hyrun/launcher/root_exchange.hpp"
@@ -35,10 +36,10 @@ class CrossNodeRequests {
 
 class PmixService final : public PollParticipant {
  public:
-  /// The service for task `task` of `job` (one namespace for every task), `ranks` ranks per
-  /// task, this task's bound as `plan` says (task t holds global ranks t*ranks to
-  /// (t+1)*ranks-1). Throws hyrun::Error when the server or a directory cannot be made.
-  static std::unique_ptr<PmixService> start(const ServedJob& job, int task, int ranks,
+  /// The service for task `task` of `job` (one namespace for every task), laid out as
+  /// `layout` (job.hosts: each task's host), this task's ranks bound as `plan` says. Throws
+  /// hyrun::Error when the server or a directory cannot be made.
+  static std::unique_ptr<PmixService> start(const ServedJob& job, const JobLayout& layout, int task,
                                             const binding::BindingPlan& plan);
   ~PmixService() override = default;
 
