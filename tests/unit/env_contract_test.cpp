@@ -34,9 +34,39 @@ RankEnvironment sample() {
   return e;
 }
 
+// Every field of the contract away from its default: what a rank reads back is what its
+// parent wrote, whole. Only the rendezvous defaults (MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_RUN_ID) are not read back: they are the user's if set (default_variables).
 TEST(EnvContract, RoundTripsEveryField) {
-  const RankEnvironment original = sample();
+  RankEnvironment original = sample();
+  original.publish_fd = 9;
+  original.incarnation = 3;
+  original.output_terminal = true;
+  original.control_fd = 7;
+  original.start_ranks = {0, 2, 5};
+  original.root_pending_dir = "/tmp/hyrun-0/hyrun-pending-x";
+  original.master_addr = "10.0.0.1";
+  original.master_port = 29500;
+  original.run_id = "hyrun-run";
+  const RankEnvironment defaults;
+  for (const auto& [what, differs] : std::vector<std::pair<std::string, bool>>{
+           {"rank", original.rank != defaults.rank},
+           {"world_size", original.world_size != defaults.world_size},
+           {"local_rank", original.local_rank != defaults.local_rank},
+           {"local_world_size", original.local_world_size != defaults.local_world_size},
+           {"node_rank", original.node_rank != defaults.node_rank},
+           {"num_nodes", original.num_nodes != defaults.num_nodes},
+           {"job_token", original.job_token != defaults.job_token},
+           {"root_address_hex", original.root_address_hex != defaults.root_address_hex},
+           {"bootstrap_timeout_ms", original.bootstrap_timeout_ms != defaults.bootstrap_timeout_ms}})
+    ASSERT_TRUE(differs) << what << " is at its default: the round trip would not show it lost";
   ScopedEnvironment scoped(original.to_variables());
+  RankEnvironment expected = original;
+  expected.master_addr.clear();
+  expected.master_port.reset();
+  expected.run_id.clear();
+  EXPECT_TRUE(RankEnvironment::from_environment() == expected);
+  // And each field on its own, so that a failure names it.
   const RankEnvironment read = RankEnvironment::from_environment();
   EXPECT_EQ(read.rank, 5);
   EXPECT_EQ(read.world_size, 8);
@@ -46,8 +76,13 @@ TEST(EnvContract, RoundTripsEveryField) {
   EXPECT_EQ(read.num_nodes, 2);
   EXPECT_EQ(read.job_token, original.job_token);
   EXPECT_EQ(read.root_address_hex, "00ff10");
-  EXPECT_FALSE(read.publish_fd.has_value());
+  EXPECT_EQ(read.publish_fd, 9);
   EXPECT_EQ(read.bootstrap_timeout_ms, 1234);
+  EXPECT_EQ(read.incarnation, 3);
+  EXPECT_TRUE(read.output_terminal);
+  EXPECT_EQ(read.control_fd, 7);
+  EXPECT_EQ(read.start_ranks, (std::vector<int>{0, 2, 5}));
+  EXPECT_EQ(read.root_pending_dir, "/tmp/hyrun-0/hyrun-pending-x");
 }
 
 TEST(EnvContract, SetsTheCommonAliases) {

@@ -88,6 +88,9 @@ struct RankEnvironment {
   /// TORCHELASTIC_RUN_ID): a value the user set in the environment or with -x wins.
   std::vector<std::pair<std::string, std::string>> default_variables() const;
 
+  /// Field by field (the rendezvous defaults too).
+  bool operator==(const RankEnvironment&) const = default;
+
   /// Reads the contract from this process's environment. Throws Error with
   /// "not started by hyrun: HYRUN_RANK is not set" when the contract is absent,
   /// and UsageError naming the variable when a value is malformed or inconsistent.
