@@ -12,20 +12,14 @@
 #include <fmt/format.h>
 
 #include "hyrun/common/error.hpp"
+#include "refusal.hpp"
 
 namespace hyrun::ep {
 namespace {
 
 Shape shape() { return Shape{.max_ranks = 8, .max_tokens = 64, .hidden = 256, .topk = 4, .experts_per_rank = 4}; }
 
-std::string refusal(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
+const auto refusal = test_support::refusal<UsageError>;
 
 TEST(EpCall, ADispatchCallOutsideItsRangesIsRefusedNamingTheArgument) {
   const Shape s = shape();

@@ -2,12 +2,11 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "hyrun/common/error.hpp"
+#include "refusal.hpp"
 
 namespace hyrun {
 namespace {
@@ -67,14 +66,7 @@ TEST(JobLayout, AnyCountsAndGroupingAgreeWithACountByHand) {
   }
 }
 
-std::string refusal(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::refusal;
 
 TEST(JobLayout, BadLayoutsAndRanksOutsideTheJobAreRefusedByName) {
   EXPECT_EQ(refusal([] { JobLayout::uniform(0, 4); }), "a job has at least one task, not 0");
