@@ -10,6 +10,7 @@
 
 #include "coordinator_link.hpp"
 #include "failure_agreement.hpp"
+#include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/hex.hpp"
 #include "hyrun/ep/report/progress_line.hpp"
 #include "hyrun/ep/report/run_report.hpp"
@@ -97,7 +98,7 @@ void Coordinator::open_join_server() {
   grant.world_size = world_.size();
   grant.launch_ranks = staged.launch_ranks;
   grant.root_address = to_hex(world_.own_address());
-  const char* token = std::getenv("HYRUN_JOB_TOKEN");
+  const char* token = std::getenv(env::kJobToken);
   join_server_ = std::make_unique<JoinServer>(staged.join_port, token ? token : "", grant, node_name(), *pool_);
   spdlog::info("rank 0: join server listening on TCP port {}", join_server_->port());
 }

@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "hyrun/common/env_contract.hpp"
+
 namespace {
 
 std::string env_or(const char* name, const char* fallback) {
@@ -54,8 +56,8 @@ int main() {
         throw std::runtime_error(fmt::format("cudaDeviceGetPCIBusId({}): {}", d, cudaGetErrorString(err)));
       ids.push_back(bus);
     }
-    const nlohmann::json line{{"rank", std::atoi(env_or("HYRUN_RANK", "0").c_str())},
-                              {"local_rank", std::atoi(env_or("HYRUN_LOCAL_RANK", "0").c_str())},
+    const nlohmann::json line{{"rank", std::atoi(env_or(hyrun::env::kRank, "0").c_str())},
+                              {"local_rank", std::atoi(env_or(hyrun::env::kLocalRank, "0").c_str())},
                               {"cuda_visible_devices", env_or("CUDA_VISIBLE_DEVICES", "")},
                               {"device_count", n},
                               {"pci_bus_ids", ids},

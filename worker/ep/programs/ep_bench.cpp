@@ -9,6 +9,7 @@
 
 #include "bench_options.hpp"
 #include "elastic_run.hpp"
+#include "hyrun/common/env_contract.hpp"
 #include "hyrun/ep/report/run_report.hpp"
 #include "tool_main.hpp"
 
@@ -63,7 +64,7 @@ int run(BenchOptions& options) {
   // Rank 0 checks --report-dir before anything runs: a report that cannot be written must
   // not cost the whole run. It fails before it publishes its address, so no other rank
   // starts (or every node ends, under Slurm).
-  const char* rank = std::getenv("HYRUN_RANK");
+  const char* rank = std::getenv(hyrun::env::kRank);
   if (!options.report_dir.empty() && rank && std::string_view(rank) == "0")
     hyrun::ep::report::check_report_dir(options.report_dir);
   hyrun::WorldOptions world_options;

@@ -18,6 +18,7 @@
 #include <filesystem>
 
 #include "bench_options.hpp"
+#include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_token.hpp"
 #include "hyrun/common/logging.hpp"
@@ -33,7 +34,7 @@ namespace {
 
 /// ep-bench beside this program (build tree and installation alike).
 std::string ep_bench_path() {
-  if (const char* p = std::getenv("HYRUN_EP_BENCH")) return p;
+  if (const char* p = std::getenv(hyrun::env::kEpBench)) return p;
   char self[PATH_MAX] = {};
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) throw hyrun::SystemError("finding ep-bench: readlink /proc/self/exe", errno);
@@ -145,7 +146,7 @@ hyrun::ep::elastic::StagedLaunchOptions staged_launch_options(const Arguments& a
   o.port = a.port;
   o.timeout_ms = a.timeout_ms;
   o.restart_returning = a.restart_returning;
-  if (const char* t = std::getenv("HYRUN_EP_TOKEN"); t && *t) {
+  if (const char* t = std::getenv(hyrun::env::kEpToken); t && *t) {
     o.token = t;
   } else {
     o.token_file = a.token_file.empty() ? default_token_file(a.plan, a.port) : a.token_file;

@@ -46,6 +46,10 @@ inline constexpr const char* kMasterAddr = "MASTER_ADDR";         ///< root node
 inline constexpr const char* kMasterPort = "MASTER_PORT";         ///< a port that was free on the root node
 inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";      ///< one id per job
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";  ///< CPUs of the rank's binding
+// Settings a user gives hyrun or the EP tools; not part of what a rank is given.
+inline constexpr const char* kTopologyCache = "HYRUN_TOPOLOGY_CACHE";  ///< hyrun's topology cache: DIR or "off"
+inline constexpr const char* kEpBench = "HYRUN_EP_BENCH";              ///< the ep-bench program ep-elastic starts
+inline constexpr const char* kEpToken = "HYRUN_EP_TOKEN";  ///< ep-elastic's job token, instead of its token file
 }  // namespace env
 
 /// What a rank learns from its parent. Parents build it, format it with

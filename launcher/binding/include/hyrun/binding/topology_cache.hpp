@@ -13,6 +13,7 @@
 #include <string>
 
 #include "hyrun/binding/topology.hpp"
+#include "hyrun/common/env_contract.hpp"
 
 namespace hyrun::binding {
 
@@ -50,6 +51,6 @@ class TopologyCache {
 std::optional<std::string> topology_cache_directory(const std::string& temporary_root);
 
 /// The variable that names the cache directory, or "off".
-inline constexpr const char* kTopologyCacheVariable = "HYRUN_TOPOLOGY_CACHE";
+inline constexpr const char* kTopologyCacheVariable = env::kTopologyCache;
 
 }  // namespace hyrun::binding
