@@ -163,12 +163,10 @@ class Launch {
 
 NodePlan Launch::plan_node() {
   const JobLayout::Task& mine = layout_.task(task_);
-  contract_.world_size = layout_.world_size();
-  contract_.local_world_size = mine.ranks;
-  contract_.node_rank = mine.node;
-  contract_.num_nodes = layout_.nodes();
-  contract_.bootstrap_timeout_ms = static_cast<int>(options_.bootstrap_timeout.count());
-  contract_.output_terminal = ::isatty(STDOUT_FILENO) == 1;
+  contract_ = launch_contract(options_, LaunchPlace{.world_size = layout_.world_size(),
+                                                    .local_world_size = mine.ranks,
+                                                    .node_rank = mine.node,
+                                                    .num_nodes = layout_.nodes()});
   NodePlan plan;
   try {
     // Tasks of this job on the same node split what Slurm did not give each of them alone.

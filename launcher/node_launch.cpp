@@ -30,6 +30,17 @@ binding::BindingOptions for_this_node(binding::BindingOptions options, binding::
 
 }  // namespace
 
+RankEnvironment launch_contract(const LaunchOptions& options, const LaunchPlace& place) {
+  RankEnvironment contract;
+  contract.world_size = place.world_size;
+  contract.local_world_size = place.local_world_size;
+  contract.node_rank = place.node_rank;
+  contract.num_nodes = place.num_nodes;
+  contract.bootstrap_timeout_ms = static_cast<int>(options.bootstrap_timeout.count());
+  contract.output_terminal = ::isatty(STDOUT_FILENO) == 1;
+  return contract;
+}
+
 NodeLaunch::NodeLaunch(const LaunchOptions& options, RankEnvironment contract, int rank_offset,
                        binding::NodeTaskShare share)
     : options_(options),

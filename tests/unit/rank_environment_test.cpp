@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "hyrun/launcher/node_launch.hpp"
 #include "sample_rank_environment.hpp"
 
 namespace hyrun {
@@ -15,6 +16,23 @@ std::map<std::string, std::string> as_map(const std::vector<std::string>& entrie
     EXPECT_TRUE(m.emplace(e.substr(0, eq), e.substr(eq + 1)).second) << "duplicate " << e;
   }
   return m;
+}
+
+// The one start of a contract (hyrun's launch, ep-elastic's): the place as given, the
+// launch's bootstrap limit, the rest at the contract's defaults.
+TEST(LaunchContract, CarriesThePlaceAndTheLaunchsBootstrapLimit) {
+  LaunchOptions options;
+  options.bootstrap_timeout = std::chrono::milliseconds(4321);
+  const RankEnvironment c =
+      launch_contract(options, LaunchPlace{.world_size = 12, .local_world_size = 4, .node_rank = 2, .num_nodes = 3});
+  RankEnvironment expected;
+  expected.world_size = 12;
+  expected.local_world_size = 4;
+  expected.node_rank = 2;
+  expected.num_nodes = 3;
+  expected.bootstrap_timeout_ms = 4321;
+  expected.output_terminal = c.output_terminal;  // whatever this test's stdout is
+  EXPECT_TRUE(c == expected);
 }
 
 TEST(RankEnvironment, ContractWinsAndForeignLaunchVariablesAreDropped) {

@@ -54,15 +54,12 @@ int run_first_launch(StagedLaunchOptions o, SignalEvents& signals) {
                           {"--launch-ranks", std::to_string(launch_ranks), "--join-port", std::to_string(o.port)});
   if (o.restart_returning) o.launch.command.emplace_back("--restart-returning");
 
-  RankEnvironment contract;
-  contract.world_size = o.world_size;
-  contract.local_world_size = launch_ranks;
-  // Later launches may run on other nodes: at least 2, so that rank 0's UCX listens beyond
-  // the loopback interface (a one-node World uses "lo" only).
-  contract.num_nodes = 2;
+  // Later launches may run on other nodes: at least 2 nodes, so that rank 0's UCX listens
+  // beyond the loopback interface (a one-node World uses "lo" only).
+  RankEnvironment contract = launch_contract(
+      o.launch,
+      LaunchPlace{.world_size = o.world_size, .local_world_size = launch_ranks, .node_rank = 0, .num_nodes = 2});
   contract.job_token = o.token;
-  contract.bootstrap_timeout_ms = static_cast<int>(o.launch.bootstrap_timeout.count());
-  contract.output_terminal = ::isatty(STDOUT_FILENO) == 1;
   contract.start_ranks = start;
   NodeLaunch node(o.launch, contract, 0);
   if (node.report_and_check()) return exit_code::kSuccess;
@@ -119,14 +116,11 @@ int run_joining_launch(StagedLaunchOptions o, SignalEvents& signals) {
   const int slots = *std::max_element(grant.local_ranks.begin(), grant.local_ranks.end()) + 1;
   o.launch.ranks = slots;
   o.launch.command.insert(o.launch.command.end(), {"--launch-ranks", std::to_string(grant.launch_ranks)});
-  RankEnvironment contract;
-  contract.world_size = grant.world_size;
-  contract.local_world_size = slots;
-  contract.node_rank = grant.node_rank;
-  contract.num_nodes = std::max(2, grant.node_rank + 1);
+  RankEnvironment contract = launch_contract(o.launch, LaunchPlace{.world_size = grant.world_size,
+                                                                   .local_world_size = slots,
+                                                                   .node_rank = grant.node_rank,
+                                                                   .num_nodes = std::max(2, grant.node_rank + 1)});
   contract.job_token = o.token;
-  contract.bootstrap_timeout_ms = static_cast<int>(o.launch.bootstrap_timeout.count());
-  contract.output_terminal = ::isatty(STDOUT_FILENO) == 1;
   contract.root_address_hex = grant.root_address;
   contract.start_ranks = {0};  // these ranks were not at the World's start: they join late
   NodeLaunch node(o.launch, contract, 0);

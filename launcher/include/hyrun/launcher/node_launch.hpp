@@ -14,6 +14,19 @@
 
 namespace hyrun {
 
+/// A launch's place in its job, as its ranks' contract says it.
+struct LaunchPlace {
+  int world_size = 1;        ///< every rank of the job
+  int local_world_size = 1;  ///< the ranks this launch starts (or the slots it plans for)
+  int node_rank = 0;         ///< this launch's node
+  int num_nodes = 1;         ///< the job's nodes
+};
+/// What every rank of a launch shares in its contract before the job's token, rank 0's
+/// address and the rendezvous are known: `place`, the launch's bootstrap limit and whether
+/// hyrun's stdout is a terminal. The one start of a contract, for hyrun's launch and
+/// ep-elastic's staged launches alike.
+RankEnvironment launch_contract(const LaunchOptions& options, const LaunchPlace& place);
+
 class NodeLaunch {
  public:
   /// Computes the binding plan for this node's ranks (UsageError for bad binding input).
