@@ -17,11 +17,11 @@
 #include "hyrun/launcher/launch_timings.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
-#include "hyrun/launcher/node_link.hpp"
 #include "hyrun/launcher/pending_directory.hpp"
 #include "hyrun/launcher/pmix_relay.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
+#include "hyrun/link/node_link.hpp"
 #include "hyrun/process/job_events.hpp"
 #include "hyrun/process/process_ancestry.hpp"
 #include "hyrun/process/wait_status.hpp"
@@ -348,10 +348,16 @@ bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
 void Launch::relay_pmix(const std::vector<std::string>& hosts) {
   if (!pmix_ || tasks_ < 2) return;
   PmixRelay::Send send;
-  if (link_) send = [this](int task, const std::string& body) { link_->send_to(task, body); };
-  relay_.emplace(task_, layout_, hosts, std::move(send),
+  PmixRelay::Broadcast broadcast;
+  if (link_) {
+    send = [this](int task, const std::string& body) { link_->send_to(task, body); };
+    broadcast = [this](const std::string& body) { link_->broadcast(body); };
+  }
+  relay_.emplace(task_, layout_, hosts, std::move(send), std::move(broadcast),
                  [this](std::uint32_t rank, std::uint64_t id) { pmix_->serve_local_data(rank, id); });
-  if (link_) link_->on_message([this](int task, const std::string& body) { return relay_->handle(task, body); });
+  if (link_)
+    for (const LinkKind kind : PmixRelay::kKinds)
+      link_->on(kind, [this](int task, std::string_view body) { return relay_->handle(task, body); });
   pmix_->relay_to(*relay_);
 }
 

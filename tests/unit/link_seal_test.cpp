@@ -1,6 +1,6 @@
 // The node link's lines after the hello are sealed (link_seal.hpp): what someone who can
 // write into the TCP connection makes up, changes, replays, reorders or reflects is refused.
-#include "hyrun/launcher/link_seal.hpp"
+#include "hyrun/link/link_seal.hpp"
 
 #include <gtest/gtest.h>
 

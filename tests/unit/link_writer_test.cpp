@@ -1,6 +1,6 @@
 // The node link's sending side: heartbeats from its own thread while the main loop sends its
 // own lines, each line whole on the wire, and nothing written to a peer once it is removed.
-#include "hyrun/launcher/link_writer.hpp"
+#include "hyrun/link/link_writer.hpp"
 
 #include <gtest/gtest.h>
 #include <poll.h>

@@ -1,11 +1,12 @@
 // The node link between two hyrun processes, played by two NodeLink objects over loopback:
 // what hybrid mode relies on to tell a lost node from one that finished.
-#include "hyrun/launcher/node_link.hpp"
+#include "hyrun/link/node_link.hpp"
 
 #include <fmt/format.h>
 
 #include "captured_log.hpp"
-#include "hyrun/launcher/link_seal.hpp"
+#include "hyrun/common/error.hpp"
+#include "hyrun/link/link_seal.hpp"
 #include "listen_backlog.hpp"
 
 #include <arpa/inet.h>
@@ -533,40 +534,98 @@ namespace hyrun {
 namespace {
 
 // A PMIx fence's data of every node travels as one sealed line of megabytes, both ways, whole
-// (the node link's hello-sized line limit applies only before a peer is identified).
+// (the node link's hello-sized line limit applies only before a peer is identified), to the
+// handler registered for its kind.
 TEST(NodeLink, LongSealedLinesArriveWholeBothWays) {
   Pair pair;
   std::mt19937 random(3);
   std::string up(3 << 20, '\0'), down(5 << 20, '\0');
   for (auto* s : {&up, &down})
-    for (auto& c : *s) c = "0123456789abcdef"[random() % 16];
+    for (auto& c : *s) c = static_cast<char>(random());
   std::vector<std::pair<int, std::string>> at_root, at_node;
-  pair.root.on_message([&](int task, const std::string& body) { return at_root.emplace_back(task, body), true; });
-  pair.node->on_message([&](int task, const std::string& body) { return at_node.emplace_back(task, body), true; });
-  pair.node->send_to(0, "up " + up);
+  pair.root.on(LinkKind::kFence, [&](int task, std::string_view body) {
+    const auto part = parse_link<LinkFencePart>(body);
+    return part && (at_root.emplace_back(task, part->data), true);
+  });
+  pair.node->on(LinkKind::kFenced, [&](int task, std::string_view body) {
+    const auto whole = parse_link<LinkFenceWhole>(body);
+    return whole && (at_node.emplace_back(task, whole->data), true);
+  });
+  pair.node->send_to(0, format_link(LinkFencePart{0, up}));
   ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return !at_root.empty(); }));
-  pair.root.send_to(1, "down " + down);
+  pair.root.broadcast(format_link(LinkFenceWhole{0, down}));
   ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return !at_node.empty(); }));
   ASSERT_EQ(at_root.size(), 1u);
   EXPECT_EQ(at_root[0].first, 1);
-  EXPECT_TRUE(at_root[0].second == "up " + up);
+  EXPECT_TRUE(at_root[0].second == up);
   ASSERT_EQ(at_node.size(), 1u);
   EXPECT_EQ(at_node[0].first, 0);
-  EXPECT_TRUE(at_node[0].second == "down " + down);
+  EXPECT_TRUE(at_node[0].second == down);
   EXPECT_FALSE(pair.root_loss);
   EXPECT_FALSE(pair.node_loss);
 }
 
-// A line the handler does not know ends the link, as any line outside the protocol.
-TEST(NodeLink, ALineNoHandlerKnowsEndsTheLink) {
+// A line of a kind no one here takes, or that is not exactly its kind, ends the link.
+TEST(NodeLink, ALineNoHandlerTakesEndsTheLink) {
+  for (const std::string& line : {std::string("dmodex-none 3"), std::string("fence 1 0g")}) {
+    Pair pair;
+    pair.root.on(LinkKind::kFence,
+                 [](int, std::string_view body) { return parse_link<LinkFencePart>(body).has_value(); });
+    pair.node->send_to(0, format_link(LinkFencePart{0, "known"}));
+    pair.run_both_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(pair.root_loss) << line;
+    pair.node->send_to(0, line);
+    ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.root_loss.has_value(); })) << line;
+    EXPECT_EQ(pair.root_loss->why, fmt::format("it sent '{}', which is not a {} line this hyrun takes", line,
+                                               line.substr(0, line.find(' '))));
+  }
+}
+
+// A kind that protocol v2 does not have is named as such, whatever the handlers.
+TEST(NodeLink, ALineOfAKindTheProtocolDoesNotHaveEndsTheLinkNamingTheVersion) {
   Pair pair;
-  pair.root.on_message([](int, const std::string& body) { return body.starts_with("known"); });
-  pair.node->send_to(0, "known 1");
-  pair.run_both_for(std::chrono::milliseconds(200));
-  EXPECT_FALSE(pair.root_loss);
-  pair.node->send_to(0, "unknown 2");
+  pair.run_both_for(std::chrono::milliseconds(100));
+  pair.node->send_to(0, "status 1 2");
   ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.root_loss.has_value(); }));
-  EXPECT_NE(pair.root_loss->why.find("not the node link's protocol"), std::string::npos) << pair.root_loss->why;
+  EXPECT_EQ(pair.root_loss->why,
+            "it sent a line of a kind that the node link's protocol (hyrun-link v2) does not have ('status 1 2')");
+}
+
+// The link takes alive, bye and lost itself: no one else may register for them.
+TEST(NodeLink, TheLinksOwnKindsTakeNoHandler) {
+  NodeLink root = NodeLink::listen(kLimit);
+  for (const LinkKind kind : {LinkKind::kAlive, LinkKind::kBye, LinkKind::kLost})
+    EXPECT_THROW(root.on(kind, [](int, std::string_view) { return true; }), Error);
+  EXPECT_NO_THROW(root.on(LinkKind::kDmodexGet, [](int, std::string_view) { return true; }));
+}
+
+// From the root, a broadcast reaches every node still linked, and none that said bye.
+TEST(NodeLink, ABroadcastReachesEveryLinkedNodeButOneThatSaidBye) {
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2", "n3", "n4"}, 0, kToken);
+  root.on_loss([](const NodeLink::Loss&) { return false; });
+  std::vector<NodeLink> nodes;
+  std::vector<std::vector<std::uint64_t>> heard(3);
+  for (int t = 1; t <= 3; ++t) {
+    nodes.push_back(NodeLink::connect("127.0.0.1", root.port(), t, "n1", kToken, kLimit));
+    nodes.back().on(LinkKind::kDmodexNone, [&heard, t](int from, std::string_view body) {
+      const auto none = parse_link<LinkDmodexNone>(body);
+      return none && from == 0 && (heard[static_cast<std::size_t>(t - 1)].push_back(none->id), true);
+    });
+  }
+  const auto all = [&] { return std::vector<NodeLink*>{&root, &nodes[0], &nodes[1], &nodes[2]}; };
+  pump(
+      all(), [] { return false; }, std::chrono::milliseconds(300));
+  nodes[2].say_bye();
+  pump(
+      all(), [] { return false; }, std::chrono::milliseconds(200));
+  root.broadcast(format_link(LinkDmodexNone{7}));
+  ASSERT_TRUE(pump(all(), [&] { return heard[0].size() == 1 && heard[1].size() == 1; }));
+  pump(
+      all(), [] { return false; }, std::chrono::milliseconds(200));
+  EXPECT_EQ(heard[0], std::vector<std::uint64_t>{7});
+  EXPECT_EQ(heard[1], std::vector<std::uint64_t>{7});
+  EXPECT_TRUE(heard[2].empty()) << "a node that said bye";
 }
 
 }  // namespace

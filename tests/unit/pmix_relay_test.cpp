@@ -39,6 +39,10 @@ class Job {
     for (int t = 0; t < layout.tasks(); ++t)
       relays_.push_back(std::make_unique<PmixRelay>(
           t, layout, hosts_, [this, t](int to, const std::string& body) { lines_.emplace_back(t, to, body); },
+          [this, t, n = layout.tasks()](const std::string& body) {
+            for (int to = 0; to < n; ++to)
+              if (to != t) lines_.emplace_back(t, to, body);
+          },
           [this, t](std::uint32_t rank, std::uint64_t id) { serves_.emplace_back(t, rank, id); }));
   }
   PmixRelay& node(int t) { return *relays_.at(static_cast<std::size_t>(t)); }
@@ -207,7 +211,7 @@ TEST(PmixRelay, LinesThatAreNotTheRelaysAreRefused) {
 }
 
 TEST(PmixRelay, WithoutALinkEveryRequestFails) {
-  PmixRelay relay(1, JobLayout::uniform(2, 2), {"n1", "n2"}, nullptr, [](std::uint32_t, std::uint64_t) {});
+  PmixRelay relay(1, JobLayout::uniform(2, 2), {"n1", "n2"}, nullptr, nullptr, [](std::uint32_t, std::uint64_t) {});
   auto [fence, fence_done] = request("x");
   auto [modex, modex_done] = request();
   relay.fence(fence);

@@ -1,6 +1,7 @@
 #pragma once
 // What the PMIx servers of one job's hyrun processes exchange across nodes, over their node
-// link (node_link.hpp), whose lines are sealed with the job token's session keys:
+// link (node_link.hpp), whose lines are sealed with the job token's session keys; the lines
+// are the link's kinds fence, fenced and dmodex-* (link_message.hpp), which the relay takes:
 //  - Fences over the whole job. Each node's server hands hyrun its part of the job's n-th
 //    fence once every rank of the node joined it; another node sends that part to the root
 //    ("fence <n> <hex>"), the root joins every node's part in task order and sends the whole
@@ -17,17 +18,20 @@
 // MPI_Finalize or the PMIx_Get then fail rather than wait. A fence waits as long as every
 // node that has not joined it is alive: a node that is lost ends the job, and the root's
 // line names the ranks the fence waited for (waiting()).
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "hyrun/common/job_layout.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
+#include "hyrun/link/link_message.hpp"
 
 namespace hyrun {
 
@@ -35,19 +39,26 @@ class PmixRelay final : public CrossNodeRequests {
  public:
   /// Sends a line's body to a task over the node link (NodeLink::send_to).
   using Send = std::function<void(int task, const std::string& body)>;
+  /// Root: sends a line's body to every other node (NodeLink::broadcast).
+  using Broadcast = std::function<void(const std::string& body)>;
+  /// The node link's kinds that carry the relay's lines (link_message.hpp): handle() takes them.
+  static constexpr std::array<LinkKind, 5> kKinds{LinkKind::kFence, LinkKind::kFenced, LinkKind::kDmodexGet,
+                                                  LinkKind::kDmodexData, LinkKind::kDmodexNone};
   /// Asks this node's server for a rank's data (PmixService::serve_local_data).
   using ServeLocal = std::function<void(std::uint32_t rank, std::uint64_t id)>;
   /// Task `task` of the job laid out as `layout`; hosts[t]: task t's host (one a task).
   /// Without `send` (no node link) every request fails, said once. Throws Error when hosts
   /// and the layout's tasks differ in number.
-  PmixRelay(int task, JobLayout layout, std::vector<std::string> hosts, Send send, ServeLocal serve_local);
+  PmixRelay(int task, JobLayout layout, std::vector<std::string> hosts, Send send, Broadcast broadcast,
+            ServeLocal serve_local);
 
   void fence(std::shared_ptr<pmix::PendingRequest> fence) override;
   void direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRequest> request) override;
   void local_data(std::uint64_t id, bool ok, std::string data) override;
 
-  /// A line's body from `from_task` on the link; false when it is not one of the relay's.
-  bool handle(int from_task, const std::string& body);
+  /// A line's body from `from_task` on the link; false when it is not exactly one of the
+  /// relay's kinds, or not one this end takes from that task now.
+  bool handle(int from_task, std::string_view body);
   /// Root: what the oldest open fence still waits for ("PMIx fence 2 (...) waits for ranks
   /// 4-7 on n2"); nullopt when no fence is open.
   std::optional<std::string> waiting() const;
@@ -63,8 +74,8 @@ class PmixRelay final : public CrossNodeRequests {
   };
   bool usable(const std::shared_ptr<pmix::PendingRequest>& request);
   void complete_fences();
-  bool take_part(int task, std::uint64_t number, const std::string& hex);
-  bool take_whole(std::uint64_t number, const std::string& hex);
+  bool take_part(int task, std::uint64_t number, std::string part);
+  bool take_whole(std::uint64_t number, std::string all);
   // Root: a direct modex of `rank` asked by `task` as its `id`.
   void route(int task, std::uint64_t id, std::uint32_t rank);
   // Any node: serve `rank`'s data for the root's request `id`.
@@ -79,6 +90,7 @@ class PmixRelay final : public CrossNodeRequests {
   const JobLayout layout_;
   const std::vector<std::string> hosts_;
   Send send_;
+  Broadcast broadcast_;
   ServeLocal serve_local_;
   bool said_no_link_ = false;
   std::uint64_t next_fence_ = 0;        // this node's next fence number

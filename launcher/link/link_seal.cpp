@@ -1,4 +1,4 @@
-#include "hyrun/launcher/link_seal.hpp"
+#include "hyrun/link/link_seal.hpp"
 
 #include <fmt/format.h>
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <thread>
 
-#include "hyrun/launcher/link_seal.hpp"
+#include "hyrun/link/link_seal.hpp"
 
 namespace hyrun {
 

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/link_writer.hpp"
+#include "hyrun/link/link_writer.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -122,7 +122,7 @@ void LinkWriter::run(std::chrono::milliseconds heartbeat) {
     for (auto& [task, out] : peers_) {
       if (out.connecting) check_connected_locked(out);
       if (out.connecting || !out.beats) continue;
-      if (out.pending.size() <= kMaxPending) queue_locked(out, out.seal->seal("alive"));
+      if (out.pending.size() <= kMaxPending) queue_locked(out, out.seal->seal(format_link(LinkAlive{})));
       flush_locked(out);
     }
   }

@@ -15,11 +15,9 @@
 #include <string_view>
 
 #include "hyrun/common/hmac_sha256.hpp"
+#include "hyrun/link/link_message.hpp"
 
 namespace hyrun {
-
-/// The hello's first words.
-inline constexpr std::string_view kLinkHello = "hyrun-link v2";
 
 /// 32 hex digits from the kernel's CSPRNG: a node's nonce for one connection.
 std::string new_link_nonce();

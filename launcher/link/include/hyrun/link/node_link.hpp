@@ -10,17 +10,23 @@
 // peer's node is off the network, or its hyrun is stopped) without the peer having said
 // "bye" is a loss then. A loss ends the job, unless the job goes on without that node (its
 // ranks handle deaths): the root then tells the other nodes ("lost").
-// Wire format: docs/architecture.md.
+// Its lines are the kinds of link_message.hpp: the link takes alive, bye and lost itself;
+// another protocol carried on the link (the PMIx relay: fences and direct modex) registers a
+// handler for each kind of its own (on()). A line of a kind that no one takes, or of no kind
+// of the protocol's version, ends the link. Wire format: docs/architecture.md.
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hyrun/common/warning_limiter.hpp"
-#include "hyrun/launcher/link_seal.hpp"
-#include "hyrun/launcher/link_writer.hpp"
+#include "hyrun/link/link_message.hpp"
+#include "hyrun/link/link_seal.hpp"
+#include "hyrun/link/link_writer.hpp"
 #include "hyrun/process/poll_participant.hpp"
 #include "hyrun/process/signal_events.hpp"
 #include "hyrun/process/unique_fd.hpp"
@@ -64,14 +70,17 @@ class NodeLink : public PollParticipant {
                           std::chrono::milliseconds silence_limit);
 
   void on_loss(LossHandler handler) { on_loss_ = std::move(handler); }
-  /// Takes the sealed lines of other protocols carried on the link (a PMIx fence's parts:
-  /// pmix_relay.hpp): called with the sending task and the line's body; returns false for
-  /// a body it does not know (then the line ends the link).
-  using MessageHandler = std::function<bool(int task, const std::string& body)>;
-  void on_message(MessageHandler handler) { on_message_ = std::move(handler); }
+  /// Takes the lines of `kind` (a kind the link does not take itself: not alive, bye or
+  /// lost; Error otherwise): called with the sending task and the line's body; returns false
+  /// for a body that is not exactly its kind's (then the line ends the link).
+  using Handler = std::function<bool(int task, std::string_view body)>;
+  void on(LinkKind kind, Handler handler);
   /// Sends `body` sealed to `task` (the root, from another node; any node, from the root),
   /// in order with the link's own lines; nothing when that peer is gone.
   void send_to(int task, const std::string& body);
+  /// Sends `body` sealed to every peer still linked that has not said bye (from the root:
+  /// every other node; from another node: the root).
+  void broadcast(const std::string& body);
   /// True once a loss that ends the job was reported.
   bool lost() const { return lost_; }
 
@@ -115,6 +124,9 @@ class NodeLink : public PollParticipant {
   void make_room();
   void on_readable(Peer& peer);
   void on_line(Peer& peer, const std::string& line);
+  /// The kinds the link takes itself (alive, bye, lost from the root); false: not one of
+  /// those, or not exactly its kind.
+  bool take_own(Peer& peer, LinkKind kind, const std::string& body);
   void send(Peer& peer, const std::string& line);
   /// say_bye's end for one peer whose socket polled `revents`.
   void finish_bye(Peer& peer, short revents);
@@ -138,7 +150,7 @@ class NodeLink : public PollParticipant {
   std::chrono::milliseconds silence_limit_;
   Clock::time_point connect_deadline_{};
   LossHandler on_loss_;
-  MessageHandler on_message_;
+  std::map<LinkKind, Handler> handlers_;
   Clock::time_point accept_paused_until_{};  // out of descriptors: the listener is not polled until then
   // What someone outside the job can provoke is logged bounded.
   WarningLimiter refusals_{"refused or closed connections on the node link"};

@@ -1,4 +1,4 @@
-#include "hyrun/launcher/node_link.hpp"
+#include "hyrun/link/node_link.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -16,7 +16,6 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
 #include "hyrun/common/hmac_sha256.hpp"
-#include "hyrun/launcher/node_link_lines.hpp"
 
 namespace hyrun {
 namespace {
@@ -110,8 +109,7 @@ NodeLink NodeLink::connect(const std::string& address, int port, int self, std::
   const std::string nonce = new_link_nonce();
   link.writer_->add(root.task, root.fd.get(), root.connecting,
                     LinkSeal(link.token_, self, nonce, LinkSeal::Direction::kToRoot));
-  link.writer_->send_hello(
-      root.task, fmt::format("{} {} {} {}", kLinkHello, self, nonce, link_hello_proof(link.token_, self, nonce)));
+  link.writer_->send_hello(root.task, format_link(LinkHello{self, nonce, link_hello_proof(link.token_, self, nonce)}));
   root.seal.emplace(link.token_, self, nonce, LinkSeal::Direction::kFromRoot);
   link.peers_.push_back(std::move(root));
   return link;
@@ -229,7 +227,7 @@ void NodeLink::on_readable(Peer& peer) {
 
 void NodeLink::on_line(Peer& peer, const std::string& line) {
   if (peer.task < 0) {  // root: the first line of an accepted connection is the hello
-    const auto hello = parse_link_hello(line);
+    const auto hello = parse_link<LinkHello>(line);
     const int task = hello ? hello->task : -1;
     if (!hello || task >= static_cast<int>(peers_.size()) || task == self_ ||
         !equal_in_constant_time(hello->proof, link_hello_proof(token_, task, hello->nonce))) {
@@ -262,20 +260,45 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
   if (!opened)
     return lose(peer, "it sent a line that fails the node link's authentication (made up, changed or replayed)");
   const std::string& body = *opened;
-  if (body == "alive") return;
-  if (body == "bye") {
-    peer.said_bye = true;
-    writer_->stop_heartbeats(peer.task);  // one that left reads no more
+  const auto kind = link_kind_of(body);
+  if (!kind)
+    return lose(peer,
+                fmt::format("it sent a line of a kind that the node link's protocol ({}) does not have ('{:.40}')",
+                            kLinkHello, body));
+  if (take_own(peer, *kind, body)) return;
+  if (const auto handler = handlers_.find(*kind); handler != handlers_.end() && handler->second(peer.task, body))
     return;
-  }
-  if (on_message_ && on_message_(peer.task, body)) return;
-  // "lost <task> <host> <why>": from the root, a node it lost and the job goes on without.
-  if (!root_)
-    if (const auto lost = parse_link_loss(body); lost && lost->task > 0 && lost->task != self_) {
+  lose(peer, fmt::format("it sent '{:.40}', which is not a {} line this hyrun takes", body, link_kind_word(*kind)));
+}
+
+bool NodeLink::take_own(Peer& peer, LinkKind kind, const std::string& body) {
+  switch (kind) {
+    case LinkKind::kAlive: return parse_link<LinkAlive>(body).has_value();
+    case LinkKind::kBye:
+      if (!parse_link<LinkBye>(body)) return false;
+      peer.said_bye = true;
+      writer_->stop_heartbeats(peer.task);  // one that left reads no more
+      return true;
+    case LinkKind::kLost: {
+      // From the root: a node it lost and the job goes on without.
+      const auto lost = parse_link<LinkLoss>(body);
+      if (root_ || !lost || lost->task <= 0 || lost->task == self_) return false;
       report(Loss{lost->task, lost->host, lost->why, true});
-      return;
+      return true;
     }
-  lose(peer, fmt::format("it sent '{:.40}', which is not the node link's protocol", body));
+    default: return false;
+  }
+}
+
+void NodeLink::on(LinkKind kind, Handler handler) {
+  if (kind == LinkKind::kAlive || kind == LinkKind::kBye || kind == LinkKind::kLost)
+    throw Error(fmt::format("the node link takes its {} lines itself", link_kind_word(kind)));
+  handlers_[kind] = std::move(handler);
+}
+
+void NodeLink::broadcast(const std::string& body) {
+  for (auto& peer : peers_)
+    if (peer.fd && !peer.gone && !peer.said_bye) send(peer, body);
 }
 
 void NodeLink::send(Peer& peer, const std::string& line) { writer_->send(peer.task, line); }
@@ -323,8 +346,7 @@ void NodeLink::lose(Peer& peer, const std::string& why) {
   const Loss loss{peer.task, peer.host, why, false};
   if (!report(loss) || !root_) return;
   // The job goes on without the node: the others' ranks must learn of its ranks' deaths too.
-  for (auto& p : peers_)
-    if (p.fd && !p.gone && !p.said_bye) send(p, fmt::format("lost {} {} {:.100}", loss.task, loss.host, why));
+  broadcast(format_link(LinkLoss{loss.task, loss.host, why.substr(0, 100)}));
 }
 
 bool NodeLink::report(const Loss& loss) {
@@ -343,7 +365,7 @@ void NodeLink::close_quietly(Peer& peer) {
 void NodeLink::say_bye() {
   for (auto& p : peers_)
     if (p.fd && !p.gone) {
-      send(p, "bye");
+      send(p, format_link(LinkBye{}));
       writer_->stop_heartbeats(p.task);
     }
   // A short job may end before its connect completed or its hello left: finish them,

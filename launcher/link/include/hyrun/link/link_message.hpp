@@ -1,0 +1,141 @@
+#pragma once
+// The node link's protocol (docs/architecture.md, "The node link"): the one table of its
+// message kinds, and for each kind one formatter and one strict parser. The first line of
+// a connection is the hello, unsealed, whose first words name the protocol's version; every
+// later line is sealed (link_seal.hpp) and its body starts with its kind's word. A body whose
+// kind is not one of this version's, or whose fields are not exactly its kind's, is refused
+// (the link then ends), never half read.
+//
+//   hello          hyrun-link v2 <task> <nonce> <proof>    a node, first (unsealed)
+//   alive          alive                                   both: heartbeat
+//   bye            bye                                     both: this hyrun ends by itself
+//   lost           lost <task> <host> <why>                root: the job goes on without a node
+//   fence          fence <n> <hex>                         node -> root: its part of fence n
+//   fenced         fenced <n> <hex>                        root -> nodes: fence n, every part
+//   dmodex-get     dmodex-get <id> <rank>                  a rank's data, asked (routed by the root)
+//   dmodex-data    dmodex-data <id> <hex>                  the answer to request <id>
+//   dmodex-none    dmodex-none <id>                        request <id> has no answer
+//
+// <task>, <n>, <id>, <rank>: decimal, digits only, within their type (int, 64 and 32 bits
+// unsigned); <hex>: lower- or upper-case hex digits, possibly none (opaque bytes); <host>: one
+// word of at most 128 characters; <why>: the rest of the line, possibly empty.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace hyrun {
+
+/// The hello's first words: the protocol and its version. Every kind below is this version's.
+inline constexpr std::string_view kLinkHello = "hyrun-link v2";
+
+/// The kinds of sealed lines.
+enum class LinkKind { kAlive, kBye, kLost, kFence, kFenced, kDmodexGet, kDmodexData, kDmodexNone };
+
+struct LinkKindInfo {
+  LinkKind kind;
+  std::string_view word;  ///< the body's first word
+  std::string_view from;  ///< who sends it
+};
+/// Every kind of this version, in the order of docs/architecture.md's table.
+std::span<const LinkKindInfo> link_kinds();
+/// A body's kind, by its first word (up to a space or the end); nullopt when no kind of this
+/// version has that word.
+std::optional<LinkKind> link_kind_of(std::string_view body);
+/// The word of `kind`.
+std::string_view link_kind_word(LinkKind kind);
+
+/// The first line a node sends (unsealed).
+struct LinkHello {
+  int task = -1;      ///< the sender's task (PMIx rank)
+  std::string nonce;  ///< 32 lower-case hex digits, fresh per connection: the session's key derives from it
+  std::string proof;  ///< link_hello_proof(token, task, nonce): one word of at most 128 characters
+  bool operator==(const LinkHello&) const = default;
+};
+struct LinkAlive {
+  static constexpr LinkKind kKind = LinkKind::kAlive;
+  bool operator==(const LinkAlive&) const = default;
+};
+struct LinkBye {
+  static constexpr LinkKind kKind = LinkKind::kBye;
+  bool operator==(const LinkBye&) const = default;
+};
+/// The root lost node `task` and the job goes on without it.
+struct LinkLoss {
+  static constexpr LinkKind kKind = LinkKind::kLost;
+  int task = -1;
+  std::string host;
+  std::string why;  ///< possibly empty
+  bool operator==(const LinkLoss&) const = default;
+};
+/// A node's part of the job's fence `number` (PMIx data, opaque bytes).
+struct LinkFencePart {
+  static constexpr LinkKind kKind = LinkKind::kFence;
+  std::uint64_t number = 0;
+  std::string data;
+  bool operator==(const LinkFencePart&) const = default;
+};
+/// Fence `number` complete: every node's part, in task order.
+struct LinkFenceWhole {
+  static constexpr LinkKind kKind = LinkKind::kFenced;
+  std::uint64_t number = 0;
+  std::string data;
+  bool operator==(const LinkFenceWhole&) const = default;
+};
+/// Request `id`: the data `rank` committed.
+struct LinkDmodexGet {
+  static constexpr LinkKind kKind = LinkKind::kDmodexGet;
+  std::uint64_t id = 0;
+  std::uint32_t rank = 0;
+  bool operator==(const LinkDmodexGet&) const = default;
+};
+/// The answer to request `id`.
+struct LinkDmodexData {
+  static constexpr LinkKind kKind = LinkKind::kDmodexData;
+  std::uint64_t id = 0;
+  std::string data;
+  bool operator==(const LinkDmodexData&) const = default;
+};
+/// Request `id` has no answer (the rank committed nothing the server could give).
+struct LinkDmodexNone {
+  static constexpr LinkKind kKind = LinkKind::kDmodexNone;
+  std::uint64_t id = 0;
+  bool operator==(const LinkDmodexNone&) const = default;
+};
+
+/// The line (hello) or body (the others) of a message.
+std::string format_link(const LinkHello& m);
+std::string format_link(const LinkAlive& m);
+std::string format_link(const LinkBye& m);
+std::string format_link(const LinkLoss& m);
+std::string format_link(const LinkFencePart& m);
+std::string format_link(const LinkFenceWhole& m);
+std::string format_link(const LinkDmodexGet& m);
+std::string format_link(const LinkDmodexData& m);
+std::string format_link(const LinkDmodexNone& m);
+
+/// The message of type M that `text` is exactly, or nullopt. Whether a task, proof or rank is
+/// right for the job is the caller's check.
+template <class M>
+std::optional<M> parse_link(std::string_view text);
+template <>
+std::optional<LinkHello> parse_link<LinkHello>(std::string_view text);
+template <>
+std::optional<LinkAlive> parse_link<LinkAlive>(std::string_view text);
+template <>
+std::optional<LinkBye> parse_link<LinkBye>(std::string_view text);
+template <>
+std::optional<LinkLoss> parse_link<LinkLoss>(std::string_view text);
+template <>
+std::optional<LinkFencePart> parse_link<LinkFencePart>(std::string_view text);
+template <>
+std::optional<LinkFenceWhole> parse_link<LinkFenceWhole>(std::string_view text);
+template <>
+std::optional<LinkDmodexGet> parse_link<LinkDmodexGet>(std::string_view text);
+template <>
+std::optional<LinkDmodexData> parse_link<LinkDmodexData>(std::string_view text);
+template <>
+std::optional<LinkDmodexNone> parse_link<LinkDmodexNone>(std::string_view text);
+
+}  // namespace hyrun

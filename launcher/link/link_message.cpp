@@ -1,0 +1,186 @@
+#include "hyrun/link/link_message.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <charconv>
+#include <span>
+#include <utility>
+
+#include "hyrun/common/error.hpp"
+#include "hyrun/common/hex.hpp"
+
+namespace hyrun {
+namespace {
+
+constexpr std::size_t kMaxWord = 128;
+
+constexpr std::array<LinkKindInfo, 8> kKinds{{
+    {LinkKind::kAlive, "alive", "both"},
+    {LinkKind::kBye, "bye", "both"},
+    {LinkKind::kLost, "lost", "root"},
+    {LinkKind::kFence, "fence", "a node"},
+    {LinkKind::kFenced, "fenced", "root"},
+    {LinkKind::kDmodexGet, "dmodex-get", "both"},
+    {LinkKind::kDmodexData, "dmodex-data", "both"},
+    {LinkKind::kDmodexNone, "dmodex-none", "both"},
+}};
+
+// The next word of `rest` (up to a space or the end), removed from it with its one space.
+std::string_view take_word(std::string_view& rest) {
+  const auto space = rest.find(' ');
+  const std::string_view word = rest.substr(0, space);
+  rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+  return word;
+}
+
+// A number of type T: decimal digits only, all of them, within T. (sscanf's %d took a sign,
+// stopped at the first non-digit and wrapped an overflow into another task.)
+template <class T>
+std::optional<T> parse_number(std::string_view word) {
+  if (word.empty() || word.front() < '0' || word.front() > '9') return std::nullopt;
+  T value{};
+  const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), value);
+  if (error != std::errc() || end != word.data() + word.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<std::string> parse_bytes(std::string_view hex) {
+  try {
+    const auto bytes = from_hex(hex, "the node link's data");
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+std::string hex_of(const std::string& bytes) {
+  return to_hex(std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
+}
+
+// The fields after `kind`'s word, or nullopt when `body` is not of that kind. A kind with
+// fields takes exactly one space after its word.
+std::optional<std::string_view> fields_of(std::string_view body, LinkKind kind) {
+  const std::string_view word = link_kind_word(kind);
+  if (!body.starts_with(word) || body.size() <= word.size() || body[word.size()] != ' ') return std::nullopt;
+  return body.substr(word.size() + 1);
+}
+
+// "<word> <number> <hex>" of the two fence kinds and dmodex-data: the hex after exactly one
+// space (no data: the line ends with that space).
+template <class M>
+std::optional<M> parse_number_and_bytes(std::string_view body) {
+  const auto rest = fields_of(body, M::kKind);
+  if (!rest) return std::nullopt;
+  const auto space = rest->find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  const auto number = parse_number<std::uint64_t>(rest->substr(0, space));
+  auto bytes = parse_bytes(rest->substr(space + 1));
+  if (!number || !bytes) return std::nullopt;
+  return M{*number, std::move(*bytes)};
+}
+
+// A kind without fields: its word, exactly.
+template <class M>
+std::optional<M> parse_word(std::string_view body) {
+  if (body != link_kind_word(M::kKind)) return std::nullopt;
+  return M{};
+}
+
+}  // namespace
+
+std::span<const LinkKindInfo> link_kinds() { return kKinds; }
+
+std::optional<LinkKind> link_kind_of(std::string_view body) {
+  const std::string_view word = body.substr(0, body.find(' '));
+  for (const auto& k : kKinds)
+    if (k.word == word) return k.kind;
+  return std::nullopt;
+}
+
+std::string_view link_kind_word(LinkKind kind) {
+  for (const auto& k : kKinds)
+    if (k.kind == kind) return k.word;
+  return "?";
+}
+
+std::string format_link(const LinkHello& m) { return fmt::format("{} {} {} {}", kLinkHello, m.task, m.nonce, m.proof); }
+std::string format_link(const LinkAlive&) { return std::string(link_kind_word(LinkKind::kAlive)); }
+std::string format_link(const LinkBye&) { return std::string(link_kind_word(LinkKind::kBye)); }
+std::string format_link(const LinkLoss& m) {
+  return fmt::format("{} {} {} {}", link_kind_word(m.kKind), m.task, m.host, m.why);
+}
+std::string format_link(const LinkFencePart& m) {
+  return fmt::format("{} {} {}", link_kind_word(m.kKind), m.number, hex_of(m.data));
+}
+std::string format_link(const LinkFenceWhole& m) {
+  return fmt::format("{} {} {}", link_kind_word(m.kKind), m.number, hex_of(m.data));
+}
+std::string format_link(const LinkDmodexGet& m) {
+  return fmt::format("{} {} {}", link_kind_word(m.kKind), m.id, m.rank);
+}
+std::string format_link(const LinkDmodexData& m) {
+  return fmt::format("{} {} {}", link_kind_word(m.kKind), m.id, hex_of(m.data));
+}
+std::string format_link(const LinkDmodexNone& m) { return fmt::format("{} {}", link_kind_word(m.kKind), m.id); }
+
+template <>
+std::optional<LinkHello> parse_link<LinkHello>(std::string_view line) {
+  if (!line.starts_with(kLinkHello) || line.substr(kLinkHello.size(), 1) != " ") return std::nullopt;
+  std::string_view rest = line.substr(kLinkHello.size() + 1);
+  const auto task = parse_number<int>(take_word(rest));
+  const std::string_view nonce = take_word(rest);
+  const std::string_view proof = rest;
+  const bool hex_nonce = nonce.size() == 32 && nonce.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+  if (!task || !hex_nonce || proof.empty() || proof.size() > kMaxWord || proof.find(' ') != std::string_view::npos)
+    return std::nullopt;
+  return LinkHello{*task, std::string(nonce), std::string(proof)};
+}
+template <>
+std::optional<LinkAlive> parse_link<LinkAlive>(std::string_view body) {
+  return parse_word<LinkAlive>(body);
+}
+template <>
+std::optional<LinkBye> parse_link<LinkBye>(std::string_view body) {
+  return parse_word<LinkBye>(body);
+}
+template <>
+std::optional<LinkLoss> parse_link<LinkLoss>(std::string_view body) {
+  auto rest = fields_of(body, LinkKind::kLost);
+  if (!rest) return std::nullopt;
+  const auto task = parse_number<int>(take_word(*rest));
+  const std::string_view host = take_word(*rest);
+  if (!task || host.empty() || host.size() > kMaxWord) return std::nullopt;
+  return LinkLoss{*task, std::string(host), std::string(*rest)};
+}
+template <>
+std::optional<LinkFencePart> parse_link<LinkFencePart>(std::string_view body) {
+  return parse_number_and_bytes<LinkFencePart>(body);
+}
+template <>
+std::optional<LinkFenceWhole> parse_link<LinkFenceWhole>(std::string_view body) {
+  return parse_number_and_bytes<LinkFenceWhole>(body);
+}
+template <>
+std::optional<LinkDmodexGet> parse_link<LinkDmodexGet>(std::string_view body) {
+  auto rest = fields_of(body, LinkKind::kDmodexGet);
+  if (!rest) return std::nullopt;
+  const auto id = parse_number<std::uint64_t>(take_word(*rest));
+  const auto rank = parse_number<std::uint32_t>(*rest);
+  if (!id || !rank) return std::nullopt;
+  return LinkDmodexGet{*id, *rank};
+}
+template <>
+std::optional<LinkDmodexData> parse_link<LinkDmodexData>(std::string_view body) {
+  return parse_number_and_bytes<LinkDmodexData>(body);
+}
+template <>
+std::optional<LinkDmodexNone> parse_link<LinkDmodexNone>(std::string_view body) {
+  auto rest = fields_of(body, LinkKind::kDmodexNone);
+  if (!rest) return std::nullopt;
+  const auto id = parse_number<std::uint64_t>(*rest);
+  if (!id) return std::nullopt;
+  return LinkDmodexNone{*id};
+}
+
+}  // namespace hyrun
