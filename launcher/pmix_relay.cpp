@@ -137,7 +137,7 @@ bool PmixRelay::handle(int from_task, std::string_view body) {
     }
     case LinkKind::kDmodexData: {
       auto data = parse_link<LinkDmodexData>(body);
-      return data && answer(data->id, std::move(data->data));
+      return data && answer(data->number, std::move(data->data));
     }
     case LinkKind::kDmodexNone: {
       const auto none = parse_link<LinkDmodexNone>(body);

@@ -66,27 +66,6 @@ std::optional<std::string_view> fields_of(std::string_view body, LinkKind kind) 
   return body.substr(word.size() + 1);
 }
 
-// "<word> <number> <hex>" of the two fence kinds and dmodex-data: the hex after exactly one
-// space (no data: the line ends with that space).
-template <class M>
-std::optional<M> parse_number_and_bytes(std::string_view body) {
-  const auto rest = fields_of(body, M::kKind);
-  if (!rest) return std::nullopt;
-  const auto space = rest->find(' ');
-  if (space == std::string_view::npos) return std::nullopt;
-  const auto number = parse_number<std::uint64_t>(rest->substr(0, space));
-  auto bytes = parse_bytes(rest->substr(space + 1));
-  if (!number || !bytes) return std::nullopt;
-  return M{*number, std::move(*bytes)};
-}
-
-// A kind without fields: its word, exactly.
-template <class M>
-std::optional<M> parse_word(std::string_view body) {
-  if (body != link_kind_word(M::kKind)) return std::nullopt;
-  return M{};
-}
-
 }  // namespace
 
 std::span<const LinkKindInfo> link_kinds() { return kKinds; }
@@ -105,27 +84,33 @@ std::string_view link_kind_word(LinkKind kind) {
 }
 
 std::string format_link(const LinkHello& m) { return fmt::format("{} {} {} {}", kLinkHello, m.task, m.nonce, m.proof); }
-std::string format_link(const LinkAlive&) { return std::string(link_kind_word(LinkKind::kAlive)); }
-std::string format_link(const LinkBye&) { return std::string(link_kind_word(LinkKind::kBye)); }
 std::string format_link(const LinkLoss& m) {
   return fmt::format("{} {} {} {}", link_kind_word(m.kKind), m.task, m.host, m.why);
-}
-std::string format_link(const LinkFencePart& m) {
-  return fmt::format("{} {} {}", link_kind_word(m.kKind), m.number, hex_of(m.data));
-}
-std::string format_link(const LinkFenceWhole& m) {
-  return fmt::format("{} {} {}", link_kind_word(m.kKind), m.number, hex_of(m.data));
 }
 std::string format_link(const LinkDmodexGet& m) {
   return fmt::format("{} {} {}", link_kind_word(m.kKind), m.id, m.rank);
 }
-std::string format_link(const LinkDmodexData& m) {
-  return fmt::format("{} {} {}", link_kind_word(m.kKind), m.id, hex_of(m.data));
-}
 std::string format_link(const LinkDmodexNone& m) { return fmt::format("{} {}", link_kind_word(m.kKind), m.id); }
 
-template <>
-std::optional<LinkHello> parse_link<LinkHello>(std::string_view line) {
+namespace link_detail {
+
+std::string format_numbered_bytes(LinkKind kind, std::uint64_t number, const std::string& data) {
+  return fmt::format("{} {} {}", link_kind_word(kind), number, hex_of(data));
+}
+
+// "<word> <number> <hex>": the hex after exactly one space (no data: the line ends with it).
+std::optional<std::pair<std::uint64_t, std::string>> parse_numbered_bytes(std::string_view body, LinkKind kind) {
+  const auto rest = fields_of(body, kind);
+  if (!rest) return std::nullopt;
+  const auto space = rest->find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  const auto number = parse_number<std::uint64_t>(rest->substr(0, space));
+  auto bytes = parse_bytes(rest->substr(space + 1));
+  if (!number || !bytes) return std::nullopt;
+  return std::make_pair(*number, std::move(*bytes));
+}
+
+std::optional<LinkHello> parse_hello(std::string_view line) {
   if (!line.starts_with(kLinkHello) || line.substr(kLinkHello.size(), 1) != " ") return std::nullopt;
   std::string_view rest = line.substr(kLinkHello.size() + 1);
   const auto task = parse_number<int>(take_word(rest));
@@ -136,16 +121,8 @@ std::optional<LinkHello> parse_link<LinkHello>(std::string_view line) {
     return std::nullopt;
   return LinkHello{*task, std::string(nonce), std::string(proof)};
 }
-template <>
-std::optional<LinkAlive> parse_link<LinkAlive>(std::string_view body) {
-  return parse_word<LinkAlive>(body);
-}
-template <>
-std::optional<LinkBye> parse_link<LinkBye>(std::string_view body) {
-  return parse_word<LinkBye>(body);
-}
-template <>
-std::optional<LinkLoss> parse_link<LinkLoss>(std::string_view body) {
+
+std::optional<LinkLoss> parse_loss(std::string_view body) {
   auto rest = fields_of(body, LinkKind::kLost);
   if (!rest) return std::nullopt;
   const auto task = parse_number<int>(take_word(*rest));
@@ -153,16 +130,8 @@ std::optional<LinkLoss> parse_link<LinkLoss>(std::string_view body) {
   if (!task || host.empty() || host.size() > kMaxWord) return std::nullopt;
   return LinkLoss{*task, std::string(host), std::string(*rest)};
 }
-template <>
-std::optional<LinkFencePart> parse_link<LinkFencePart>(std::string_view body) {
-  return parse_number_and_bytes<LinkFencePart>(body);
-}
-template <>
-std::optional<LinkFenceWhole> parse_link<LinkFenceWhole>(std::string_view body) {
-  return parse_number_and_bytes<LinkFenceWhole>(body);
-}
-template <>
-std::optional<LinkDmodexGet> parse_link<LinkDmodexGet>(std::string_view body) {
+
+std::optional<LinkDmodexGet> parse_dmodex_get(std::string_view body) {
   auto rest = fields_of(body, LinkKind::kDmodexGet);
   if (!rest) return std::nullopt;
   const auto id = parse_number<std::uint64_t>(take_word(*rest));
@@ -170,17 +139,13 @@ std::optional<LinkDmodexGet> parse_link<LinkDmodexGet>(std::string_view body) {
   if (!id || !rank) return std::nullopt;
   return LinkDmodexGet{*id, *rank};
 }
-template <>
-std::optional<LinkDmodexData> parse_link<LinkDmodexData>(std::string_view body) {
-  return parse_number_and_bytes<LinkDmodexData>(body);
-}
-template <>
-std::optional<LinkDmodexNone> parse_link<LinkDmodexNone>(std::string_view body) {
-  auto rest = fields_of(body, LinkKind::kDmodexNone);
-  if (!rest) return std::nullopt;
-  const auto id = parse_number<std::uint64_t>(*rest);
+
+std::optional<LinkDmodexNone> parse_dmodex_none(std::string_view body) {
+  const auto rest = fields_of(body, LinkKind::kDmodexNone);
+  const auto id = rest ? parse_number<std::uint64_t>(*rest) : std::nullopt;
   if (!id) return std::nullopt;
   return LinkDmodexNone{*id};
 }
 
+}  // namespace link_detail
 }  // namespace hyrun

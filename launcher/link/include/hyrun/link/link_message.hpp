@@ -24,6 +24,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 namespace hyrun {
 
@@ -53,14 +55,30 @@ struct LinkHello {
   std::string proof;  ///< link_hello_proof(token, task, nonce): one word of at most 128 characters
   bool operator==(const LinkHello&) const = default;
 };
-struct LinkAlive {
-  static constexpr LinkKind kKind = LinkKind::kAlive;
-  bool operator==(const LinkAlive&) const = default;
+/// The kinds without fields: the body is the kind's word.
+template <LinkKind K>
+struct LinkWord {
+  static constexpr LinkKind kKind = K;
+  bool operator==(const LinkWord&) const = default;
 };
-struct LinkBye {
-  static constexpr LinkKind kKind = LinkKind::kBye;
-  bool operator==(const LinkBye&) const = default;
+using LinkAlive = LinkWord<LinkKind::kAlive>;
+using LinkBye = LinkWord<LinkKind::kBye>;
+
+/// The kinds of a number and opaque bytes (sent as hex).
+template <LinkKind K>
+struct LinkNumberedBytes {
+  static constexpr LinkKind kKind = K;
+  std::uint64_t number = 0;
+  std::string data;
+  bool operator==(const LinkNumberedBytes&) const = default;
 };
+/// A node's part of the job's fence `number` (PMIx data).
+using LinkFencePart = LinkNumberedBytes<LinkKind::kFence>;
+/// Fence `number` complete: every node's part, in task order.
+using LinkFenceWhole = LinkNumberedBytes<LinkKind::kFenced>;
+/// The answer to request `number` (a direct modex's data).
+using LinkDmodexData = LinkNumberedBytes<LinkKind::kDmodexData>;
+
 /// The root lost node `task` and the job goes on without it.
 struct LinkLoss {
   static constexpr LinkKind kKind = LinkKind::kLost;
@@ -69,33 +87,12 @@ struct LinkLoss {
   std::string why;  ///< possibly empty
   bool operator==(const LinkLoss&) const = default;
 };
-/// A node's part of the job's fence `number` (PMIx data, opaque bytes).
-struct LinkFencePart {
-  static constexpr LinkKind kKind = LinkKind::kFence;
-  std::uint64_t number = 0;
-  std::string data;
-  bool operator==(const LinkFencePart&) const = default;
-};
-/// Fence `number` complete: every node's part, in task order.
-struct LinkFenceWhole {
-  static constexpr LinkKind kKind = LinkKind::kFenced;
-  std::uint64_t number = 0;
-  std::string data;
-  bool operator==(const LinkFenceWhole&) const = default;
-};
 /// Request `id`: the data `rank` committed.
 struct LinkDmodexGet {
   static constexpr LinkKind kKind = LinkKind::kDmodexGet;
   std::uint64_t id = 0;
   std::uint32_t rank = 0;
   bool operator==(const LinkDmodexGet&) const = default;
-};
-/// The answer to request `id`.
-struct LinkDmodexData {
-  static constexpr LinkKind kKind = LinkKind::kDmodexData;
-  std::uint64_t id = 0;
-  std::string data;
-  bool operator==(const LinkDmodexData&) const = default;
 };
 /// Request `id` has no answer (the rank committed nothing the server could give).
 struct LinkDmodexNone {
@@ -104,38 +101,49 @@ struct LinkDmodexNone {
   bool operator==(const LinkDmodexNone&) const = default;
 };
 
+namespace link_detail {
+std::string format_numbered_bytes(LinkKind kind, std::uint64_t number, const std::string& data);
+std::optional<std::pair<std::uint64_t, std::string>> parse_numbered_bytes(std::string_view body, LinkKind kind);
+std::optional<LinkHello> parse_hello(std::string_view line);
+std::optional<LinkLoss> parse_loss(std::string_view body);
+std::optional<LinkDmodexGet> parse_dmodex_get(std::string_view body);
+std::optional<LinkDmodexNone> parse_dmodex_none(std::string_view body);
+}  // namespace link_detail
+
 /// The line (hello) or body (the others) of a message.
 std::string format_link(const LinkHello& m);
-std::string format_link(const LinkAlive& m);
-std::string format_link(const LinkBye& m);
 std::string format_link(const LinkLoss& m);
-std::string format_link(const LinkFencePart& m);
-std::string format_link(const LinkFenceWhole& m);
 std::string format_link(const LinkDmodexGet& m);
-std::string format_link(const LinkDmodexData& m);
 std::string format_link(const LinkDmodexNone& m);
+template <LinkKind K>
+std::string format_link(const LinkWord<K>&) {
+  return std::string(link_kind_word(K));
+}
+template <LinkKind K>
+std::string format_link(const LinkNumberedBytes<K>& m) {
+  return link_detail::format_numbered_bytes(K, m.number, m.data);
+}
 
 /// The message of type M that `text` is exactly, or nullopt. Whether a task, proof or rank is
 /// right for the job is the caller's check.
 template <class M>
-std::optional<M> parse_link(std::string_view text);
-template <>
-std::optional<LinkHello> parse_link<LinkHello>(std::string_view text);
-template <>
-std::optional<LinkAlive> parse_link<LinkAlive>(std::string_view text);
-template <>
-std::optional<LinkBye> parse_link<LinkBye>(std::string_view text);
-template <>
-std::optional<LinkLoss> parse_link<LinkLoss>(std::string_view text);
-template <>
-std::optional<LinkFencePart> parse_link<LinkFencePart>(std::string_view text);
-template <>
-std::optional<LinkFenceWhole> parse_link<LinkFenceWhole>(std::string_view text);
-template <>
-std::optional<LinkDmodexGet> parse_link<LinkDmodexGet>(std::string_view text);
-template <>
-std::optional<LinkDmodexData> parse_link<LinkDmodexData>(std::string_view text);
-template <>
-std::optional<LinkDmodexNone> parse_link<LinkDmodexNone>(std::string_view text);
+std::optional<M> parse_link(std::string_view text) {
+  if constexpr (std::is_same_v<M, LinkHello>) {
+    return link_detail::parse_hello(text);
+  } else if constexpr (std::is_same_v<M, LinkWord<M::kKind>>) {
+    return text == link_kind_word(M::kKind) ? std::optional<M>(M{}) : std::nullopt;
+  } else if constexpr (std::is_same_v<M, LinkNumberedBytes<M::kKind>>) {
+    auto fields = link_detail::parse_numbered_bytes(text, M::kKind);
+    if (!fields) return std::nullopt;
+    return M{fields->first, std::move(fields->second)};
+  } else if constexpr (std::is_same_v<M, LinkLoss>) {
+    return link_detail::parse_loss(text);
+  } else if constexpr (std::is_same_v<M, LinkDmodexGet>) {
+    return link_detail::parse_dmodex_get(text);
+  } else {
+    static_assert(std::is_same_v<M, LinkDmodexNone>, "not a message of the node link");
+    return link_detail::parse_dmodex_none(text);
+  }
+}
 
 }  // namespace hyrun
