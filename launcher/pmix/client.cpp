@@ -74,6 +74,18 @@ std::int64_t elapsed_ms(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
 }
 
+// One line for logs (ClientIdentity::description).
+std::string description_of(const ClientIdentity& id) {
+  std::string where = "node " + id.hostname + " (";
+  const char* job = env_or_null("SLURM_JOB_ID");
+  const char* step = env_or_null("SLURM_STEP_ID");
+  if (job && step && id.nspace.rfind("slurm.", 0) == 0)
+    where += "slurm job " + std::string(job) + " step " + step;
+  else
+    where += "pmix nspace " + id.nspace;
+  return where + ", rank " + std::to_string(id.rank) + " of " + std::to_string(id.job_size) + ")";
+}
+
 }  // namespace
 
 std::optional<Client> Client::connect() {
@@ -95,30 +107,32 @@ std::optional<Client> Client::connect() {
 
   Client client;
   client.connected_ = true;  // from here on the destructor finalises
-  client.nspace_ = me.nspace;
-  client.rank_ = static_cast<int>(me.rank);
+  ClientIdentity& id = client.identity_;
+  id.nspace = me.nspace;
+  id.rank = static_cast<int>(me.rank);
 
-  const pmix_proc_t job = make_proc(client.nspace_, PMIX_RANK_WILDCARD);
+  const pmix_proc_t job = make_proc(id.nspace, PMIX_RANK_WILDCARD);
   const auto size = get_local_integer(job, PMIX_JOB_SIZE);
-  if (!size || *size < 1) throw Error("PMIx server of namespace " + client.nspace_ + " did not provide PMIX_JOB_SIZE");
-  client.job_size_ = static_cast<int>(*size);
+  if (!size || *size < 1) throw Error("PMIx server of namespace " + id.nspace + " did not provide PMIX_JOB_SIZE");
+  id.job_size = static_cast<int>(*size);
 
   if (auto host = get_local(me, PMIX_HOSTNAME, [](const pmix_value_t& v) { return string_of(v); })) {
-    client.hostname_ = *host;
+    id.hostname = *host;
   } else if (const char* slurm_node = env_or_null("SLURMD_NODENAME")) {
-    client.hostname_ = slurm_node;
+    id.hostname = slurm_node;
   } else {
     char buffer[256] = {};
     gethostname(buffer, sizeof buffer - 1);
-    client.hostname_ = buffer;
+    id.hostname = buffer;
     spdlog::warn("pmix: server gave no PMIX_HOSTNAME and SLURMD_NODENAME is unset; using gethostname() '{}'",
-                 client.hostname_);
+                 id.hostname);
   }
-  if (auto id = get_local_integer(me, PMIX_NODEID)) client.node_id_ = static_cast<std::uint32_t>(*id);
-  if (auto local = get_local_integer(me, PMIX_LOCAL_RANK)) client.local_rank_ = static_cast<int>(*local);
+  if (auto node = get_local_integer(me, PMIX_NODEID)) id.node_id = static_cast<std::uint32_t>(*node);
+  if (auto local = get_local_integer(me, PMIX_LOCAL_RANK)) id.local_rank = static_cast<int>(*local);
   auto local_size = get_local_integer(job, PMIX_LOCAL_SIZE);
   if (!local_size) local_size = get_local_integer(me, PMIX_LOCAL_SIZE);
-  if (local_size && *local_size > 0) client.local_size_ = static_cast<int>(*local_size);
+  if (local_size && *local_size > 0) id.local_size = static_cast<int>(*local_size);
+  id.description = description_of(id);
 
   spdlog::debug("pmix: connected as {} in {} ms", client.describe(), elapsed_ms(start));
   return client;
@@ -127,31 +141,18 @@ std::optional<Client> Client::connect() {
 Client::~Client() { finalize(); }
 
 std::optional<std::string> Client::hostname_of(int rank) const {
-  const pmix_proc_t proc = make_proc(nspace_, static_cast<pmix_rank_t>(rank));
+  const pmix_proc_t proc = make_proc(nspace(), static_cast<pmix_rank_t>(rank));
   return get_local(proc, PMIX_HOSTNAME, [](const pmix_value_t& v) { return string_of(v); });
 }
 
 Client::Client(Client&& other) noexcept
-    : connected_(std::exchange(other.connected_, false)),
-      nspace_(std::move(other.nspace_)),
-      rank_(other.rank_),
-      job_size_(other.job_size_),
-      hostname_(std::move(other.hostname_)),
-      node_id_(other.node_id_),
-      local_rank_(other.local_rank_),
-      local_size_(other.local_size_) {}
+    : ClientApi(std::move(other)), connected_(std::exchange(other.connected_, false)) {}
 
 Client& Client::operator=(Client&& other) noexcept {
   if (this != &other) {
     finalize();
+    ClientApi::operator=(std::move(other));
     connected_ = std::exchange(other.connected_, false);
-    nspace_ = std::move(other.nspace_);
-    rank_ = other.rank_;
-    job_size_ = other.job_size_;
-    hostname_ = std::move(other.hostname_);
-    node_id_ = other.node_id_;
-    local_rank_ = other.local_rank_;
-    local_size_ = other.local_size_;
   }
   return *this;
 }
@@ -159,18 +160,7 @@ Client& Client::operator=(Client&& other) noexcept {
 void Client::finalize() noexcept {
   if (!std::exchange(connected_, false)) return;
   const pmix_status_t rc = PMIx_Finalize(nullptr, 0);
-  if (rc != PMIX_SUCCESS) spdlog::warn("pmix: PMIx_Finalize of {}: {}", nspace_, describe_status(rc));
-}
-
-std::string Client::describe() const {
-  std::string where = "node " + hostname_ + " (";
-  const char* job = env_or_null("SLURM_JOB_ID");
-  const char* step = env_or_null("SLURM_STEP_ID");
-  if (job && step && nspace_.rfind("slurm.", 0) == 0)
-    where += "slurm job " + std::string(job) + " step " + step;
-  else
-    where += "pmix nspace " + nspace_;
-  return where + ", rank " + std::to_string(rank_) + " of " + std::to_string(job_size_) + ")";
+  if (rc != PMIX_SUCCESS) spdlog::warn("pmix: PMIx_Finalize of {}: {}", nspace(), describe_status(rc));
 }
 
 void Client::put(const std::string& key, std::span<const std::byte> value) {
@@ -187,7 +177,7 @@ void Client::put(const std::string& key, std::span<const std::byte> value) {
 void Client::commit() { throw_if_failed(PMIx_Commit(), "PMIx_Commit by " + describe()); }
 
 bool Client::fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop) {
-  const std::string what = "fence over all " + std::to_string(job_size_) + " processes of PMIx namespace " + nspace_;
+  const std::string what = "fence over all " + std::to_string(job_size()) + " processes of PMIx namespace " + nspace();
   auto [completion, cbdata] = Completion::make();
   completion->info.resize(2);
   PMIX_INFO_CONSTRUCT(&completion->info[0]);
@@ -222,10 +212,10 @@ bool Client::fence(std::chrono::milliseconds timeout, const std::function<bool()
 
 std::vector<std::byte> Client::get(int rank, const std::string& key, std::chrono::milliseconds timeout) {
   const std::string what =
-      "PMIx_Get of key '" + key + "' from rank " + std::to_string(rank) + " of namespace " + nspace_;
-  if (rank < 0 || rank >= job_size_)
-    throw Error(what + ": rank out of range, the job has " + std::to_string(job_size_) + " processes");
-  const pmix_proc_t proc = make_proc(nspace_, static_cast<pmix_rank_t>(rank));
+      "PMIx_Get of key '" + key + "' from rank " + std::to_string(rank) + " of namespace " + nspace();
+  if (rank < 0 || rank >= job_size())
+    throw Error(what + ": rank out of range, the job has " + std::to_string(job_size()) + " processes");
+  const pmix_proc_t proc = make_proc(nspace(), static_cast<pmix_rank_t>(rank));
   auto [completion, cbdata] = Completion::make();
   completion->info.push_back(timeout_info(timeout));
 

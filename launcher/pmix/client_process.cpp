@@ -80,19 +80,24 @@ json error_reply(const Error& e) {
       {"error", e.what()}, {"exit_code", e.exit_code()}, {"timeout", dynamic_cast<const TimeoutError*>(&e) != nullptr}};
 }
 
+// The identity travels as the helper read it: its fields in their order, node_id null when
+// the server gave none (identity_of reads it back).
 json info_of(const Client& client) {
+  const ClientIdentity& id = client.identity();
   json hosts = json::array();
-  for (int task = 0; task < client.job_size(); ++task) hosts.push_back(client.hostname_of(task).value_or(""));
-  json info{{"rank", client.rank()},
-            {"job_size", client.job_size()},
-            {"nspace", client.nspace()},
-            {"hostname", client.hostname()},
-            {"local_rank", client.local_rank_on_node()},
-            {"local_size", client.local_size_on_node()},
-            {"describe", client.describe()},
-            {"task_hosts", hosts}};
-  if (client.node_id()) info["node_id"] = *client.node_id();
-  return info;
+  for (int task = 0; task < id.job_size; ++task) hosts.push_back(client.hostname_of(task).value_or(""));
+  const json node = id.node_id ? json(*id.node_id) : json(nullptr);
+  return {
+      {"identity", {id.rank, id.job_size, id.nspace, id.hostname, node, id.local_rank, id.local_size, id.description}},
+      {"task_hosts", hosts}};
+}
+
+ClientIdentity identity_of(const json& info) {
+  const json& f = info.at("identity");
+  ClientIdentity id{f.at(0).get<int>(), f.at(1).get<int>(), f.at(2).get<std::string>(), f.at(3).get<std::string>(),
+                    std::nullopt,       f.at(5).get<int>(), f.at(6).get<int>(),         f.at(7).get<std::string>()};
+  if (!f.at(4).is_null()) id.node_id = f.at(4).get<std::uint32_t>();
+  return id;
 }
 
 json handle(Client& client, const json& request, int fd) {
@@ -202,15 +207,8 @@ std::optional<ClientProcess> ClientProcess::connect() {
   if (info->contains("error"))
     throw Error(info->at("error").get<std::string>(), info->value("exit_code", exit_code::kLauncherError));
   if (info->value("none", false)) return std::nullopt;  // the destructor ends the helper
-  process.rank_ = info->at("rank").get<int>();
-  process.job_size_ = info->at("job_size").get<int>();
-  process.nspace_ = info->at("nspace").get<std::string>();
-  process.hostname_ = info->at("hostname").get<std::string>();
-  process.local_rank_ = info->at("local_rank").get<int>();
-  process.local_size_ = info->at("local_size").get<int>();
-  process.description_ = info->at("describe").get<std::string>();
+  process.identity_ = identity_of(*info);
   process.task_hosts_ = info->at("task_hosts").get<std::vector<std::string>>();
-  if (info->contains("node_id")) process.node_id_ = info->at("node_id").get<std::uint32_t>();
   clear_pmix_environment();
   return process;
 }
@@ -220,16 +218,9 @@ ClientProcess::~ClientProcess() { end(); }
 ClientProcess& ClientProcess::operator=(ClientProcess&& other) noexcept {
   if (this != &other) {
     end();
+    ClientApi::operator=(std::move(other));
     socket_ = std::move(other.socket_);
     pid_ = other.pid_;
-    rank_ = other.rank_;
-    job_size_ = other.job_size_;
-    nspace_ = std::move(other.nspace_);
-    hostname_ = std::move(other.hostname_);
-    node_id_ = other.node_id_;
-    local_rank_ = other.local_rank_;
-    local_size_ = other.local_size_;
-    description_ = std::move(other.description_);
     task_hosts_ = std::move(other.task_hosts_);
   }
   return *this;

@@ -25,42 +25,35 @@
 #include <vector>
 
 #include "hyrun/common/unique_fd.hpp"
+#include "hyrun/pmix/client_api.hpp"
 
 namespace hyrun::pmix {
 
-class ClientProcess {
+class ClientProcess final : public ClientApi {
  public:
   /// Starts the helper and connects it (PMIx_Init). nullopt when no PMIx server started
   /// this process (as pmix::Client::connect). Throws hyrun::Error on any other failure.
   static std::optional<ClientProcess> connect();
 
-  ~ClientProcess();  ///< ends the helper: PMIx_Finalize there, bounded
+  ~ClientProcess() override;  ///< ends the helper: PMIx_Finalize there, bounded
   ClientProcess(ClientProcess&& other) noexcept = default;
   ClientProcess& operator=(ClientProcess&& other) noexcept;
   ClientProcess(const ClientProcess&) = delete;
   ClientProcess& operator=(const ClientProcess&) = delete;
 
-  int rank() const { return rank_; }
-  int job_size() const { return job_size_; }
-  const std::string& nspace() const { return nspace_; }
-  const std::string& hostname() const { return hostname_; }
-  std::optional<std::uint32_t> node_id() const { return node_id_; }
-  int local_rank_on_node() const { return local_rank_; }
-  int local_size_on_node() const { return local_size_; }
-  const std::string& describe() const { return description_; }
   /// The helper's pid (a child of this process).
   pid_t pid() const { return pid_; }
   /// Each task's host as the server says (PMIX_HOSTNAME of each process); empty where it
   /// does not say.
   const std::vector<std::string>& task_hosts() const { return task_hosts_; }
 
-  void put(const std::string& key, std::span<const std::byte> value);
-  void commit();
-  bool fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop = {});
-  std::vector<std::byte> get(int rank, const std::string& key, std::chrono::milliseconds timeout);
+  void put(const std::string& key, std::span<const std::byte> value) override;
+  void commit() override;
+  bool fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop = {}) override;
+  std::vector<std::byte> get(int rank, const std::string& key, std::chrono::milliseconds timeout) override;
   /// PMIx_Abort of the whole job through the helper, then this process exits with `status`
   /// (1 if 0), as pmix::Client::abort.
-  [[noreturn]] void abort(int status, const std::string& message);
+  [[noreturn]] void abort(int status, const std::string& message) override;
 
  private:
   ClientProcess() = default;
@@ -68,14 +61,6 @@ class ClientProcess {
 
   UniqueFd socket_;
   pid_t pid_ = -1;
-  int rank_ = 0;
-  int job_size_ = 1;
-  std::string nspace_;
-  std::string hostname_;
-  std::optional<std::uint32_t> node_id_;
-  int local_rank_ = 0;
-  int local_size_ = 1;
-  std::string description_;
   std::vector<std::string> task_hosts_;
 };
 
