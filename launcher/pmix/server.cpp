@@ -4,7 +4,9 @@
 #include <pmix_server.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+
 #include <unistd.h>
+#include <cstdlib>
 
 #include <atomic>
 #include <cerrno>
@@ -166,6 +168,13 @@ void wait_local(const std::shared_ptr<Completion>& done, const std::string& what
 Server::Server(const std::string& rendezvous_dir, hwloc_topology_t topology)
     : events_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (!events_fd_) throw SystemError("PMIx server: eventfd", errno);
+  // The hash data store, not libpmix 4.2.2's shared-memory stores (ds21, ds12): those keep a
+  // rank's data in fixed segments, and a PMIx_Put of 4 MiB or more aborted hyrun in
+  // pmix_common_dstor_store ("PLEASE set NS_DATA_SEG_SIZE", then free() of an invalid
+  // pointer). MCA parameters come from the environment when libpmix initialises; the ranks
+  // learn the server's store from its fork set-up (PMIX_GDS_MODULE), and hyrun's own PMIX_*
+  // variables never reach them (rank_environment.hpp).
+  ::setenv("PMIX_MCA_gds", "hash", 1);
   static pmix_server_module_t module = make_module();
   InfoList info;
   info.add(PMIX_SERVER_TMPDIR, rendezvous_dir);

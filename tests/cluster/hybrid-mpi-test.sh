@@ -53,6 +53,15 @@ mpi4py)  # Debian's mpi4py, unchanged: random values reduced across 2 nodes, eve
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
   expect_ok 4
   ;;
+large-put)  # a rank's PMIx_Put of 4 MiB on every node of 2, read back whole by every rank across nodes
+  : "${PMIX_CLIENT:?set by CTest}"
+  run_bounded 90 srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 2 --bootstrap=none -- "$PMIX_CLIENT" put 4194304
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  for r in 0 1 2 3; do
+    grep -q "^pmix-bare-client: rank $r read every rank's 4194304 bytes$" <<<"$RUN_OUT" || fail "rank $r did not read every value"
+  done
+  check_no_leftovers "$HYRUN" "$PMIX_CLIENT"
+  ;;
 abort)  # MPI_Abort(comm, 7) on the second node ends the job with 7; its hyrun names the rank
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
     "$MPI_CHECK" --abort-rank 3 --abort-code 7

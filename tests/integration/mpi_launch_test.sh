@@ -49,6 +49,13 @@ mpi4py)  # Debian's mpi4py, unchanged: random values reduced and checked on ever
   expect_rc 0
   expect_mpi_ok 3
   ;;
+large-put)  # a rank's PMIx_Put of 8, then 100 MiB, read back whole by every rank (4 MiB aborted hyrun)
+  for bytes in 8388608 104857600; do
+    run_job 90 "$HYRUN" -n 2 --bootstrap=none -- "$PMIX_CLIENT" put "$bytes"
+    expect_rc 0
+    for r in 0 1; do expect_stdout "^pmix-bare-client: rank $r read every rank's $bytes bytes$"; done
+  done
+  ;;
 abort)  # MPI_Abort(comm, 7) ends the job with 7 and names the rank
   run_job 60 "$HYRUN" -n 3 -- "$MPI_CHECK" --abort-rank 1 --abort-code 7
   expect_rc 7
