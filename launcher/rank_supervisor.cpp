@@ -343,11 +343,12 @@ void RankSupervisor::on_pmix_client(int global_rank, PmixClientStep step) {
 void RankSupervisor::on_pmix_abort(int global_rank, int status, const std::string& message) {
   const RankProcess* rank = processes_.latest(global_rank);
   if (rank == nullptr || policy_.exit_code()) return;  // the first failure stays the job's
-  // mpirun's convention: the job ends with the status the rank gave (1 for 0: it failed).
+  // mpirun's convention: the job ends with the status the rank gave, as an exit code keeps
+  // it, and 1 where that would read 0 (0, 256, ...): it failed.
   report_failure(*rank,
                  fmt::format("called MPI_Abort/PMIx_Abort with status {}{}", status,
                              message.empty() ? "" : fmt::format(": {}", message)),
-                 status != 0 ? status : exit_code::kLauncherError);
+                 exit_code::of_failure_status(status));
 }
 
 bool RankSupervisor::root_is_pmix_client() const {

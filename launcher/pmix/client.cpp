@@ -241,7 +241,7 @@ std::vector<std::byte> Client::get(int rank, const std::string& key, std::chrono
 }
 
 void Client::abort(int status, const std::string& message) {
-  const int code = status == 0 ? 1 : status;
+  const int code = exit_code::of_failure_status(status);
   spdlog::error("pmix: aborting the whole job from {}: {}", describe(), message);
   spdlog::default_logger()->flush();
   // NULL procs: every process of our namespace.

@@ -294,7 +294,7 @@ std::vector<std::byte> ClientProcess::get(int rank, const std::string& key, std:
 }
 
 void ClientProcess::abort(int status, const std::string& message) {
-  const int code = status == 0 ? 1 : status;
+  const int code = exit_code::of_failure_status(status);
   spdlog::default_logger()->flush();
   try {
     send_message(socket_.get(), {{"op", "abort"}, {"status", code}, {"message", message}});

@@ -71,6 +71,14 @@ abort)  # MPI_Abort(comm, 7) on the second node ends the job with 7; its hyrun n
     || fail "the second node's hyrun did not name rank 3's MPI_Abort"
   check_no_leftovers "$HYRUN" "$MPI_CHECK"
   ;;
+abort-256)  # MPI_Abort with status 256 on the second node: the job fails with 1, never 0
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
+    "$MPI_CHECK" --abort-rank 3 --abort-code 256
+  [ "$RUN_RC" = 1 ] || fail "srun exited $RUN_RC, expected 1"
+  grep -Eq "^hyrun\[[^]]+\]: rank 3 \(pid [0-9]+\) called MPI_Abort/PMIx_Abort with status 256" < <(errors_of 1) \
+    || fail "the second node's hyrun did not name rank 3's MPI_Abort"
+  check_no_leftovers "$HYRUN" "$MPI_CHECK"
+  ;;
 no-finalize)  # a rank that exits 0 without MPI_Finalize fails the job
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
     "$MPI_CHECK" --no-finalize-rank 3

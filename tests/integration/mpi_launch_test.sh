@@ -61,6 +61,11 @@ abort)  # MPI_Abort(comm, 7) ends the job with 7 and names the rank
   expect_rc 7
   expect_stderr "hyrun: rank 1 \(pid [0-9]+\) called MPI_Abort/PMIx_Abort with status 7"
   ;;
+abort-256)  # MPI_Abort with status 256 (0 as an exit code's 8 bits) fails the job with 1, never 0
+  run_job 60 "$HYRUN" -n 2 -- "$MPI_CHECK" --abort-rank 1 --abort-code 256
+  expect_rc 1
+  expect_stderr "hyrun: rank 1 \(pid [0-9]+\) called MPI_Abort/PMIx_Abort with status 256"
+  ;;
 no-finalize)  # a rank that exits 0 without MPI_Finalize fails the job (the others wait in MPI_Finalize's fence)
   run_job 60 "$HYRUN" -n 3 -- "$MPI_CHECK" --no-finalize-rank 2
   expect_rc 1

@@ -16,6 +16,11 @@ inline constexpr int kUsage = 2;            ///< bad command line or bad input f
 inline constexpr int kTimeout = 124;        ///< a wait reached its time limit
 inline constexpr int kNotExecutable = 126;  ///< the program exists but cannot be executed
 inline constexpr int kNotFound = 127;       ///< the program was not found
+
+/// The exit code of a failure reported with `status` (MPI_Abort's, PMIx_Abort's): the
+/// status as an exit code keeps it (its low 8 bits), and 1 where those are 0 (0, 256,
+/// INT_MIN, ...), so that a failure never reads as success.
+int of_failure_status(int status);
 }  // namespace exit_code
 
 /// Base of every hyrun error: a message and the exit code it should produce.

@@ -67,8 +67,8 @@ class ClientApi {
   /// hyrun::Error when the value exists but is not a byte object or string.
   virtual std::vector<std::byte> get(int rank, const std::string& key, std::chrono::milliseconds timeout) = 0;
   /// Asks the server to kill every process of the job (PMIx_Abort on the whole namespace)
-  /// with `status`, then exits this process with `status` (1 if `status` is 0) without
-  /// returning, in case the server does not kill it.
+  /// with `status`, then exits this process with exit_code::of_failure_status(status) (never
+  /// 0) without returning, in case the server does not kill it.
   [[noreturn]] virtual void abort(int status, const std::string& message) = 0;
 
  protected:

@@ -51,8 +51,8 @@ class ClientProcess final : public ClientApi {
   void commit() override;
   bool fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop = {}) override;
   std::vector<std::byte> get(int rank, const std::string& key, std::chrono::milliseconds timeout) override;
-  /// PMIx_Abort of the whole job through the helper, then this process exits with `status`
-  /// (1 if 0), as pmix::Client::abort.
+  /// PMIx_Abort of the whole job through the helper, then this process exits as
+  /// pmix::Client::abort does (never 0).
   [[noreturn]] void abort(int status, const std::string& message) override;
 
  private:
