@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 #include <unistd.h>
+#include <array>
 #include <chrono>
 
 #include <climits>
 
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/hex.hpp"
+#include "hyrun/common/random_bytes.hpp"
 #include "hyrun/launcher/launch_sequence.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
@@ -27,14 +30,14 @@ class LocalExchange final : public RootExchange {
     return ::gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
   }
   bool has_peers() const override { return false; }
-  // The namespace is unique per job on this host: Open MPI derives its job id, and so its
-  // segments' names, from it.
+  // The namespace is unique per job on this host (Open MPI derives its job id, and so its
+  // segments' names, from it) and has a random part: a client's handshake names it, and
+  // the pid and a clock reading alone could be guessed from /proc (docs/security.md).
   std::optional<ServedJob> served_job() const override {
     const std::string name = host();
-    const auto now = std::chrono::steady_clock::now().time_since_epoch();
-    return ServedJob{fmt::format("hyrun.{}.{}.{:x}", name, ::getpid(),
-                                 std::chrono::duration_cast<std::chrono::microseconds>(now).count()),
-                     {name}};
+    std::array<std::byte, 8> random{};
+    fill_random(random, "the PMIx namespace");
+    return ServedJob{fmt::format("hyrun.{}.{}.{}", name, ::getpid(), to_hex(random)), {name}};
   }
 
   void offer_rendezvous(RootRecord&, NodeLaunch& node) override {

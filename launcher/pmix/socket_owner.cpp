@@ -1,59 +1,40 @@
 #include "hyrun/pmix/socket_owner.hpp"
 
-#include <arpa/inet.h>
-#include <fmt/format.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
-#include <cstdint>
+#include <array>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+
+#include "hyrun/common/unique_fd.hpp"
 
 namespace hyrun::pmix {
 namespace {
 
-// /proc/net/tcp prints each 32-bit word of an address as the host reads it from memory.
-std::string words_of(const void* address, std::size_t bytes) {
-  std::string out;
-  for (std::size_t i = 0; i < bytes; i += 4) {
-    std::uint32_t word = 0;
-    std::memcpy(&word, static_cast<const char*>(address) + i, 4);
-    out += fmt::format("{:08X}", word);
-  }
-  return out;
-}
+struct DiagRequest {
+  nlmsghdr header;
+  inet_diag_req_v2 request;
+};
 
-// The uid column of the line of `table` whose local and remote addresses are these.
-std::optional<uid_t> owner_in(const char* table, const std::string& local, const std::string& remote) {
-  std::ifstream in(table);
-  std::string line;
-  std::getline(in, line);  // the header
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string slot, local_address, remote_address, state, queues, timer, retransmits;
-    long uid = -1;
-    if (!(fields >> slot >> local_address >> remote_address >> state >> queues >> timer >> retransmits >> uid))
-      continue;
-    if (local_address == local && remote_address == remote && uid >= 0) return static_cast<uid_t>(uid);
+// The address of a sockaddr_in or sockaddr_in6 in inet_diag's form (network order words).
+void load_address(const sockaddr_storage& from, __be32 (&to)[4], __be16& port) {
+  if (from.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(from);
+    std::memcpy(&to[0], &a.sin_addr, 4);
+    port = a.sin_port;
+  } else {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(from);
+    std::memcpy(&to[0], &a.sin6_addr, 16);
+    port = a.sin6_port;
   }
-  return std::nullopt;
 }
 
 }  // namespace
-
-std::string proc_net_address(const void* sockaddr) {
-  sa_family_t family = 0;
-  std::memcpy(&family, sockaddr, sizeof family);
-  if (family == AF_INET) {
-    sockaddr_in a{};
-    std::memcpy(&a, sockaddr, sizeof a);
-    return fmt::format("{}:{:04X}", words_of(&a.sin_addr, 4), ntohs(a.sin_port));
-  }
-  sockaddr_in6 a{};
-  std::memcpy(&a, sockaddr, sizeof a);
-  return fmt::format("{}:{:04X}", words_of(&a.sin6_addr, 16), ntohs(a.sin6_port));
-}
 
 std::optional<uid_t> local_peer_uid(int connected_fd) {
   sockaddr_storage mine{}, peer{};
@@ -62,9 +43,38 @@ std::optional<uid_t> local_peer_uid(int connected_fd) {
       ::getpeername(connected_fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0)
     return std::nullopt;
   if (mine.ss_family != AF_INET && mine.ss_family != AF_INET6) return std::nullopt;
-  // The peer's socket: its local address is our remote one, and the other way round.
-  return owner_in(mine.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", proc_net_address(&peer),
-                  proc_net_address(&mine));
+  UniqueFd diag(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!diag) return std::nullopt;
+  const timeval limit{1, 0};  // the kernel answers at once; never block libpmix's accept longer
+  ::setsockopt(diag.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  // The peer's socket, by its exact 4-tuple: its local address and port are our remote ones.
+  DiagRequest q{};
+  q.header.nlmsg_len = sizeof q;
+  q.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  q.header.nlmsg_flags = NLM_F_REQUEST;
+  q.request.sdiag_family = static_cast<__u8>(mine.ss_family);
+  q.request.sdiag_protocol = IPPROTO_TCP;
+  q.request.idiag_states = ~0u;  // any state: it is checked below
+  load_address(peer, q.request.id.idiag_src, q.request.id.idiag_sport);
+  load_address(mine, q.request.id.idiag_dst, q.request.id.idiag_dport);
+  q.request.id.idiag_cookie[0] = q.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(diag.get(), &q, sizeof q, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) !=
+      static_cast<ssize_t>(sizeof q))
+    return std::nullopt;
+  alignas(nlmsghdr) std::array<char, 8192> reply;
+  const ssize_t n = ::recv(diag.get(), reply.data(), reply.size(), 0);
+  if (n < static_cast<ssize_t>(sizeof(nlmsghdr))) return std::nullopt;
+  const auto* header = reinterpret_cast<const nlmsghdr*>(reply.data());
+  // One socket or an error (ENOENT: no such socket here).
+  if (!NLMSG_OK(header, static_cast<unsigned>(n)) || header->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+      header->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg)))
+    return std::nullopt;
+  const auto* socket = static_cast<const inet_diag_msg*>(NLMSG_DATA(header));
+  // An orphan (its owner closed it: FIN_WAIT, TIME_WAIT) is listed with uid 0 and no inode.
+  if (socket->idiag_state != TCP_ESTABLISHED || socket->idiag_inode == 0) return std::nullopt;
+  return static_cast<uid_t>(socket->idiag_uid);
 }
 
 }  // namespace hyrun::pmix

@@ -31,14 +31,6 @@ Loopback listen_on_loopback() {
   return l;
 }
 
-TEST(SocketOwner, SpellsAnAddressAsTheKernelListsIt) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(8080);
-  EXPECT_EQ(proc_net_address(&a), "0100007F:1F90");
-}
-
 TEST(SocketOwner, AConnectionOfThisProcessIsThisUsers) {
   Loopback l = listen_on_loopback();
   UniqueFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -48,6 +40,39 @@ TEST(SocketOwner, AConnectionOfThisProcessIsThisUsers) {
   const auto uid = local_peer_uid(accepted.get());
   ASSERT_TRUE(uid.has_value());
   EXPECT_EQ(*uid, ::getuid());
+}
+
+// A client that sends and closes before the accept: its socket is an orphan, which the
+// kernel lists with uid 0 and no inode. That is nobody's, not root's: /proc/net/tcp's uid
+// column let such a connection of any user pass as root's own (issue 37).
+TEST(SocketOwner, AConnectionWhoseOwnerClosedItIsNobodys) {
+  Loopback l = listen_on_loopback();
+  {
+    UniqueFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&l.address), sizeof l.address), 0);
+    ASSERT_EQ(::write(client.get(), "hello", 5), 5);
+  }  // closed: FIN sent
+  UniqueFd accepted(::accept4(l.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(accepted);
+  ::usleep(20000);  // our ACK of the FIN: the client's socket is now in FIN_WAIT2
+  EXPECT_FALSE(local_peer_uid(accepted.get()).has_value());
+}
+
+// The same with IPv6 loopback: the lookup takes either family.
+TEST(SocketOwner, AnIpv6ConnectionOfThisProcessIsThisUsers) {
+  UniqueFd listener(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  socklen_t length = sizeof a;
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) GTEST_SKIP() << "no IPv6 loopback";
+  ASSERT_EQ(::listen(listener.get(), 4), 0);
+  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &length), 0);
+  UniqueFd client(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  UniqueFd accepted(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(accepted);
+  EXPECT_EQ(local_peer_uid(accepted.get()), ::getuid());
 }
 
 TEST(SocketOwner, AConnectionOfAnotherUserIsTheirs) {
