@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cstdlib>
@@ -192,14 +193,35 @@ class PmixExchange final : public RootExchange {
   pmix::ClientProcess& pmix_;
 };
 
+// ", PMIX_SERVER_URI41" and the like: the server addresses the environment gives, by name.
+std::string server_uri_names() {
+  std::string names;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (const std::string_view entry(*e); entry.starts_with("PMIX_SERVER_URI"))
+      names += fmt::format(", {}", entry.substr(0, entry.find('=')));
+  return names;
+}
+
 }  // namespace
 
 std::optional<pmix::ClientProcess> connect_pmix_for(const LaunchOptions& options) {
   if (options.mode == LaunchMode::kLocal) return std::nullopt;
   // A PMIx server gives its clients PMIX_NAMESPACE; without it PMIx_Init can only fail,
   // after ~40 ms of looking for a system server, which local launches need not pay.
-  const bool server_announced = std::getenv("PMIX_NAMESPACE") != nullptr;
-  auto client = server_announced || options.mode == LaunchMode::kPmix ? pmix::ClientProcess::connect() : std::nullopt;
+  const char* announced = std::getenv("PMIX_NAMESPACE");
+  std::optional<pmix::ClientProcess> client;
+  try {
+    if (announced != nullptr || options.mode == LaunchMode::kPmix) client = pmix::ClientProcess::connect();
+  } catch (const Error& e) {
+    if (announced == nullptr) throw;
+    // The environment names a server that does not take hyrun: most often one left from an
+    // ended job or step (a shell inside an allocation, a script that saved its environment).
+    throw Error(fmt::format("{}: hyrun's environment names a PMIx server (PMIX_NAMESPACE={}{}) that did not take it "
+                            "as a client; if those PMIX_* variables are left from an ended job, unset them, or pass "
+                            "--mode=local to run on this machine alone",
+                            e.what(), announced, server_uri_names()),
+                e.exit_code());
+  }
   if (client) return client;
   if (options.mode == LaunchMode::kPmix)
     throw UsageError("--mode=pmix: hyrun was not started by a PMIx server (use srun --mpi=pmix, or mpirun)");

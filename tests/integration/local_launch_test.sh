@@ -433,6 +433,18 @@ outside-hyrun)
   expect_rc 1
   expect_stderr "not started by hyrun: HYRUN_RANK is not set"
   ;;
+stale-pmix-environment)  # PMIX_* variables of an ended job: the message names them and the way out
+  run_job 30 env PMIX_NAMESPACE=ended.job.7 "PMIX_SERVER_URI41=pmix-server.99999;tcp4://127.0.0.1:1" \
+    "PMIX_SERVER_URI4=pmix-server.99999;tcp4://127.0.0.1:1" PMIX_RANK=0 "$HYRUN" -n 1 --bootstrap=none -- /bin/true
+  expect_rc 1
+  expect_stderr "names a PMIx server \(PMIX_NAMESPACE=ended\.job\.7, PMIX_SERVER_URI(41|4), PMIX_SERVER_URI(41|4)\)"
+  expect_stderr "left from an ended job, unset them, or pass --mode=local"
+  run_job 30 env PMIX_NAMESPACE=ended.job.7 "$HYRUN" -n 1 --bootstrap=none -- /bin/true
+  expect_rc 1
+  expect_stderr "PMIx_Init failed: .*names a PMIx server \(PMIX_NAMESPACE=ended\.job\.7\)"
+  run_job 30 env PMIX_NAMESPACE=ended.job.7 "$HYRUN" -n 1 --mode=local --bootstrap=none -- /bin/true
+  expect_rc 0
+  ;;
 usage)
   run_job 10 "$HYRUN" -- /bin/true
   expect_rc 2; expect_stderr "ranks is required"
