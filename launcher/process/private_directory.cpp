@@ -20,6 +20,7 @@
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/process_identity.hpp"
@@ -154,7 +155,18 @@ PrivateDirectory& PrivateDirectory::operator=(PrivateDirectory&& other) noexcept
 
 void PrivateDirectory::remove() noexcept {
   if (path_.empty()) return;
+  // Its owner file last: a removal cut short (hyrun killed in the middle of it) leaves a
+  // directory that still names its owner, which the next hyrun then reclaims; one without it
+  // would be kept for ever (WhatCannotBeJudgedIsKept).
   std::error_code ec;
+  std::vector<std::filesystem::path> entries;
+  for (auto it = std::filesystem::directory_iterator(path_, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    if (it->path().filename() != kOwnerFile) entries.push_back(it->path());
+  for (const auto& entry : entries) {
+    std::error_code removed;
+    std::filesystem::remove_all(entry, removed);
+  }
   std::filesystem::remove_all(path_, ec);
   if (ec) spdlog::warn("could not remove {}: {}", path_, ec.message());
   path_.clear();

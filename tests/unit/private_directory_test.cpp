@@ -2,6 +2,7 @@
 #include "hyrun/process/private_directory.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +43,43 @@ TEST(PrivateDirectory, IsThisUsersAloneAndGoesWithItsContents) {
     EXPECT_EQ(moved.path(), path);
   }
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// The owner file goes last (seen with inotify: the last entry deleted before the directory
+// itself), so that a removal cut short leaves a directory that the next hyrun can judge.
+// The owner file is made the newest entry here: on tmpfs, where readdir gives the newest
+// first, a plain remove_all took it first.
+TEST(PrivateDirectory, ItsOwnerFileIsRemovedLast) {
+  const std::string parent =
+      std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : PrivateDirectory::temporary_root();
+  PrivateDirectory dir = PrivateDirectory::create(parent, "hyrun-test");
+  const std::string path = dir.path(), owner = path + "/" + PrivateDirectory::kOwnerFile;
+  for (int i = 0; i < 20; ++i) std::ofstream(path + "/segment." + std::to_string(i)) << i;
+  std::filesystem::create_directories(path + "/a/b");
+  std::ofstream(path + "/a/b/c") << "deeper";
+  const std::string identity = [&] {
+    std::ifstream in(owner, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  ASSERT_FALSE(identity.empty());
+  std::filesystem::remove(owner);
+  std::ofstream(owner, std::ios::binary) << identity;  // the newest entry now
+  const int watch_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  ASSERT_GE(watch_fd, 0);
+  ASSERT_GE(::inotify_add_watch(watch_fd, path.c_str(), IN_DELETE | IN_DELETE_SELF), 0);
+  dir.remove();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::vector<std::string> deleted;
+  alignas(inotify_event) char buffer[1 << 16];
+  for (ssize_t n; (n = ::read(watch_fd, buffer, sizeof buffer)) > 0;)
+    for (ssize_t at = 0; at < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
+      if ((event->mask & IN_DELETE) && event->len > 0) deleted.emplace_back(event->name);
+      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+    }
+  ::close(watch_fd);
+  ASSERT_EQ(deleted.size(), 22u);  // 20 segments, a/, the owner file
+  EXPECT_EQ(deleted.back(), PrivateDirectory::kOwnerFile);
 }
 
 TEST(PrivateDirectory, ANamedParentThatIsMissingIsAnError) {
