@@ -6,13 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
 
+#include "captured_log.hpp"
 #include "fixtures.hpp"
 #include "hyrun/binding/binding_plan.hpp"
 #include "hyrun/binding/gpu_discovery.hpp"
@@ -123,6 +126,37 @@ TEST_F(TopologyCacheTest, AnEntryOfAnotherBootIsReplaced) {
   const Topology t = cache.load();
   EXPECT_NE(host_of(t), marker_);
   EXPECT_EQ(read(cache.entry_path()).rfind(TopologyCache::machine_key() + "\n<?xml", 0), 0u);
+}
+
+// An entry of this machine whose CPU sets were changed (every object given CPUs 0-1 here,
+// or one processor given another's) would bind every rank as it says: it is checked against
+// the kernel's CPUs and its own tree, said, discovered again and replaced.
+TEST_F(TopologyCacheTest, AnEntryWhoseCpuSetsAreNotThisMachinesIsSaidAndReplaced) {
+  const TopologyCache cache(dir_);
+  (void)cache.load();
+  const std::string whole = read(cache.entry_path());
+  std::string all_same = whole, one_moved = whole;
+  for (const char* attribute : {" cpuset=\"", " complete_cpuset=\"", " allowed_cpuset=\""})
+    for (auto at = all_same.find(attribute); at != std::string::npos; at = all_same.find(attribute, at + 1)) {
+      const auto start = at + std::strlen(attribute), end = all_same.find('"', start);
+      all_same.replace(start, end - start, "0x00000003");
+    }
+  const auto pu = one_moved.find("type=\"PU\" os_index=\"0\" cpuset=\"");
+  ASSERT_NE(pu, std::string::npos) << "no PU 0 in the entry";
+  const auto set = one_moved.find("cpuset=\"", pu) + 8;
+  one_moved.replace(set, one_moved.find('"', set) - set, "0x00000002");
+  for (const std::string& changed : {all_same, one_moved}) {
+    ASSERT_NE(changed, whole);
+    write(cache.entry_path(), changed);
+    hyrun::test_support::CapturedLog log;
+    const Topology t = cache.load();
+    EXPECT_EQ(shape(t), shape(Topology::load_this_system()));
+    const auto said = log.messages();
+    EXPECT_TRUE(std::any_of(said.begin(), said.end(), [](const std::string& m) {
+      return m.find("was not this machine's topology") != std::string::npos;
+    })) << "no warning";
+    EXPECT_EQ(read(cache.entry_path()), whole);
+  }
 }
 
 TEST_F(TopologyCacheTest, AMalformedOrCutEntryIsReplaced) {

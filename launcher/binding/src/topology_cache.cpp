@@ -19,6 +19,8 @@
 #include <spdlog/spdlog.h>
 
 #include "hwloc_plugins.hpp"
+#include "hyrun/binding/bitmap.hpp"
+#include "hyrun/binding/cpu_list.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
 #include "hyrun/common/random_bytes.hpp"
@@ -113,6 +115,61 @@ void store_entry(int dir_fd, const std::string& name, const std::string& content
 // This host's entry in the cache directory (hosts may share a TMPDIR).
 std::string entry_name() { return "topology-" + host_name() + ".xml"; }
 
+// The kernel's CPU list in `path` ("0-3,8"), or nullopt when it cannot be read.
+std::optional<std::vector<int>> kernel_cpu_list(const std::string& path) {
+  try {
+    return parse_cpu_list(first_line(path.c_str()), path);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+std::string cpus_of(hwloc_const_bitmap_t set) { return format_cpu_list(Bitmap::copy_of(set).indexes()); }
+
+// Why `obj`'s part of a topology loaded from an entry cannot be this machine's, or "": a
+// processor whose CPUs are not its own index, or an object whose CPUs are not its children's.
+std::string inconsistency_below(hwloc_obj_t obj) {
+  if (obj->type == HWLOC_OBJ_PU) {
+    const Bitmap own = Bitmap::from_indexes({static_cast<int>(obj->os_index)});
+    return hwloc_bitmap_isequal(obj->cpuset, own.get())
+               ? ""
+               : fmt::format("processor {} has the CPUs {}", obj->os_index, cpus_of(obj->cpuset));
+  }
+  if (obj->arity == 0) return "";
+  Bitmap children;
+  for (unsigned i = 0; i < obj->arity; ++i) {
+    if (const std::string why = inconsistency_below(obj->children[i]); !why.empty()) return why;
+    children.unite(obj->children[i]->cpuset);
+  }
+  if (hwloc_bitmap_isequal(obj->cpuset, children.get())) return "";
+  return fmt::format("{} {} has the CPUs {}, its children {}", hwloc_obj_type_string(obj->type), obj->logical_index,
+                     cpus_of(obj->cpuset), cpus_of(children.get()));
+}
+
+// Why a topology loaded from an entry is not this machine's, or "": its processors are not
+// the online CPUs, its CPU sets disagree with each other, or a NUMA node's CPUs are not the
+// kernel's. A few sysfs lines and a walk of the tree: an entry whose CPU sets were changed
+// would otherwise bind every rank as it says, without a word.
+std::string disagreement_with_this_machine(const Topology& t) {
+  Bitmap processors;
+  for (hwloc_obj_t pu = hwloc_get_next_obj_by_type(t.get(), HWLOC_OBJ_PU, nullptr); pu;
+       pu = hwloc_get_next_obj_by_type(t.get(), HWLOC_OBJ_PU, pu))
+    processors.unite(Bitmap::from_indexes({static_cast<int>(pu->os_index)}).get());
+  if (const auto online = kernel_cpu_list("/sys/devices/system/cpu/online"); online && processors.indexes() != *online)
+    return fmt::format("its processors are {}, the online CPUs {}", format_cpu_list(processors.indexes()),
+                       format_cpu_list(*online));
+  if (std::string why = inconsistency_below(hwloc_get_root_obj(t.get())); !why.empty()) return why;
+  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(t.get(), HWLOC_OBJ_NUMANODE, nullptr); node;
+       node = hwloc_get_next_obj_by_type(t.get(), HWLOC_OBJ_NUMANODE, node)) {
+    // A node without CPUs of its own (HBM, CXL) has its locality's CPUs in hwloc, none in sysfs.
+    const auto kernel = kernel_cpu_list(fmt::format("/sys/devices/system/node/node{}/cpulist", node->os_index));
+    if (kernel && !kernel->empty() && Bitmap::copy_of(node->cpuset).indexes() != *kernel)
+      return fmt::format("NUMA node {} has the CPUs {}, the kernel's {}", node->os_index, cpus_of(node->cpuset),
+                         format_cpu_list(*kernel));
+  }
+  return "";
+}
+
 }  // namespace
 
 TopologyCache::TopologyCache(std::string directory) : directory_(std::move(directory)) {}
@@ -147,14 +204,18 @@ Topology TopologyCache::load() const {
   }
   const std::string name = entry_name();
   const std::string key = machine_key();
+  std::string disagrees;  // why this machine's entry is not this machine's topology
   // An entry is the machine key, a blank line, then the XML.
   if (auto entry = read_entry(dir.get(), name); entry && entry->size() > key.size() + 1 &&
                                                 entry->compare(0, key.size(), key) == 0 &&
                                                 (*entry)[key.size()] == '\n') {
     try {
       auto topology = Topology::from_this_systems_xml(entry->substr(key.size() + 1), "this system");
-      spdlog::debug("topology cache: this system's topology from {}", entry_path());
-      return topology;
+      disagrees = disagreement_with_this_machine(topology);
+      if (disagrees.empty()) {
+        spdlog::debug("topology cache: this system's topology from {}", entry_path());
+        return topology;
+      }
     } catch (const Error& e) {
       spdlog::debug("topology cache: {} ({}); discovering again", entry_path(), e.what());
     }
@@ -162,6 +223,11 @@ Topology TopologyCache::load() const {
   const std::string xml = Topology::discover_whole_machine().to_xml();
   try {
     auto topology = Topology::from_this_systems_xml(xml, "this system");
+    // Said only when a fresh discovery agrees with the kernel: on a machine whose topology the
+    // check does not fit, every entry would disagree, and the cache then only costs a discovery.
+    if (!disagrees.empty() && disagreement_with_this_machine(topology).empty())
+      spdlog::warn("topology cache: {} was not this machine's topology ({}); discovered it again", entry_path(),
+                   disagrees);
     store_entry(dir.get(), name, key + "\n" + xml);
     spdlog::debug("topology cache: discovered this system's topology, stored in {}", entry_path());
     return topology;

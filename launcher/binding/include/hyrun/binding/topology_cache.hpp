@@ -25,7 +25,8 @@ class TopologyCache {
   /// This machine's topology, as Topology::load_this_system() gives it: from this host's entry
   /// when its machine key equals machine_key(), else discovered and stored for the next launch.
   /// The cache never fails a launch: a directory another user owns or could write in is not
-  /// used (one warning naming it), and an unreadable, stale or malformed entry is replaced.
+  /// used (one warning naming it), and an unreadable, stale or malformed entry is replaced, as
+  /// is one whose CPU sets disagree with the kernel's (one warning naming the disagreement).
   /// Throws only what discovery itself throws.
   Topology load() const;
 
