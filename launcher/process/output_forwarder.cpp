@@ -69,7 +69,14 @@ void OutputForwarder::read_source(Stream& stream, bool draining) {
   for (int round = 0; (draining || round < 16) && stream.source; ++round) {
     const ssize_t n = ::read(stream.source.get(), buffer, sizeof buffer);
     if (n > 0) {
+      held_ -= stream.splitter.pending_size();
       for (const auto& line : stream.splitter.feed({buffer, static_cast<std::size_t>(n)})) write_out(stream, line);
+      held_ += stream.splitter.pending_size();
+      // Past the budget of all streams: this stream's partial line goes now, as a piece.
+      if (held_ > kHeldBudget) {
+        held_ -= stream.splitter.pending_size();
+        write_out(stream, stream.splitter.finish());
+      }
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -117,6 +124,7 @@ void OutputForwarder::close_stream(Stream& stream) {
   by_fd_.erase(stream.source.get());
   stream.source.reset();
   --open_sources_;
+  held_ -= stream.splitter.pending_size();
   std::string rest = stream.splitter.finish();
   if (!rest.empty()) write_out(stream, rest + "\n");  // a last line without newline still ends one
 }

@@ -428,6 +428,27 @@ long-line)  # a 10 MB line and a flood of lines block nobody; every byte arrives
   [ "$fl" -eq 200000 ] && pass "all 200000 flood lines intact" || fail "$fl of 200000 flood lines intact"
   for r in 0 1 2 3; do expect_stdout "rank $r ready"; done
   ;;
+partial-lines-budget)  # 8 ranks, 12 MiB each without a newline: hyrun holds at most its 64 MiB budget of them
+  mkdir "$WORK/done"
+  # Each rank writes its 12 MiB, says so, and ends its line only once the test says go.
+  "$HYRUN" -n 8 --bootstrap=none -- sh -c 'head -c 12582912 /dev/zero | tr "\\0" x; touch "$0/$HYRUN_RANK"
+    for _ in $(seq 1200); do [ -e "$0/go" ] && break; sleep 0.1; done; echo' "$WORK/done" >"$WORK/o" 2>"$WORK/e" &
+  hy=$!
+  wait_for_files "$WORK/done" '[0-7]' 8 60
+  # Every byte was written into a pipe hyrun reads (each holds at most 64 KiB): beyond its budget
+  # it must have forwarded 96 MiB - 64 MiB - 8 x 64 KiB while every line is still open.
+  want=$((96 * 1048576 - 64 * 1048576 - 8 * 65536)) out=0
+  for _ in $(seq 600); do
+    out=$(stat -c %s "$WORK/o"); [ "$out" -ge "$want" ] && break; sleep 0.1
+  done
+  [ "$out" -ge "$want" ] && pass "$out bytes forwarded while every line was open" \
+    || fail "only $out bytes forwarded while hyrun held 8 partial lines of 12 MiB (want $want)"
+  touch "$WORK/done/go"
+  wait $hy; rc=$?
+  [ "$rc" -eq 0 ] && pass "exit code 0" || fail "exit code $rc"
+  xs=$(tr -cd x <"$WORK/o" | wc -c)
+  [ "$xs" -eq $((8 * 12582912)) ] && pass "every byte arrived" || fail "$xs of $((8 * 12582912)) bytes arrived"
+  ;;
 outside-hyrun)
   run_job 30 env -u HYRUN_RANK "$HELLO"
   expect_rc 1

@@ -18,6 +18,8 @@ class LineSplitter {
   std::vector<std::string> feed(std::string_view data);
   /// At end of stream: what remains, without a newline added (empty if nothing).
   std::string finish();
+  /// Bytes of the line not ended yet.
+  std::size_t pending_size() const { return pending_.size(); }
 
  private:
   std::size_t max_line_;

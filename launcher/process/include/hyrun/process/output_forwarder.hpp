@@ -10,6 +10,9 @@
 // the read ends of that stream of every rank are closed: a rank writing there next gets
 // SIGPIPE (or EPIPE), exactly as the first command of `prog | head -1` does. When hyrun's
 // stdout and stderr are one file (`2>&1`), one queue serves both, so that lines stay whole.
+// What it holds of lines not ended yet has one budget for all streams (kHeldBudget): a stream
+// whose partial line would take the total past it forwards that part as a piece at once, so
+// that ranks printing without newlines cost hyrun a bounded memory however many they are.
 #include <poll.h>
 
 #include <memory>
@@ -27,6 +30,9 @@ namespace hyrun {
 class OutputForwarder {
  public:
   static constexpr std::size_t kBackpressure = 1 << 20;
+  /// Bytes of partial lines held for all streams together (each stream's line up to 16 MiB
+  /// passes whole while the total stays within it; LineSplitter).
+  static constexpr std::size_t kHeldBudget = std::size_t{64} << 20;
 
   /// Writes to hyrun's fds 1 and 2. `output_dir`: --output-filename (see RankOutputFiles);
   /// empty for none.
@@ -77,6 +83,7 @@ class OutputForwarder {
   std::vector<Stream> streams_;
   std::unordered_map<int, std::size_t> by_fd_;  // source fd -> index in streams_
   std::size_t open_sources_ = 0;
+  std::size_t held_ = 0;  // bytes of partial lines in the streams' splitters (kHeldBudget)
   bool draining_ = false;
 };
 
