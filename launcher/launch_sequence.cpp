@@ -351,7 +351,7 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
   PmixRelay::Broadcast broadcast;
   if (link_) {
     send = [this](int task, const std::string& body) { link_->send_to(task, body); };
-    broadcast = [this](const std::string& body) { link_->broadcast(body); };
+    broadcast = [this](std::string body) { link_->broadcast(std::move(body)); };
   }
   relay_.emplace(task_, layout_, hosts, std::move(send), std::move(broadcast),
                  [this](std::uint32_t rank, std::uint64_t id) { pmix_->serve_local_data(rank, id); });

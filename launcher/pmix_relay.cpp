@@ -23,10 +23,11 @@ constexpr std::size_t kMaxOpen = 1 << 16;
 }  // namespace
 
 PmixRelay::PmixRelay(int task, JobLayout layout, std::vector<std::string> hosts, Send send, Broadcast broadcast,
-                     ServeLocal serve_local)
+                     ServeLocal serve_local, std::size_t max_bytes)
     : task_(task),
       layout_(std::move(layout)),
       hosts_(std::move(hosts)),
+      max_bytes_(max_bytes),
       send_(std::move(send)),
       broadcast_(std::move(broadcast)),
       serve_local_(std::move(serve_local)) {
@@ -46,16 +47,73 @@ bool PmixRelay::usable(const std::shared_ptr<pmix::PendingRequest>& request) {
 void PmixRelay::fence(std::shared_ptr<pmix::PendingRequest> fence) {
   if (!usable(fence)) return;
   const std::uint64_t number = next_fence_++;
-  spdlog::debug("PMIx fence {}: this node's part, {} bytes", number, fence->data().size());
+  const std::size_t bytes = fence->data().size();
+  spdlog::debug("PMIx fence {}: this node's part, {} bytes", number, bytes);
   OpenFence& open = fences_[number];
+  open.local = std::move(fence);
   if (task_ != 0) {
-    send_(0, format_link(LinkFencePart{number, fence->data()}));
-    open.local = std::move(fence);
+    if (open.failed) {  // the root said so before this node's ranks came
+      open.local->refuse_as_too_large();
+      fences_.erase(number);
+    } else if (bytes > max_bytes_) {
+      fail_fence(number,
+                 too_much(bytes, fmt::format("the data of {}",
+                                             layout_.describe_task(task_, hosts_[static_cast<std::size_t>(task_)]))),
+                 task_);
+    } else {
+      send_pieces(0, format_link_pieces(LinkFencePart{number, open.local->data()}));
+    }
     return;
   }
-  open.parts[0] = fence->data();
-  open.local = std::move(fence);
+  if (!open.failed) {
+    open.parts[0] = open.local->data();
+    open.bytes += bytes;
+    if (open.bytes > max_bytes_) fail_fence(number, too_much_in(open), 0);
+  }
   complete_fences();
+}
+
+std::string PmixRelay::too_much(std::size_t bytes, std::string_view what) const {
+  const auto size = [](std::size_t b) {
+    if (b % (std::size_t{1} << 20) == 0 && b > 0) return fmt::format("{} MiB", b >> 20);
+    if (b >= std::size_t{1} << 20) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
+    return fmt::format("{} bytes", b);
+  };
+  return fmt::format(
+      "{} is {}, more than the {} that hyrun relays between nodes in one fence (docs/pmix.md, "
+      "\"Limits\"): the ranks' fence fails; put less before a fence that collects data",
+      what, size(bytes), size(max_bytes_));
+}
+
+// Root: what a fence's parts so far are too much as.
+std::string PmixRelay::too_much_in(const OpenFence& open) const {
+  if (open.parts.size() == hosts_.size()) return too_much(open.bytes, "its data from every node");
+  return too_much(open.bytes,
+                  fmt::format("its data from {} of the {} nodes (so far)", open.parts.size(), hosts_.size()));
+}
+
+void PmixRelay::fail_fence(std::uint64_t number, const std::string& why, int told_by) {
+  spdlog::error("PMIx fence {} failed: {}", number, why);
+  OpenFence& open = fences_[number];
+  open.failed = true;
+  open.parts.clear();
+  open.bytes = 0;
+  const std::string line = format_link(LinkFenceFailed{number, why.substr(0, kLinkMaxWhy)});
+  if (task_ != 0) {
+    if (told_by == task_) send_(0, line);
+    if (open.local) {
+      open.local->refuse_as_too_large();
+      fences_.erase(number);
+    }
+    return;
+  }
+  for (int t = 1; t < static_cast<int>(hosts_.size()); ++t)
+    if (t != told_by) send_(t, line);
+  complete_fences();
+}
+
+void PmixRelay::send_pieces(int task, const std::vector<std::string>& bodies) {
+  for (const auto& body : bodies) send_(task, body);
 }
 
 void PmixRelay::direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRequest> request) {
@@ -79,20 +137,26 @@ void PmixRelay::route(int task, std::uint64_t id, std::uint32_t rank) {
 
 void PmixRelay::serve(std::uint64_t id, std::uint32_t rank) {
   const std::uint64_t serving = next_id_++;
-  serving_[serving] = id;
+  serving_[serving] = {id, rank};
   serve_local_(rank, serving);
 }
 
 void PmixRelay::local_data(std::uint64_t id, bool ok, std::string data) {
   const auto it = serving_.find(id);
   if (it == serving_.end()) return;
-  const std::uint64_t routed = it->second;
+  const auto [routed, rank] = it->second;
   serving_.erase(it);
+  if (ok && data.size() > max_bytes_) {
+    spdlog::error("PMIx direct modex of rank {} failed: {}", rank,
+                  too_much(data.size(), fmt::format("rank {}'s data", rank)));
+    ok = false;
+  }
   if (task_ == 0) {
     answer(routed, ok ? std::optional(std::move(data)) : std::nullopt);
     return;
   }
-  send_(0, ok ? format_link(LinkDmodexData{routed, std::move(data)}) : format_link(LinkDmodexNone{routed}));
+  if (ok) return send_pieces(0, format_link_pieces(LinkDmodexData{routed, std::move(data)}));
+  send_(0, format_link(LinkDmodexNone{routed}));
 }
 
 bool PmixRelay::answer(std::uint64_t id, std::optional<std::string> data) {
@@ -102,7 +166,10 @@ bool PmixRelay::answer(std::uint64_t id, std::optional<std::string> data) {
     const Routed to = it->second;
     routed_.erase(it);
     if (to.task != 0) {
-      send_(to.task, data ? format_link(LinkDmodexData{to.id, std::move(*data)}) : format_link(LinkDmodexNone{to.id}));
+      if (data)
+        send_pieces(to.task, format_link_pieces(LinkDmodexData{to.id, std::move(*data)}));
+      else
+        send_(to.task, format_link(LinkDmodexNone{to.id}));
       return true;
     }
     id = to.id;
@@ -121,7 +188,19 @@ bool PmixRelay::answer(std::uint64_t id, std::optional<std::string> data) {
 bool PmixRelay::handle(int from_task, std::string_view body) {
   const auto kind = link_kind_of(body);
   if (!kind) return false;
+  // After a piece, only the rest of its message: more pieces, then a line of bytes.
+  const bool bytes_line = *kind == LinkKind::kMore || *kind == LinkKind::kFence || *kind == LinkKind::kFenced ||
+                          *kind == LinkKind::kDmodexData;
+  if (!bytes_line && pieces_.contains(from_task)) return false;
   switch (*kind) {
+    case LinkKind::kMore: {
+      auto more = parse_link<LinkMore>(body);
+      return more && take_piece(from_task, std::move(more->data));
+    }
+    case LinkKind::kFenceFailed: {
+      const auto failed = parse_link<LinkFenceFailed>(body);
+      return failed && take_failure(from_task, failed->number, failed->why);
+    }
     case LinkKind::kDmodexGet: {
       const auto get = parse_link<LinkDmodexGet>(body);
       if (!get || !in_job(get->rank)) return false;
@@ -137,7 +216,8 @@ bool PmixRelay::handle(int from_task, std::string_view body) {
     }
     case LinkKind::kDmodexData: {
       auto data = parse_link<LinkDmodexData>(body);
-      return data && answer(data->number, std::move(data->data));
+      auto bytes = data ? assemble(from_task, std::move(data->data)) : std::nullopt;
+      return bytes && answer(data->number, std::move(*bytes));
     }
     case LinkKind::kDmodexNone: {
       const auto none = parse_link<LinkDmodexNone>(body);
@@ -145,28 +225,70 @@ bool PmixRelay::handle(int from_task, std::string_view body) {
     }
     case LinkKind::kFence: {
       auto part = parse_link<LinkFencePart>(body);
-      return part && task_ == 0 && take_part(from_task, part->number, std::move(part->data));
+      auto bytes = part ? assemble(from_task, std::move(part->data)) : std::nullopt;
+      return bytes && task_ == 0 && take_part(from_task, part->number, std::move(*bytes));
     }
     case LinkKind::kFenced: {
       auto whole = parse_link<LinkFenceWhole>(body);
-      return whole && task_ != 0 && from_task == 0 && take_whole(whole->number, std::move(whole->data));
+      auto bytes = whole ? assemble(from_task, std::move(whole->data)) : std::nullopt;
+      return bytes && task_ != 0 && from_task == 0 && take_whole(whole->number, std::move(*bytes));
     }
     default: return false;  // not one of the relay's kinds
   }
 }
 
+bool PmixRelay::take_piece(int task, std::string piece) {
+  std::string& so_far = pieces_[task];
+  if (so_far.size() + piece.size() > max_bytes_) return false;  // no hyrun of this version sends more
+  so_far += piece;
+  return true;
+}
+
+std::optional<std::string> PmixRelay::assemble(int task, std::string last) {
+  const auto it = pieces_.find(task);
+  if (it == pieces_.end()) return last.size() > max_bytes_ ? std::nullopt : std::optional(std::move(last));
+  std::string all = std::move(it->second);
+  pieces_.erase(it);
+  if (all.size() + last.size() > max_bytes_) return std::nullopt;
+  all += last;
+  return all;
+}
+
 bool PmixRelay::take_part(int task, std::uint64_t number, std::string part) {
-  if (task <= 0 || task >= static_cast<int>(hosts_.size()) || number < completed_fences_ ||
-      number >= completed_fences_ + kWindow)
-    return false;
-  if (!fences_[number].parts.emplace(task, std::move(part)).second) return false;  // a second part of one node
+  if (task <= 0 || task >= static_cast<int>(hosts_.size()) || number >= completed_fences_ + kWindow) return false;
+  if (failed_.contains(number)) return true;  // a part sent before the node heard of the failure
+  if (number < completed_fences_) return false;
+  OpenFence& open = fences_[number];
+  if (open.failed) return true;
+  const std::size_t bytes = part.size();
+  if (!open.parts.emplace(task, std::move(part)).second) return false;  // a second part of one node
+  open.bytes += bytes;
+  if (open.bytes > max_bytes_) return fail_fence(number, too_much_in(open), -1), true;
   complete_fences();
+  return true;
+}
+
+bool PmixRelay::take_failure(int from_task, std::uint64_t number, const std::string& why) {
+  if (task_ == 0) {  // a node whose own part is too large
+    if (from_task <= 0 || number >= completed_fences_ + kWindow) return false;
+    if (failed_.contains(number)) return true;
+    if (number < completed_fences_) return false;
+    if (!fences_[number].failed) fail_fence(number, why, from_task);
+    return true;
+  }
+  // From the root: a fence of this node's that is open, or that its ranks have not reached.
+  if (from_task != 0 || number >= next_fence_ + kWindow) return false;
+  const auto it = fences_.find(number);
+  if (it == fences_.end() && number < next_fence_) return false;  // completed here, or failed already
+  if (it != fences_.end() && it->second.failed) return false;     // said twice
+  fail_fence(number, why, 0);
   return true;
 }
 
 bool PmixRelay::take_whole(std::uint64_t number, std::string all) {
   const auto it = fences_.find(number);
-  if (it == fences_.end() || !it->second.local) return false;  // the root completes only what every node gave
+  if (it == fences_.end() || !it->second.local || it->second.failed)
+    return false;  // the root completes only what every node gave
   spdlog::debug("PMIx fence {}: complete, {} bytes", number, all.size());
   it->second.local->complete(std::move(all));
   fences_.erase(it);
@@ -177,10 +299,21 @@ bool PmixRelay::take_whole(std::uint64_t number, std::string all) {
 void PmixRelay::complete_fences() {
   for (auto it = fences_.find(completed_fences_); it != fences_.end(); it = fences_.find(completed_fences_)) {
     OpenFence& open = it->second;
-    if (!open.local || open.parts.size() != hosts_.size()) return;
-    std::string all;
-    for (const auto& [task, part] : open.parts) all += part;  // task order: the map's
-    broadcast_(format_link(LinkFenceWhole{completed_fences_, all}));
+    if (!open.local) return;
+    if (open.failed) {
+      open.local->refuse_as_too_large();
+      fences_.erase(it);
+      failed_.insert(completed_fences_++);
+      std::erase_if(failed_, [this](std::uint64_t n) { return n + kWindow < completed_fences_; });
+      continue;
+    }
+    if (open.parts.size() != hosts_.size()) return;
+    LinkFenceWhole whole{completed_fences_, {}};
+    whole.data.reserve(open.bytes);
+    for (const auto& [task, part] : open.parts) whole.data += part;  // task order: the map's
+    open.parts.clear();
+    for (auto& body : format_link_pieces(whole)) broadcast_(std::move(body));
+    std::string all = std::move(whole.data);
     spdlog::debug("PMIx fence {}: complete, {} bytes from {} nodes", completed_fences_, all.size(), hosts_.size());
     open.local->complete(std::move(all));
     fences_.erase(it);

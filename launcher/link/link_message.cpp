@@ -15,15 +15,17 @@ namespace {
 
 constexpr std::size_t kMaxWord = 128;
 
-constexpr std::array<LinkKindInfo, 8> kKinds{{
+constexpr std::array<LinkKindInfo, 10> kKinds{{
     {LinkKind::kAlive, "alive", "both"},
     {LinkKind::kBye, "bye", "both"},
     {LinkKind::kLost, "lost", "root"},
     {LinkKind::kFence, "fence", "a node"},
     {LinkKind::kFenced, "fenced", "root"},
+    {LinkKind::kFenceFailed, "fence-failed", "both"},
     {LinkKind::kDmodexGet, "dmodex-get", "both"},
     {LinkKind::kDmodexData, "dmodex-data", "both"},
     {LinkKind::kDmodexNone, "dmodex-none", "both"},
+    {LinkKind::kMore, "more", "both"},
 }};
 
 // The next word of `rest` (up to a space or the end), removed from it with its one space.
@@ -54,7 +56,7 @@ std::optional<std::string> parse_bytes(std::string_view hex) {
   }
 }
 
-std::string hex_of(const std::string& bytes) {
+std::string hex_of(std::string_view bytes) {
   return to_hex(std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
 }
 
@@ -91,11 +93,26 @@ std::string format_link(const LinkDmodexGet& m) {
   return fmt::format("{} {} {}", link_kind_word(m.kKind), m.id, m.rank);
 }
 std::string format_link(const LinkDmodexNone& m) { return fmt::format("{} {}", link_kind_word(m.kKind), m.id); }
+std::string format_link(const LinkFenceFailed& m) {
+  return fmt::format("{} {} {}", link_kind_word(m.kKind), m.number, m.why);
+}
+std::string format_link(const LinkMore& m) { return fmt::format("{} {}", link_kind_word(m.kKind), hex_of(m.data)); }
 
 namespace link_detail {
 
 std::string format_numbered_bytes(LinkKind kind, std::uint64_t number, const std::string& data) {
   return fmt::format("{} {} {}", link_kind_word(kind), number, hex_of(data));
+}
+
+std::vector<std::string> format_pieces(LinkKind kind, std::uint64_t number, std::string_view data) {
+  std::vector<std::string> bodies;
+  bodies.reserve(data.size() / kLinkPieceBytes + 1);
+  while (data.size() > kLinkPieceBytes) {
+    bodies.push_back(fmt::format("{} {}", link_kind_word(LinkKind::kMore), hex_of(data.substr(0, kLinkPieceBytes))));
+    data.remove_prefix(kLinkPieceBytes);
+  }
+  bodies.push_back(fmt::format("{} {} {}", link_kind_word(kind), number, hex_of(data)));
+  return bodies;
 }
 
 // "<word> <number> <hex>": the hex after exactly one space (no data: the line ends with it).
@@ -138,6 +155,22 @@ std::optional<LinkDmodexGet> parse_dmodex_get(std::string_view body) {
   const auto rank = parse_number<std::uint32_t>(*rest);
   if (!id || !rank) return std::nullopt;
   return LinkDmodexGet{*id, *rank};
+}
+
+std::optional<LinkFenceFailed> parse_fence_failed(std::string_view body) {
+  auto rest = fields_of(body, LinkKind::kFenceFailed);
+  if (!rest) return std::nullopt;
+  const auto number = parse_number<std::uint64_t>(take_word(*rest));
+  if (!number || rest->empty() || rest->size() > kLinkMaxWhy) return std::nullopt;
+  return LinkFenceFailed{*number, std::string(*rest)};
+}
+
+std::optional<LinkMore> parse_more(std::string_view body) {
+  const auto hex = fields_of(body, LinkKind::kMore);
+  if (!hex || hex->empty() || hex->size() > 2 * kLinkPieceBytes) return std::nullopt;
+  auto bytes = parse_bytes(*hex);
+  if (!bytes) return std::nullopt;
+  return LinkMore{std::move(*bytes)};
 }
 
 std::optional<LinkDmodexNone> parse_dmodex_none(std::string_view body) {

@@ -28,9 +28,11 @@ std::string LinkSeal::mac(std::uint64_t seq, std::string_view body) const {
   return to_hex(hmac_sha256(key_, fmt::format("{} {} {}", direction_, seq, body))).substr(0, kMacDigits);
 }
 
-std::string LinkSeal::seal(std::string_view body) {
+std::string LinkSeal::seal(std::string_view body) { return seal_head(body).append(body); }
+
+std::string LinkSeal::seal_head(std::string_view body) {
   const std::uint64_t seq = next_++;
-  return fmt::format("{} {} {}", mac(seq, body), seq, body);
+  return fmt::format("{} {} ", mac(seq, body), seq);
 }
 
 std::optional<std::string> LinkSeal::open(std::string_view line) {

@@ -3,14 +3,20 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <array>
 #include <cerrno>
 
 namespace hyrun {
 namespace {
 constexpr std::size_t kMaxPending = 4096;  // a peer that takes nothing: no more heartbeats for it
-// Messages (a PMIx fence's data) are dropped only past this: a peer that took none of them.
-constexpr std::size_t kMaxPendingMessages = std::size_t{256} << 20;
+// Messages are dropped only past this: a peer that took none of several of the largest fences
+// (pmix_relay.hpp: 256 MiB, twice that as hex). A peer that reads nothing is judged by its
+// silence, and the job's fences wait for it anyway.
+constexpr std::size_t kMaxPendingMessages = std::size_t{4} << 30;
+// Pieces handed to one sendmsg.
+constexpr std::size_t kMaxIov = 64;
 }  // namespace
 
 LinkWriter::LinkWriter(std::chrono::milliseconds heartbeat) {
@@ -61,22 +67,33 @@ void LinkWriter::remove(int task) {
 void LinkWriter::send(int task, std::string_view body) {
   std::lock_guard lock(mutex_);
   auto it = peers_.find(task);
-  if (it == peers_.end() || it->second.pending.size() > kMaxPendingMessages) return;
-  queue_locked(it->second, it->second.seal->seal(body));
+  if (it == peers_.end() || it->second.pending_bytes > kMaxPendingMessages) return;
+  queue_locked(it->second, Piece{it->second.seal->seal(body) + '\n', nullptr});
   flush_locked(it->second);
+}
+
+void LinkWriter::send(int task, std::shared_ptr<const std::string> body) {
+  std::lock_guard lock(mutex_);
+  auto it = peers_.find(task);
+  if (it == peers_.end() || it->second.pending_bytes > kMaxPendingMessages) return;
+  Out& out = it->second;
+  queue_locked(out, Piece{out.seal->seal_head(*body), nullptr});
+  queue_locked(out, Piece{{}, std::move(body)});
+  queue_locked(out, Piece{"\n", nullptr});
+  flush_locked(out);
 }
 
 void LinkWriter::send_hello(int task, std::string_view line) {
   std::lock_guard lock(mutex_);
   auto it = peers_.find(task);
   if (it == peers_.end()) return;
-  queue_locked(it->second, line);
+  queue_locked(it->second, Piece{std::string(line) + '\n', nullptr});
   flush_locked(it->second);
 }
 
-void LinkWriter::queue_locked(Out& out, std::string_view line) {
-  out.pending.append(line);
-  out.pending += '\n';
+void LinkWriter::queue_locked(Out& out, Piece piece) {
+  out.pending_bytes += piece.bytes().size();
+  out.pending.push_back(std::move(piece));
 }
 
 void LinkWriter::flush(int task) {
@@ -97,13 +114,29 @@ void LinkWriter::stop_heartbeats(int task) {
 
 void LinkWriter::flush_locked(Out& out) {
   while (!out.pending.empty() && !out.connecting) {
-    const ssize_t n = ::send(out.fd, out.pending.data(), out.pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      out.pending.erase(0, static_cast<std::size_t>(n));
-      continue;
+    std::array<iovec, kMaxIov> iov;
+    std::size_t count = 0;
+    for (auto it = out.pending.begin(); it != out.pending.end() && count < kMaxIov; ++it, ++count) {
+      const std::string_view bytes = it->bytes().substr(count == 0 ? out.sent : 0);
+      iov[count] = {const_cast<char*>(bytes.data()), bytes.size()};
     }
+    msghdr message{};
+    message.msg_iov = iov.data();
+    message.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(out.fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    return;  // EAGAIN: later; an error: the reading side reports the loss
+    if (n <= 0) return;  // EAGAIN: later; an error: the reading side reports the loss
+    out.pending_bytes -= static_cast<std::size_t>(n);
+    for (auto left = static_cast<std::size_t>(n); left > 0;) {
+      const std::size_t rest = out.pending.front().bytes().size() - out.sent;
+      if (left < rest) {
+        out.sent += left;
+        break;
+      }
+      left -= rest;
+      out.sent = 0;
+      out.pending.pop_front();
+    }
   }
 }
 
@@ -122,7 +155,8 @@ void LinkWriter::run(std::chrono::milliseconds heartbeat) {
     for (auto& [task, out] : peers_) {
       if (out.connecting) check_connected_locked(out);
       if (out.connecting || !out.beats) continue;
-      if (out.pending.size() <= kMaxPending) queue_locked(out, out.seal->seal(format_link(LinkAlive{})));
+      if (out.pending_bytes <= kMaxPending)
+        queue_locked(out, Piece{out.seal->seal(format_link(LinkAlive{})) + '\n', nullptr});
       flush_locked(out);
     }
   }

@@ -12,6 +12,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
@@ -22,8 +23,8 @@ namespace {
 
 // Every message is a short line (a sealed "lost" about 300 bytes at most); more is not a hyrun.
 constexpr std::size_t kMaxLine = 512;  // before the hello is read: a hello's size
-// An identified peer's sealed line: a PMIx fence's data of every node (pmix_relay.hpp).
-constexpr std::size_t kMaxSealedLine = std::size_t{64} << 20;
+// An identified peer's sealed line: at most a piece of bytes (link_message.hpp).
+constexpr std::size_t kMaxSealedLine = kLinkMaxLine;
 
 void set_nodelay(int fd) {
   const int one = 1;
@@ -296,9 +297,10 @@ void NodeLink::on(LinkKind kind, Handler handler) {
   handlers_[kind] = std::move(handler);
 }
 
-void NodeLink::broadcast(const std::string& body) {
+void NodeLink::broadcast(std::string body) {
+  const auto shared = std::make_shared<const std::string>(std::move(body));  // one copy for every peer's queue
   for (auto& peer : peers_)
-    if (peer.fd && !peer.gone && !peer.said_bye) send(peer, body);
+    if (peer.fd && !peer.gone && !peer.said_bye) writer_->send(peer.task, shared);
 }
 
 void NodeLink::send(Peer& peer, const std::string& line) { writer_->send(peer.task, line); }

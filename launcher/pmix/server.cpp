@@ -78,6 +78,16 @@ bool whole_job(const Server& server, const pmix_proc_t* procs, size_t nprocs) {
          PMIX_CHECK_NSPACE(procs[0].nspace, server.nspace().c_str());
 }
 
+// What a client is told of a request that other nodes answered.
+pmix_status_t status_of(PendingRequest::Outcome outcome, pmix_status_t failed) {
+  switch (outcome) {
+    case PendingRequest::Outcome::kDone: return PMIX_SUCCESS;
+    case PendingRequest::Outcome::kTooLarge: return PMIX_ERR_OUT_OF_RESOURCE;
+    case PendingRequest::Outcome::kFailed: break;
+  }
+  return failed;
+}
+
 // A fence of the job's ranks. With every rank on this node, the data collected is the data
 // given. libpmix completes such fences by itself, but not all: when a participant's
 // connection ends, libpmix 4.2.2 hands the fence to the host without checking that the host
@@ -101,9 +111,10 @@ pmix_status_t on_fence(const pmix_proc_t* procs, size_t nprocs, const pmix_info_
   if (!whole_job(*server, procs, nprocs)) return PMIX_ERR_NOT_SUPPORTED;  // docs/pmix.md, Not served
   ClientEvent event;
   event.kind = ClientEvent::Kind::kFence;
-  event.request = std::make_shared<PendingRequest>(std::move(part), [cbfunc, cbdata](bool ok, std::string all) {
-    complete_fence(cbfunc, cbdata, ok ? PMIX_SUCCESS : PMIX_ERR_LOST_CONNECTION, std::move(all));
-  });
+  event.request = std::make_shared<PendingRequest>(
+      std::move(part), [cbfunc, cbdata](PendingRequest::Outcome outcome, std::string all) {
+        complete_fence(cbfunc, cbdata, status_of(outcome, PMIX_ERR_LOST_CONNECTION), std::move(all));
+      });
   server->post(std::move(event));
   return PMIX_SUCCESS;
 }
@@ -120,9 +131,10 @@ pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t*, size_
   ClientEvent event;
   event.kind = ClientEvent::Kind::kDirectModex;
   event.rank = proc->rank;
-  event.request = std::make_shared<PendingRequest>(std::string(), [cbfunc, cbdata](bool ok, std::string data) {
-    complete_fence(cbfunc, cbdata, ok ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND, std::move(data));
-  });
+  event.request = std::make_shared<PendingRequest>(
+      std::string(), [cbfunc, cbdata](PendingRequest::Outcome outcome, std::string data) {
+        complete_fence(cbfunc, cbdata, status_of(outcome, PMIX_ERR_NOT_FOUND), std::move(data));
+      });
   server->post(std::move(event));
   return PMIX_SUCCESS;
 }

@@ -62,6 +62,40 @@ large-put)  # a rank's PMIx_Put of 4 MiB on every node of 2, read back whole by 
   done
   check_no_leftovers "$HYRUN" "$PMIX_CLIENT"
   ;;
+large-fence)  # one collect-data fence of 48 MiB across 2 nodes (12 MiB a rank): relayed in pieces, read back whole
+  # Before issue 37 item 4 the root's "fenced" line (hex, 2 bytes a byte) passed the link's 64 MiB
+  # line limit at 32 MiB for the whole job, and the nodes were "lost" for a protocol violation.
+  : "${PMIX_CLIENT:?set by CTest}"
+  bytes=$((12 << 20))
+  run_bounded 120 srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 --bootstrap=none -- \
+    "$PMIX_CLIENT" put "$bytes"
+  errors_of 0; errors_of 1
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  for r in 0 1 2 3; do
+    grep -q "^pmix-bare-client: rank $r read every rank's $bytes bytes$" <<<"$RUN_OUT" || fail "rank $r did not read every value"
+  done
+  check_no_leftovers "$HYRUN" "$PMIX_CLIENT"
+  ;;
+fence-limit)  # a fence of 280 MiB across 2 nodes, past the 256 MiB hyrun relays: it fails on every rank, said once, no hang
+  : "${PMIX_CLIENT:?set by CTest}"
+  bytes=$((140 << 20))
+  run_bounded 120 srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 1 --bootstrap=none -- \
+    "$PMIX_CLIENT" put "$bytes"
+  errors_of 0; errors_of 1
+  [ "$RUN_RC" != 0 ] || fail "srun exited 0"
+  # Every rank's fence failed as too much (exit 5 of the client: a PMIx call failed), none hung or read anything.
+  for r in 0 1; do
+    grep -q "^pmix-bare-client: rank $r: PMIx_Fence failed: OUT-OF-RESOURCE" <<<"$RUN_OUT" || fail "rank $r's fence did not fail as too large"
+  done
+  ! grep -q "read every rank" <<<"$RUN_OUT" || fail "a rank read the values of a fence that failed"
+  # Said once on each node: the root found the whole too much and told the other node why.
+  said="PMIx fence 0 failed: its data from every node is 280(\.[0-9])? MiB, more than the 256 MiB that hyrun relays between nodes in one fence"
+  for t in 0 1; do
+    [ "$(grep -Ec "^hyrun: error: $said" < <(errors_of $t))" = 1 ] || fail "task $t's hyrun did not say once which fence failed and the limit"
+  done
+  ! grep -q "not the node link's protocol" <<<"$(errors_of 0)$(errors_of 1)" || fail "the limit was taken for a protocol violation"
+  check_no_leftovers "$HYRUN" "$PMIX_CLIENT"
+  ;;
 abort)  # MPI_Abort(comm, 7) on the second node ends the job with 7; its hyrun names the rank
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
     "$MPI_CHECK" --abort-rank 3 --abort-code 7

@@ -25,8 +25,10 @@ std::vector<char> bytes_of_rank(pmix_rank_t rank, std::size_t size) {
   return bytes;
 }
 
+pmix_rank_t my_rank = PMIX_RANK_UNDEF;
+
 int fail(const char* what, pmix_status_t rc) {
-  std::printf("pmix-bare-client: %s: %s\n", what, PMIx_Error_string(rc));
+  std::printf("pmix-bare-client: rank %u: %s failed: %s\n", my_rank, what, PMIx_Error_string(rc));
   std::fflush(stdout);
   return 5;
 }
@@ -88,6 +90,7 @@ int main(int argc, char** argv) {
     std::printf("pmix-bare-client: refused: %s\n", PMIx_Error_string(rc));
     return 3;
   }
+  my_rank = me.rank;
   std::printf("pmix-bare-client: admitted as %s rank %u\n", me.nspace, me.rank);
   std::fflush(stdout);
   const int code = put ? put_and_read_back(me, std::strtoull(argv[2], nullptr, 10)) : 0;

@@ -17,7 +17,7 @@ namespace {
 const std::string kNonce = "00112233445566778899aabbccddeeff";
 
 TEST(LinkMessage, HelloGivesTaskNonceAndProof) {
-  const auto hello = parse_link<LinkHello>("hyrun-link v2 3 " + kNonce + " 0a1b2c");
+  const auto hello = parse_link<LinkHello>("hyrun-link v3 3 " + kNonce + " 0a1b2c");
   ASSERT_TRUE(hello);
   EXPECT_EQ(hello->task, 3);
   EXPECT_EQ(hello->nonce, kNonce);
@@ -26,24 +26,24 @@ TEST(LinkMessage, HelloGivesTaskNonceAndProof) {
 
 TEST(LinkMessage, HelloWithATaskOverflowingIntIsRefused) {
   // 2^32 + 1 read as an int by sscanf's %d became task 1 on glibc.
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 4294967297 " + kNonce + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 99999999999999999999 " + kNonce + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 4294967297 " + kNonce + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 99999999999999999999 " + kNonce + " 0a1b2c"));
 }
 
 TEST(LinkMessage, HelloWithGarbageIsRefused) {
   const std::string n = " " + kNonce;
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 3x" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 3" + n + " 0a1b2c extra"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 -3" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 +3" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 3" + n));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 3" + n + " "));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 3 0a1b2c"));  // no nonce
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 3 " + kNonce.substr(1) + "g 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 3 " + kNonce + "0 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 3x" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 3" + n + " 0a1b2c extra"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 -3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 +3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 3" + n));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 3" + n + " "));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 3 0a1b2c"));  // no nonce
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 3 " + kNonce.substr(1) + "g 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 3 " + kNonce + "0 0a1b2c"));
   EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v1 3" + n + " 0a1b2c"));  // the old protocol
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v2 3" + n + " " + std::string(129, 'a')));
-  EXPECT_TRUE(parse_link<LinkHello>("hyrun-link v2 3" + n + " " + std::string(128, 'a')));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v3 3" + n + " " + std::string(129, 'a')));
+  EXPECT_TRUE(parse_link<LinkHello>("hyrun-link v3 3" + n + " " + std::string(128, 'a')));
 }
 
 TEST(LinkMessage, LossGivesTaskHostAndWhy) {
@@ -101,6 +101,8 @@ void expect_round_trip(const M& message) {
   EXPECT_EQ(parse_link<LinkDmodexGet>(text).has_value(), M::kKind == LinkKind::kDmodexGet);
   EXPECT_EQ(parse_link<LinkDmodexData>(text).has_value(), M::kKind == LinkKind::kDmodexData);
   EXPECT_EQ(parse_link<LinkDmodexNone>(text).has_value(), M::kKind == LinkKind::kDmodexNone);
+  EXPECT_EQ(parse_link<LinkFenceFailed>(text).has_value(), M::kKind == LinkKind::kFenceFailed);
+  EXPECT_EQ(parse_link<LinkMore>(text).has_value(), M::kKind == LinkKind::kMore);
 }
 
 TEST(LinkMessage, EveryKindRoundTripsAndNoOtherKindsParserTakesIt) {
@@ -119,6 +121,8 @@ TEST(LinkMessage, EveryKindRoundTripsAndNoOtherKindsParserTakesIt) {
     expect_round_trip(LinkDmodexGet{big, trial == 0 ? ~std::uint32_t{0} : u32(random)});
     expect_round_trip(LinkDmodexData{big, random_bytes(random, n)});
     expect_round_trip(LinkDmodexNone{big});
+    expect_round_trip(LinkFenceFailed{big, std::string(1 + random() % kLinkMaxWhy, 'w')});
+    expect_round_trip(LinkMore{random_bytes(random, 1 + n)});
     const LinkHello hello{static_cast<int>(u32(random) >> 1), kNonce, std::string(1 + random() % 128, 'a')};
     const auto back = parse_link<LinkHello>(format_link(hello));
     ASSERT_TRUE(back);
@@ -127,33 +131,42 @@ TEST(LinkMessage, EveryKindRoundTripsAndNoOtherKindsParserTakesIt) {
 }
 
 TEST(LinkMessage, FieldsOutsideTheirKindsAreRefused) {
-  for (const std::string body : {"alive ",
-                                 "alive 1",
-                                 "bye now",
-                                 "fence",
-                                 "fence 1",
-                                 "fence x 00",
-                                 "fence 1 0",
-                                 "fence 1 0g",
-                                 "fence -1 00",
-                                 "fence 18446744073709551616 00",
-                                 "fenced 1",
-                                 "dmodex-get 1",
-                                 "dmodex-get 1 4294967296",
-                                 "dmodex-get 1 2 3",
-                                 "dmodex-data 1",
-                                 "dmodex-data 1 abc",
-                                 "dmodex-none",
-                                 "dmodex-none 1 2",
-                                 "dmodex-none x",
-                                 "lost",
-                                 "lost 1"}) {
+  for (const std::string body :
+       std::initializer_list<std::string>{"alive ",
+                                          "alive 1",
+                                          "bye now",
+                                          "fence",
+                                          "fence 1",
+                                          "fence x 00",
+                                          "fence 1 0",
+                                          "fence 1 0g",
+                                          "fence -1 00",
+                                          "fence 18446744073709551616 00",
+                                          "fenced 1",
+                                          "dmodex-get 1",
+                                          "dmodex-get 1 4294967296",
+                                          "dmodex-get 1 2 3",
+                                          "dmodex-data 1",
+                                          "dmodex-data 1 abc",
+                                          "dmodex-none",
+                                          "dmodex-none 1 2",
+                                          "dmodex-none x",
+                                          "lost",
+                                          "lost 1",
+                                          "fence-failed 1",
+                                          "fence-failed 1 ",
+                                          "fence-failed x why",
+                                          "fence-failed 1 " + std::string(kLinkMaxWhy + 1, 'w'),
+                                          "more",
+                                          "more ",
+                                          "more 0",
+                                          "more 0g"}) {
     const auto kind = link_kind_of(body);
     ASSERT_TRUE(kind) << body;
     EXPECT_FALSE(parse_link<LinkAlive>(body) || parse_link<LinkBye>(body) || parse_link<LinkLoss>(body) ||
                  parse_link<LinkFencePart>(body) || parse_link<LinkFenceWhole>(body) ||
                  parse_link<LinkDmodexGet>(body) || parse_link<LinkDmodexData>(body) ||
-                 parse_link<LinkDmodexNone>(body))
+                 parse_link<LinkDmodexNone>(body) || parse_link<LinkFenceFailed>(body) || parse_link<LinkMore>(body))
         << body;
   }
   EXPECT_FALSE(link_kind_of("status 1"));
@@ -163,6 +176,31 @@ TEST(LinkMessage, FieldsOutsideTheirKindsAreRefused) {
 
 // docs/architecture.md's table of the node link's lines lists exactly the hello and the kinds
 // of link_kinds(), in its order, each with who sends it.
+// Bytes of any length become lines of at most a piece each, whose pieces and last line give
+// back every byte in order; data that fits one piece is one line of its own kind.
+TEST(LinkMessage, BytesGoInPiecesNoLineLongerThanTheLimit) {
+  std::mt19937 random(37);
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, kLinkPieceBytes - 1, kLinkPieceBytes, kLinkPieceBytes + 1,
+                              3 * kLinkPieceBytes + 17}) {
+    const LinkFenceWhole whole{42, random_bytes(random, n)};
+    const auto bodies = format_link_pieces(whole);
+    ASSERT_EQ(bodies.size(), n == 0 ? 1 : (n + kLinkPieceBytes - 1) / kLinkPieceBytes) << n;
+    std::string back;
+    for (std::size_t i = 0; i + 1 < bodies.size(); ++i) {
+      const auto more = parse_link<LinkMore>(bodies[i]);
+      ASSERT_TRUE(more) << n << ": piece " << i;
+      EXPECT_EQ(more->data.size(), kLinkPieceBytes);
+      back += more->data;
+    }
+    const auto last = parse_link<LinkFenceWhole>(bodies.back());
+    ASSERT_TRUE(last) << n;
+    EXPECT_EQ(last->number, 42u);
+    back += last->data;
+    EXPECT_TRUE(back == whole.data) << n;
+    for (const auto& body : bodies) EXPECT_LE(body.size() + 64, kLinkMaxLine) << n;  // with its seal
+  }
+}
+
 TEST(LinkMessage, TheArchitectureDocsTableListsEveryKindInOrder) {
   std::ifstream doc(std::string(HYRUN_SOURCE_DIR) + "/docs/architecture.md");
   ASSERT_TRUE(doc) << "docs/architecture.md";

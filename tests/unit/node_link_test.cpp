@@ -539,7 +539,8 @@ namespace {
 TEST(NodeLink, LongSealedLinesArriveWholeBothWays) {
   Pair pair;
   std::mt19937 random(3);
-  std::string up(3 << 20, '\0'), down(5 << 20, '\0');
+  // The longest lines: a piece of bytes each (link_message.hpp); longer data goes in pieces.
+  std::string up(kLinkPieceBytes - 1, '\0'), down(kLinkPieceBytes, '\0');
   for (auto* s : {&up, &down})
     for (auto& c : *s) c = static_cast<char>(random());
   std::vector<std::pair<int, std::string>> at_root, at_node;
@@ -588,7 +589,7 @@ TEST(NodeLink, ALineOfAKindTheProtocolDoesNotHaveEndsTheLinkNamingTheVersion) {
   pair.node->send_to(0, "status 1 2");
   ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.root_loss.has_value(); }));
   EXPECT_EQ(pair.root_loss->why,
-            "it sent a line of a kind that the node link's protocol (hyrun-link v2) does not have ('status 1 2')");
+            "it sent a line of a kind that the node link's protocol (hyrun-link v3) does not have ('status 1 2')");
 }
 
 // The link takes alive, bye and lost itself: no one else may register for them.
@@ -626,6 +627,42 @@ TEST(NodeLink, ABroadcastReachesEveryLinkedNodeButOneThatSaidBye) {
   EXPECT_EQ(heard[0], std::vector<std::uint64_t>{7});
   EXPECT_EQ(heard[1], std::vector<std::uint64_t>{7});
   EXPECT_TRUE(heard[2].empty()) << "a node that said bye";
+}
+
+// A broadcast's lines are held once for every node's queue: pieces of bytes longer than a
+// socket takes at once, with heartbeats queued between them, reach every node whole, in order.
+TEST(NodeLink, ABroadcastOfPiecesReachesEveryNodeWholeAndInOrder) {
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2", "n3"}, 0, kToken);
+  root.on_loss([](const NodeLink::Loss&) { return false; });
+  std::mt19937 random(5);
+  std::string data(3 * kLinkPieceBytes + 99, '\0');
+  for (auto& c : data) c = static_cast<char>(random());
+  std::vector<NodeLink> nodes;
+  std::vector<std::string> pieces(2), wholes(2);
+  std::vector<int> losses(2, 0);
+  for (int t = 1; t <= 2; ++t) {
+    nodes.push_back(NodeLink::connect("127.0.0.1", root.port(), t, "n1", kToken, kLimit));
+    const auto i = static_cast<std::size_t>(t - 1);
+    nodes.back().on(LinkKind::kMore, [&pieces, i](int, std::string_view body) {
+      const auto more = parse_link<LinkMore>(body);
+      return more && (pieces[i] += more->data, true);
+    });
+    nodes.back().on(LinkKind::kFenced, [&pieces, &wholes, i](int, std::string_view body) {
+      const auto last = parse_link<LinkFenceWhole>(body);
+      return last && last->number == 3 && (wholes[i] = std::exchange(pieces[i], {}) + last->data, true);
+    });
+    nodes.back().on_loss([&losses, i](const NodeLink::Loss&) { return ++losses[i], false; });
+  }
+  const auto all = [&] { return std::vector<NodeLink*>{&root, &nodes[0], &nodes[1]}; };
+  pump(
+      all(), [] { return false; }, std::chrono::milliseconds(200));
+  for (auto& body : format_link_pieces(LinkFenceWhole{3, data})) root.broadcast(std::move(body));
+  ASSERT_TRUE(pump(all(), [&] { return !wholes[0].empty() && !wholes[1].empty(); }));
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(wholes[i] == data) << "node " << i + 1 << " got " << wholes[i].size() << " of " << data.size();
+    EXPECT_EQ(losses[i], 0);
+  }
 }
 
 }  // namespace

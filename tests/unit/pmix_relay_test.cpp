@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <random>
+#include <set>
 #include <tuple>
 
 namespace hyrun {
@@ -14,11 +15,18 @@ namespace {
 
 // What completed a request: nullopt while pending, then (ok, data).
 using Outcome = std::shared_ptr<std::optional<std::pair<bool, std::string>>>;
+// The outcomes that were refused as too large (not failed for another reason).
+std::set<const void*> outcome_too_large;
+bool too_large(const Outcome& outcome) { return outcome_too_large.contains(outcome.get()); }
 
 std::pair<std::shared_ptr<pmix::PendingRequest>, Outcome> request(std::string part = {}) {
   auto outcome = std::make_shared<std::optional<std::pair<bool, std::string>>>();
+  outcome_too_large.erase(outcome.get());  // an address an earlier outcome had
   auto pending = std::make_shared<pmix::PendingRequest>(
-      std::move(part), [outcome](bool ok, std::string data) { *outcome = std::make_pair(ok, std::move(data)); });
+      std::move(part), [outcome](pmix::PendingRequest::Outcome result, std::string data) {
+        *outcome = std::make_pair(result == pmix::PendingRequest::Outcome::kDone, std::move(data));
+        if (result == pmix::PendingRequest::Outcome::kTooLarge) outcome_too_large.insert(outcome.get());
+      });
   return {pending, outcome};
 }
 
@@ -33,19 +41,28 @@ std::string random_bytes(std::mt19937& random, std::size_t size) {
 // deliver().
 class Job {
  public:
-  Job(int nodes, int per) : Job(JobLayout::uniform(nodes, per)) {}
-  explicit Job(const JobLayout& layout) {
+  Job(int nodes, int per, std::size_t max_bytes = kMaxRelayedBytes) : Job(JobLayout::uniform(nodes, per), max_bytes) {}
+  explicit Job(const JobLayout& layout, std::size_t max_bytes = kMaxRelayedBytes) {
     for (int t = 0; t < layout.tasks(); ++t) hosts_.push_back("n" + std::to_string(t + 1));
     for (int t = 0; t < layout.tasks(); ++t)
       relays_.push_back(std::make_unique<PmixRelay>(
           t, layout, hosts_, [this, t](int to, const std::string& body) { lines_.emplace_back(t, to, body); },
-          [this, t, n = layout.tasks()](const std::string& body) {
+          [this, t, n = layout.tasks()](std::string body) {
             for (int to = 0; to < n; ++to)
               if (to != t) lines_.emplace_back(t, to, body);
           },
-          [this, t](std::uint32_t rank, std::uint64_t id) { serves_.emplace_back(t, rank, id); }));
+          [this, t](std::uint32_t rank, std::uint64_t id) { serves_.emplace_back(t, rank, id); }, max_bytes));
   }
   PmixRelay& node(int t) { return *relays_.at(static_cast<std::size_t>(t)); }
+
+  // Delivers the first line queued; false when there is none or it was refused.
+  bool deliver_one() {
+    if (lines_.empty()) return false;
+    const auto [from, to, body] = lines_.front();
+    lines_.pop_front();
+    ++lines_sent;
+    return node(to).handle(from, body);
+  }
 
   // Delivers every line (and the servers' answers) until none is left; returns false when a
   // relay refused one.
@@ -62,6 +79,8 @@ class Job {
       const auto [from, to, body] = lines_.front();
       lines_.pop_front();
       ++lines_sent;
+      longest_line = std::max(longest_line, body.size());
+      if (body.starts_with("more ")) ++pieces_sent;
       if (!node(to).handle(from, body)) return false;
     }
     return true;
@@ -70,6 +89,8 @@ class Job {
   std::map<std::uint32_t, std::string> committed;
   std::vector<std::pair<int, std::uint32_t>> served;  // (task whose server was asked, rank)
   int lines_sent = 0;
+  int pieces_sent = 0;
+  std::size_t longest_line = 0;
 
  private:
   std::vector<std::string> hosts_;
@@ -208,6 +229,132 @@ TEST(PmixRelay, LinesThatAreNotTheRelaysAreRefused) {
   EXPECT_FALSE(job.node(1).handle(0, "dmodex-get 1 4"));
   EXPECT_FALSE(job.node(1).handle(0, "fenced 0 00")) << "a fence this node never joined";
   EXPECT_FALSE(*done);
+}
+
+// Fences of every node and a direct modex whose data is longer than a line's piece: they
+// go in pieces, no line is longer than the link's limit, and every byte arrives.
+TEST(PmixRelay, DataLongerThanAPieceArrivesWholeInPieces) {
+  std::mt19937 random(11);
+  Job job(3, 2);
+  std::vector<std::string> parts{random_bytes(random, 2 * kLinkPieceBytes + 5), random_bytes(random, 17),
+                                 random_bytes(random, kLinkPieceBytes + 1)};
+  std::vector<Outcome> outcomes;
+  for (int t : {1, 2, 0}) {
+    auto [pending, outcome] = request(parts[static_cast<std::size_t>(t)]);
+    outcomes.push_back(outcome);
+    job.node(t).fence(pending);
+  }
+  ASSERT_TRUE(job.deliver());
+  const std::string all = parts[0] + parts[1] + parts[2];
+  for (const auto& outcome : outcomes) {
+    ASSERT_TRUE(*outcome);
+    EXPECT_TRUE((*outcome)->first);
+    EXPECT_TRUE((*outcome)->second == all)
+        << "a fence's bytes differ (" << (*outcome)->second.size() << " of " << all.size() << ")";
+  }
+  // Node 2's part: 1 piece before its line; the whole, 3 before each of 2 lines.
+  EXPECT_EQ(job.pieces_sent, 1 + 2 * 3);
+  // Rank 4 (node 2) committed 3 pieces and a bit; node 1 asks for it through the root.
+  job.committed[4] = random_bytes(random, 3 * kLinkPieceBytes + 3);
+  auto [get, got] = request();
+  job.node(1).direct_modex(4, get);
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*got);
+  EXPECT_TRUE((*got)->first);
+  EXPECT_TRUE((*got)->second == job.committed[4]);
+  EXPECT_LE(job.longest_line, kLinkMaxLine - 64) << "a line (without its seal) past the link's limit";
+}
+
+// Whole fence past the limit: every node's fence fails, wherever its ranks are when the
+// root finds out; a part sent before its node heard is dropped; the next fence goes on.
+TEST(PmixRelay, AFenceWhosePartsTogetherPassTheLimitFailsOnEveryNode) {
+  std::mt19937 random(12);
+  Job job(3, 2, 1000);
+  auto [root0, root0_done] = request(random_bytes(random, 700));
+  auto [n1_0, n1_0_done] = request(random_bytes(random, 400));
+  job.node(0).fence(root0);
+  job.node(1).fence(n1_0);
+  // Node 2 joins after the root found out but before the news reached it: its part is late.
+  job.deliver_one();
+  auto [n2_0, n2_0_done] = request(random_bytes(random, 100));
+  job.node(2).fence(n2_0);
+  ASSERT_TRUE(job.deliver()) << "a part sent before its node heard of the failure ended the link";
+  for (const auto& done : {root0_done, n1_0_done, n2_0_done}) {
+    ASSERT_TRUE(*done);
+    EXPECT_FALSE((*done)->first);
+    EXPECT_TRUE(too_large(done)) << "failed as if a node were lost";
+  }
+  EXPECT_EQ(job.node(0).waiting(), std::nullopt);
+  // Fence 1, small: numbered alike on every node and complete.
+  std::vector<Outcome> next;
+  for (int t : {0, 1, 2}) {
+    auto [pending, outcome] = request(std::string(1, static_cast<char>('a' + t)));
+    next.push_back(outcome);
+    job.node(t).fence(pending);
+  }
+  ASSERT_TRUE(job.deliver());
+  for (const auto& outcome : next) {
+    ASSERT_TRUE(*outcome);
+    EXPECT_TRUE((*outcome)->first);
+    EXPECT_EQ((*outcome)->second, "abc");
+  }
+}
+
+// A node whose own part is past the limit sends none of it: it says so, and every node's
+// fence fails, also that of a node whose ranks come to it later.
+TEST(PmixRelay, ANodeWhosePartIsPastTheLimitFailsTheFenceEverywhere) {
+  std::mt19937 random(13);
+  Job job(3, 2, 1000);
+  auto [n1_0, n1_0_done] = request(random_bytes(random, 10));
+  auto [n2_0, n2_0_done] = request(random_bytes(random, 1001));
+  job.node(1).fence(n1_0);
+  job.node(2).fence(n2_0);
+  ASSERT_TRUE(*n2_0_done) << "the node's own fence waits although it cannot be relayed";
+  EXPECT_FALSE((*n2_0_done)->first);
+  EXPECT_TRUE(too_large(n2_0_done));
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*n1_0_done);
+  EXPECT_FALSE((*n1_0_done)->first);
+  EXPECT_TRUE(too_large(n1_0_done));
+  EXPECT_LT(job.longest_line, 1000u) << "the part too large was sent";
+  auto [root0, root0_done] = request("r");
+  job.node(0).fence(root0);  // the root's ranks come last
+  ASSERT_TRUE(*root0_done);
+  EXPECT_FALSE((*root0_done)->first);
+  EXPECT_TRUE(too_large(root0_done));
+  auto [n1_1, n1_1_done] = request("x");
+  auto [n2_1, n2_1_done] = request("y");
+  auto [root1, root1_done] = request("z");
+  job.node(1).fence(n1_1);
+  job.node(2).fence(n2_1);
+  job.node(0).fence(root1);
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*n2_1_done);
+  EXPECT_EQ((*n2_1_done)->second, "zxy");
+}
+
+TEST(PmixRelay, ADirectModexOfDataPastTheLimitFails) {
+  Job job(2, 2, 1000);
+  job.committed[3] = std::string(1001, 'd');
+  auto [pending, outcome] = request();
+  job.node(0).direct_modex(3, pending);
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*outcome);
+  EXPECT_FALSE((*outcome)->first);
+}
+
+TEST(PmixRelay, PiecesOutOfTheirPlaceAndFailuresNotTheirsAreRefused) {
+  Job job(3, 2, 1000);
+  EXPECT_FALSE(job.node(0).handle(1, "more ")) << "a piece of nothing";
+  EXPECT_TRUE(job.node(0).handle(1, "more 00"));
+  EXPECT_FALSE(job.node(0).handle(1, "dmodex-none 1")) << "a line of another kind between the pieces";
+  EXPECT_TRUE(job.node(0).handle(2, "more " + std::string(2 * 1000, 'a')));
+  EXPECT_FALSE(job.node(0).handle(2, "more 00")) << "pieces past the limit";
+  EXPECT_FALSE(job.node(1).handle(2, "fence-failed 0 why")) << "a failure from a node that is not the root";
+  EXPECT_FALSE(job.node(1).handle(0, "fence-failed 0")) << "a failure that does not say why";
+  EXPECT_TRUE(job.node(1).handle(0, "fence-failed 0 too much"));
+  EXPECT_FALSE(job.node(1).handle(0, "fence-failed 0 too much")) << "said twice";
+  EXPECT_FALSE(job.node(1).handle(0, "fence-failed 999 too much")) << "a fence far ahead";
 }
 
 TEST(PmixRelay, WithoutALinkEveryRequestFails) {

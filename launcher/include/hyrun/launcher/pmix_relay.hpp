@@ -7,6 +7,9 @@
 //    ("fence <n> <hex>"), the root joins every node's part in task order and sends the whole
 //    to every node ("fenced <n> <hex>"), and each node completes its server's fence with it.
 //    Fences over the whole job come in the same order on every node, so their numbers match.
+//    Data longer than a line's piece travels in pieces (link_message.hpp, "more"); a fence
+//    whose data is more than kMaxRelayedBytes (a node's part, or every node's together) fails
+//    on every node with one line that says so ("fence-failed <n> <why>"), never as a loss.
 //  - Direct modex: a client wants the data of a rank of another node. The request goes to
 //    the root ("dmodex-get <id> <rank>"), which asks the node that holds the rank (or its
 //    own server); that node's server answers once the rank has committed, and the answer
@@ -24,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,22 +39,27 @@
 
 namespace hyrun {
 
+/// The most data one fence (every node's part together) or one direct modex carries between
+/// nodes: the root holds it twice (the parts, the whole) and every node once more.
+inline constexpr std::size_t kMaxRelayedBytes = std::size_t{256} << 20;
+
 class PmixRelay final : public CrossNodeRequests {
  public:
   /// Sends a line's body to a task over the node link (NodeLink::send_to).
   using Send = std::function<void(int task, const std::string& body)>;
   /// Root: sends a line's body to every other node (NodeLink::broadcast).
-  using Broadcast = std::function<void(const std::string& body)>;
+  using Broadcast = std::function<void(std::string body)>;
   /// The node link's kinds that carry the relay's lines (link_message.hpp): handle() takes them.
-  static constexpr std::array<LinkKind, 5> kKinds{LinkKind::kFence, LinkKind::kFenced, LinkKind::kDmodexGet,
-                                                  LinkKind::kDmodexData, LinkKind::kDmodexNone};
+  static constexpr std::array<LinkKind, 7> kKinds{LinkKind::kFence,     LinkKind::kFenced,     LinkKind::kFenceFailed,
+                                                  LinkKind::kDmodexGet, LinkKind::kDmodexData, LinkKind::kDmodexNone,
+                                                  LinkKind::kMore};
   /// Asks this node's server for a rank's data (PmixService::serve_local_data).
   using ServeLocal = std::function<void(std::uint32_t rank, std::uint64_t id)>;
   /// Task `task` of the job laid out as `layout`; hosts[t]: task t's host (one a task).
   /// Without `send` (no node link) every request fails, said once. Throws Error when hosts
-  /// and the layout's tasks differ in number.
+  /// and the layout's tasks differ in number. `max_bytes`: kMaxRelayedBytes but in tests.
   PmixRelay(int task, JobLayout layout, std::vector<std::string> hosts, Send send, Broadcast broadcast,
-            ServeLocal serve_local);
+            ServeLocal serve_local, std::size_t max_bytes = kMaxRelayedBytes);
 
   void fence(std::shared_ptr<pmix::PendingRequest> fence) override;
   void direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRequest> request) override;
@@ -66,7 +75,9 @@ class PmixRelay final : public CrossNodeRequests {
  private:
   struct OpenFence {
     std::map<int, std::string> parts;             // root: each task's part
+    std::size_t bytes = 0;                        // root: of the parts
     std::shared_ptr<pmix::PendingRequest> local;  // this node's fence, until completed
+    bool failed = false;                          // it fails on every node (its parts are dropped)
   };
   struct Routed {  // root: a direct modex it passed on, and whom to answer
     int task;
@@ -76,6 +87,18 @@ class PmixRelay final : public CrossNodeRequests {
   void complete_fences();
   bool take_part(int task, std::uint64_t number, std::string part);
   bool take_whole(std::uint64_t number, std::string all);
+  bool take_failure(int from_task, std::uint64_t number, const std::string& why);
+  // Fence `number` fails on every node: said here, told to the others (the root) or to the
+  // root (a node whose own part is too large), and this node's fence fails when it is here.
+  void fail_fence(std::uint64_t number, const std::string& why, int told_by);
+  // The bytes of a numbered-bytes line from `task`: the pieces before it, then its own;
+  // nullopt when together they are more than the limit (no hyrun of this version sends that).
+  std::optional<std::string> assemble(int task, std::string last);
+  bool take_piece(int task, std::string piece);
+  // "12.0 MiB, more than the 256 MiB that hyrun relays between nodes ..."
+  std::string too_much(std::size_t bytes, std::string_view what) const;
+  std::string too_much_in(const OpenFence& open) const;
+  void send_pieces(int task, const std::vector<std::string>& bodies);
   // Root: a direct modex of `rank` asked by `task` as its `id`.
   void route(int task, std::uint64_t id, std::uint32_t rank);
   // Any node: serve `rank`'s data for the root's request `id`.
@@ -89,6 +112,7 @@ class PmixRelay final : public CrossNodeRequests {
   const int task_;
   const JobLayout layout_;
   const std::vector<std::string> hosts_;
+  const std::size_t max_bytes_;
   Send send_;
   Broadcast broadcast_;
   ServeLocal serve_local_;
@@ -96,10 +120,12 @@ class PmixRelay final : public CrossNodeRequests {
   std::uint64_t next_fence_ = 0;        // this node's next fence number
   std::uint64_t completed_fences_ = 0;  // root: fences below this number are done
   std::map<std::uint64_t, OpenFence> fences_;
-  std::uint64_t next_id_ = 0;  // this node's requests (and, on the root, routed ones)
-  std::map<std::uint64_t, std::shared_ptr<pmix::PendingRequest>> asked_;  // this node's direct modex
-  std::map<std::uint64_t, Routed> routed_;                                // root
-  std::map<std::uint64_t, std::uint64_t> serving_;                        // serve id -> the root's request id
+  std::set<std::uint64_t> failed_;     // root: failed fences done here, whose late parts are dropped
+  std::map<int, std::string> pieces_;  // each task's pieces of its next numbered-bytes line
+  std::uint64_t next_id_ = 0;          // this node's requests (and, on the root, routed ones)
+  std::map<std::uint64_t, std::shared_ptr<pmix::PendingRequest>> asked_;      // this node's direct modex
+  std::map<std::uint64_t, Routed> routed_;                                    // root
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint32_t>> serving_;  // serve id -> (the root's id, rank)
 };
 
 }  // namespace hyrun

@@ -6,19 +6,29 @@
 // kind is not one of this version's, or whose fields are not exactly its kind's, is refused
 // (the link then ends), never half read.
 //
-//   hello          hyrun-link v2 <task> <nonce> <proof>    a node, first (unsealed)
+//   hello          hyrun-link v3 <task> <nonce> <proof>    a node, first (unsealed)
 //   alive          alive                                   both: heartbeat
 //   bye            bye                                     both: this hyrun ends by itself
 //   lost           lost <task> <host> <why>                root: the job goes on without a node
 //   fence          fence <n> <hex>                         node -> root: its part of fence n
 //   fenced         fenced <n> <hex>                        root -> nodes: fence n, every part
+//   fence-failed   fence-failed <n> <why>                  fence n fails on every node (too large)
 //   dmodex-get     dmodex-get <id> <rank>                  a rank's data, asked (routed by the root)
 //   dmodex-data    dmodex-data <id> <hex>                  the answer to request <id>
 //   dmodex-none    dmodex-none <id>                        request <id> has no answer
+//   more           more <hex>                              both: the first bytes of the next fence,
+//                                                          fenced or dmodex-data line of the sender
+//
+// Bytes travel in pieces of at most kLinkPieceBytes (format_link_pieces): a message of more
+// is sent as "more" lines and then its kind's line with the last piece, back to back, so no
+// line of the link is longer than kLinkMaxLine and no hex copy of a whole fence is made.
 //
 // <task>, <n>, <id>, <rank>: decimal, digits only, within their type (int, 64 and 32 bits
 // unsigned); <hex>: lower- or upper-case hex digits, possibly none (opaque bytes); <host>: one
-// word of at most 128 characters; <why>: the rest of the line, possibly empty.
+// word of at most 128 characters; <why>: the rest of the line, possibly empty (fence-failed:
+// not empty, at most kLinkMaxWhy characters); more's <hex>: at least one byte, at most
+// kLinkPieceBytes.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -26,14 +36,19 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace hyrun {
 
 /// The hello's first words: the protocol and its version. Every kind below is this version's.
-inline constexpr std::string_view kLinkHello = "hyrun-link v2";
+inline constexpr std::string_view kLinkHello = "hyrun-link v3";
+/// The most bytes one line carries: longer data goes in pieces ("more").
+inline constexpr std::size_t kLinkPieceBytes = std::size_t{4} << 20;
+/// The longest sealed line (without its newline): a piece as hex, its kind, number and seal.
+inline constexpr std::size_t kLinkMaxLine = 2 * kLinkPieceBytes + 1024;
 
 /// The kinds of sealed lines.
-enum class LinkKind { kAlive, kBye, kLost, kFence, kFenced, kDmodexGet, kDmodexData, kDmodexNone };
+enum class LinkKind { kAlive, kBye, kLost, kFence, kFenced, kFenceFailed, kDmodexGet, kDmodexData, kDmodexNone, kMore };
 
 struct LinkKindInfo {
   LinkKind kind;
@@ -79,6 +94,22 @@ using LinkFenceWhole = LinkNumberedBytes<LinkKind::kFenced>;
 /// The answer to request `number` (a direct modex's data).
 using LinkDmodexData = LinkNumberedBytes<LinkKind::kDmodexData>;
 
+/// Fence `number` fails on every node: `why` (its data is more than hyrun relays). From a node:
+/// its own part is; from the root: the whole is, or a node said so.
+struct LinkFenceFailed {
+  static constexpr LinkKind kKind = LinkKind::kFenceFailed;
+  std::uint64_t number = 0;
+  std::string why;  ///< one line of at most kLinkMaxWhy characters
+  bool operator==(const LinkFenceFailed&) const = default;
+};
+inline constexpr std::size_t kLinkMaxWhy = 512;
+/// The first bytes of the sender's next fence, fenced or dmodex-data line (at least one).
+struct LinkMore {
+  static constexpr LinkKind kKind = LinkKind::kMore;
+  std::string data;
+  bool operator==(const LinkMore&) const = default;
+};
+
 /// The root lost node `task` and the job goes on without it.
 struct LinkLoss {
   static constexpr LinkKind kKind = LinkKind::kLost;
@@ -108,6 +139,9 @@ std::optional<LinkHello> parse_hello(std::string_view line);
 std::optional<LinkLoss> parse_loss(std::string_view body);
 std::optional<LinkDmodexGet> parse_dmodex_get(std::string_view body);
 std::optional<LinkDmodexNone> parse_dmodex_none(std::string_view body);
+std::optional<LinkFenceFailed> parse_fence_failed(std::string_view body);
+std::optional<LinkMore> parse_more(std::string_view body);
+std::vector<std::string> format_pieces(LinkKind kind, std::uint64_t number, std::string_view data);
 }  // namespace link_detail
 
 /// The line (hello) or body (the others) of a message.
@@ -115,6 +149,8 @@ std::string format_link(const LinkHello& m);
 std::string format_link(const LinkLoss& m);
 std::string format_link(const LinkDmodexGet& m);
 std::string format_link(const LinkDmodexNone& m);
+std::string format_link(const LinkFenceFailed& m);
+std::string format_link(const LinkMore& m);
 template <LinkKind K>
 std::string format_link(const LinkWord<K>&) {
   return std::string(link_kind_word(K));
@@ -122,6 +158,13 @@ std::string format_link(const LinkWord<K>&) {
 template <LinkKind K>
 std::string format_link(const LinkNumberedBytes<K>& m) {
   return link_detail::format_numbered_bytes(K, m.number, m.data);
+}
+
+/// The bodies that carry `m`: a "more" line a kLinkPieceBytes piece but the last, then m's
+/// own line with the last piece (one line when the data fits in one).
+template <LinkKind K>
+std::vector<std::string> format_link_pieces(const LinkNumberedBytes<K>& m) {
+  return link_detail::format_pieces(K, m.number, m.data);
 }
 
 /// The message of type M that `text` is exactly, or nullopt. Whether a task, proof or rank is
@@ -140,6 +183,10 @@ std::optional<M> parse_link(std::string_view text) {
     return link_detail::parse_loss(text);
   } else if constexpr (std::is_same_v<M, LinkDmodexGet>) {
     return link_detail::parse_dmodex_get(text);
+  } else if constexpr (std::is_same_v<M, LinkFenceFailed>) {
+    return link_detail::parse_fence_failed(text);
+  } else if constexpr (std::is_same_v<M, LinkMore>) {
+    return link_detail::parse_more(text);
   } else {
     static_assert(std::is_same_v<M, LinkDmodexNone>, "not a message of the node link");
     return link_detail::parse_dmodex_none(text);

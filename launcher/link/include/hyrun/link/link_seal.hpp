@@ -22,7 +22,7 @@ namespace hyrun {
 /// 32 hex digits from the kernel's CSPRNG: a node's nonce for one connection.
 std::string new_link_nonce();
 /// What a node sends to prove that it holds the job token: hex HMAC-SHA256(token,
-/// "hyrun-link v2 <task> <nonce>").
+/// "hyrun-link v3 <task> <nonce>").
 std::string link_hello_proof(const std::string& token, int task, std::string_view nonce);
 
 /// One direction of one connection: seals what it sends, or opens what it receives.
@@ -33,6 +33,8 @@ class LinkSeal {
 
   /// The next line to send for `body` (without newline).
   std::string seal(std::string_view body);
+  /// The same line's start, "<mac> <seq> ": the body follows it on the wire.
+  std::string seal_head(std::string_view body);
   /// The body of `line` when it is the next authentic line of this direction, else nullopt
   /// (and the expected number stays: a refused line ends the link anyway).
   std::optional<std::string> open(std::string_view line);

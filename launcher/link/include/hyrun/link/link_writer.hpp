@@ -3,11 +3,14 @@
 // heartbeats, which a thread of its own sends. So no work of hyrun's main loop (starting
 // many ranks, a flood of output, a slow PMIx call) keeps this node's heartbeats from
 // leaving, and a busy node is not taken for a lost one. Lines stay whole on the wire: the
-// thread and the main loop append to one buffer per peer under one lock, and what a send
-// leaves is sent first the next time.
+// thread and the main loop append to one queue per peer under one lock, and what a send
+// leaves is sent first the next time. A body sent to several peers (the root's broadcast of
+// a fence) is held once, shared by their queues: only each peer's seal is its own.
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -36,8 +39,11 @@ class LinkWriter {
   /// Forgets `task`: nothing is written to its socket any more. Call before closing it.
   void remove(int task);
   /// Queues `body` sealed and a newline for `task` and sends what the socket takes now. A
-  /// peer that has taken nothing for 4 KiB gets no more (its silence is judged by what we hear).
+  /// peer that has taken nothing for 4 KiB gets no more heartbeats (its silence is judged by
+  /// what we hear).
   void send(int task, std::string_view body);
+  /// The same with a body that other peers' queues may hold too.
+  void send(int task, std::shared_ptr<const std::string> body);
   /// The same for the one line that goes unsealed: a node's hello.
   void send_hello(int task, std::string_view line);
   /// Sends what is queued for `task` (its socket became writable).
@@ -48,14 +54,22 @@ class LinkWriter {
   void stop_heartbeats(int task);
 
  private:
+  // Bytes to send: a peer's own (a seal, a newline, a short line) or a shared body.
+  struct Piece {
+    std::string own;
+    std::shared_ptr<const std::string> shared;
+    std::string_view bytes() const { return shared ? std::string_view(*shared) : std::string_view(own); }
+  };
   struct Out {
     int fd = -1;
     bool connecting = false;
     bool beats = true;
-    std::string pending;
+    std::deque<Piece> pending;
+    std::size_t sent = 0;           // of the first piece
+    std::size_t pending_bytes = 0;  // of every piece, less `sent`
     std::optional<LinkSeal> seal;
   };
-  static void queue_locked(Out& out, std::string_view line);
+  static void queue_locked(Out& out, Piece piece);
   void run(std::chrono::milliseconds heartbeat);
   static void flush_locked(Out& out);
   static void check_connected_locked(Out& out);

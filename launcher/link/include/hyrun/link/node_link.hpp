@@ -80,7 +80,7 @@ class NodeLink : public PollParticipant {
   void send_to(int task, const std::string& body);
   /// Sends `body` sealed to every peer still linked that has not said bye (from the root:
   /// every other node; from another node: the root).
-  void broadcast(const std::string& body);
+  void broadcast(std::string body);
   /// True once a loss that ends the job was reported.
   bool lost() const { return lost_; }
 

@@ -39,20 +39,26 @@ namespace hyrun::pmix {
 /// its owner drops without completing fails, so that no client waits for ever.
 class PendingRequest {
  public:
-  using Completer = std::function<void(bool ok, std::string data)>;
+  /// How it ended: done (with the data), failed (a node or the link went: the client is told
+  /// PMIX_ERR_LOST_CONNECTION, or NOT_FOUND for a direct modex), or refused as more data than
+  /// hyrun relays (PMIX_ERR_OUT_OF_RESOURCE).
+  enum class Outcome { kDone, kFailed, kTooLarge };
+  using Completer = std::function<void(Outcome outcome, std::string data)>;
   PendingRequest(std::string data, Completer completer) : data_(std::move(data)), completer_(std::move(completer)) {}
   ~PendingRequest() { fail(); }
   PendingRequest(const PendingRequest&) = delete;
   PendingRequest& operator=(const PendingRequest&) = delete;
 
   const std::string& data() const { return data_; }
-  void complete(std::string data) { finish(true, std::move(data)); }
+  void complete(std::string data) { finish(Outcome::kDone, std::move(data)); }
   /// The client's call (PMIx_Fence for MPI_Init or MPI_Finalize, PMIx_Get) fails.
-  void fail() { finish(false, {}); }
+  void fail() { finish(Outcome::kFailed, {}); }
+  /// The same, for data past the relay's limit.
+  void refuse_as_too_large() { finish(Outcome::kTooLarge, {}); }
 
  private:
-  void finish(bool ok, std::string data) {
-    if (auto completer = std::exchange(completer_, nullptr)) completer(ok, std::move(data));
+  void finish(Outcome outcome, std::string data) {
+    if (auto completer = std::exchange(completer_, nullptr)) completer(outcome, std::move(data));
   }
   std::string data_;
   Completer completer_;
