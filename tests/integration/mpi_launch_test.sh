@@ -153,6 +153,52 @@ SH
   expect_stdout "^pmix-bare-client: admitted as hyrun\..* rank 0$"
   expect_stdout "^own: 0$"
   ;;
+flood-other-user)  # another user's connect-and-close flood on the PMIx port while the job's 4 ranks start: all admitted
+  # Issue 37 item 1: with the /proc/net/tcp filter each refusal read the whole table on
+  # libpmix's one thread, so a 5 s flood held the ranks' PMIx_Init 24-36 s, longer the longer it
+  # went on. Here the flood goes on until every rank has finished: the job must end by itself.
+  [ "$(id -u)" -eq 0 ] || { echo "needs root (a second user)"; exit 77; }
+  cat >"$WORK/flood.py" <<'PY'
+import os, socket, sys, time
+host, port = os.environ["PMIX_SERVER_URI41"].split("tcp4://")[1].split(":")
+work, n, count, end = sys.argv[1], int(sys.argv[2]), 0, time.monotonic() + 80
+while time.monotonic() < end and sum(os.path.exists(f"{work}/done.{r}") for r in range(n)) < n:
+    for _ in range(50):
+        try:
+            socket.create_connection((host, int(port))).close()
+            count += 1
+        except OSError:
+            pass
+    if count >= 500 and not os.path.exists(f"{work}/flooding"):
+        open(f"{work}/flooding", "w").close()
+print(f"flood: {count} connections", flush=True)
+PY
+  cat >"$WORK/rank.sh" <<'SH'
+#!/bin/bash
+if [ "$HYRUN_RANK" = 0 ]; then
+  setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$WORK/flood.py" "$WORK" 4 &
+  flood=$!
+fi
+for _ in $(seq 600); do [ -e "$WORK/flooding" ] && break; sleep 0.1; done
+[ -e "$WORK/flooding" ] && echo "rank $HYRUN_RANK: starts during the flood"
+"$PMIX_CLIENT"; echo "own $HYRUN_RANK: $?"
+touch "$WORK/done.$HYRUN_RANK"
+[ -n "${flood:-}" ] && wait "$flood"
+exit 0
+SH
+  chmod 755 "$WORK" "$WORK/rank.sh" "$WORK/flood.py"
+  chmod 777 "$WORK"  # the flood (user nobody) says there when it is going
+  cp "$PMIX_CLIENT" "$WORK/pmix-bare-client" && chmod 755 "$WORK/pmix-bare-client"
+  run_job 100 "$HYRUN" -n 4 -x PMIX_CLIENT="$WORK/pmix-bare-client" -x WORK="$WORK" --bootstrap=none -- "$WORK/rank.sh"
+  expect_rc 0
+  for r in 0 1 2 3; do
+    expect_stdout "^rank $r: starts during the flood$"
+    expect_stdout "^own $r: 0$"
+  done
+  expect_stdout "^flood: [0-9]{4,} connections$"
+  # Closed before hyrun's accept, a flood's socket is its owner's no more: "no local user".
+  expect_stderr "refused a connection to the job's PMIx server from (uid 65534|a socket of no local user)"
+  ;;
 *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 finish
