@@ -6,8 +6,9 @@
 // listener, so hyrun cannot take the socket over; instead this definition of accept(2)
 // interposes the C library's for libpmix (the only user of accept in hyrun: hyrun's own
 // code uses accept4), and closes at once every connection whose peer socket is not this
-// user's (socket_owner.hpp), rate-limited in the log. The listener is non-blocking, so a
-// refused connection ends in EAGAIN, which libpmix's listener takes as "no more for now".
+// user's (socket_owner.hpp) or is not held by a process of the job (socket_holder.hpp: a
+// handshake that fails half-way leaves libpmix 4.2.2 broken), rate-limited in the log. The listener is non-blocking, so
+// a refused connection ends in EAGAIN, which libpmix's listener takes as "no more for now".
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <sys/socket.h>
@@ -15,8 +16,11 @@
 
 #include <cerrno>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "hyrun/common/warning_limiter.hpp"
+#include "hyrun/pmix/socket_holder.hpp"
 #include "hyrun/pmix/socket_owner.hpp"
 
 namespace {
@@ -28,12 +32,22 @@ AcceptFn next_accept() {
   return next;
 }
 
-void say_refused(const std::optional<uid_t>& uid) {
+void say_refused(const std::string& why) {
   static std::mutex mutex;
   static hyrun::WarningLimiter refusals("refused connections to the job's PMIx server");
   std::lock_guard lock(mutex);
-  refusals.warn(uid ? fmt::format("refused a connection to the job's PMIx server from uid {}", *uid)
-                    : std::string("refused a connection to the job's PMIx server from a socket of no local user"));
+  refusals.warn(fmt::format("refused a connection to the job's PMIx server from {}", why));
+}
+
+// Why the peer of `fd` is not one of the job's processes, or nullopt when it is.
+std::optional<std::string> not_the_jobs(int fd) {
+  const auto peer = hyrun::pmix::local_peer(fd);
+  if (!peer) return "a socket of no local user";
+  if (peer->uid != ::getuid()) return fmt::format("uid {}", peer->uid);
+  // Unknown (a kernel without children lists): the owner's rule alone, as before.
+  if (!hyrun::pmix::held_by_descendant(peer->inode).value_or(true))
+    return "a process of this user that is not one of the job's (none of hyrun's descendants holds its socket)";
+  return std::nullopt;
 }
 
 }  // namespace
@@ -47,9 +61,9 @@ extern "C" int accept(int listening_fd, sockaddr* address, socklen_t* length) {
   for (;;) {
     const int fd = next(listening_fd, address, length);
     if (fd < 0) return fd;
-    const auto uid = hyrun::pmix::local_peer_uid(fd);
-    if (uid && *uid == ::getuid()) return fd;
+    const auto why = not_the_jobs(fd);
+    if (!why) return fd;
     ::close(fd);
-    say_refused(uid);
+    say_refused(*why);
   }
 }

@@ -36,7 +36,7 @@ void load_address(const sockaddr_storage& from, __be32 (&to)[4], __be16& port) {
 
 }  // namespace
 
-std::optional<uid_t> local_peer_uid(int connected_fd) {
+std::optional<PeerSocket> local_peer(int connected_fd) {
   sockaddr_storage mine{}, peer{};
   socklen_t mine_length = sizeof mine, peer_length = sizeof peer;
   if (::getsockname(connected_fd, reinterpret_cast<sockaddr*>(&mine), &mine_length) != 0 ||
@@ -74,7 +74,12 @@ std::optional<uid_t> local_peer_uid(int connected_fd) {
   const auto* socket = static_cast<const inet_diag_msg*>(NLMSG_DATA(header));
   // An orphan (its owner closed it: FIN_WAIT, TIME_WAIT) is listed with uid 0 and no inode.
   if (socket->idiag_state != TCP_ESTABLISHED || socket->idiag_inode == 0) return std::nullopt;
-  return static_cast<uid_t>(socket->idiag_uid);
+  return PeerSocket{static_cast<uid_t>(socket->idiag_uid), static_cast<ino_t>(socket->idiag_inode)};
+}
+
+std::optional<uid_t> local_peer_uid(int connected_fd) {
+  const auto peer = local_peer(connected_fd);
+  return peer ? std::optional(peer->uid) : std::nullopt;
 }
 
 }  // namespace hyrun::pmix

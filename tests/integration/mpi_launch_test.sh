@@ -199,6 +199,39 @@ SH
   # Closed before hyrun's accept, a flood's socket is its owner's no more: "no local user".
   expect_stderr "refused a connection to the job's PMIx server from (uid 65534|a socket of no local user)"
   ;;
+outsider-same-user)  # a process of this user outside the job, half a handshake sent and held: refused; the rank is admitted
+  # Issue 37 item 2: libpmix runs each handshake on its one thread with blocking reads, and one
+  # that fails half-way after it admitted a rank breaks that rank's record; so only the job's
+  # own processes (hyrun's descendants) reach it. This outsider is the test script's child.
+  cat >"$WORK/rank.sh" <<'SH'
+#!/bin/bash
+echo "$PMIX_SERVER_URI41" >"$WORK/uri.tmp" && mv "$WORK/uri.tmp" "$WORK/uri"
+for _ in $(seq 300); do [ -e "$WORK/outsider" ] && break; sleep 0.1; done
+[ -e "$WORK/outsider" ] && echo "the outsider holds half a handshake"
+timeout 20 "$PMIX_CLIENT"; echo "own: $?"
+SH
+  chmod +x "$WORK/rank.sh"
+  ( run_job 60 "$HYRUN" -n 1 -x WORK="$WORK" -x PMIX_CLIENT="$PMIX_CLIENT" -- "$WORK/rank.sh"
+    echo "$RC" >"$WORK/rc"; echo "$OUT" >"$WORK/out.name"; echo "$ERR" >"$WORK/err.name" ) &
+  job=$!
+  for _ in $(seq 300); do [ -s "$WORK/uri" ] && break; sleep 0.1; done
+  /usr/bin/python3 -c '
+import socket, sys, time
+host, port = open(sys.argv[1]).read().strip().split("tcp4://")[1].split(":")
+s = socket.create_connection((host, int(port)))
+s.send(b"\0\0")
+open(sys.argv[2], "w").close()
+time.sleep(40)' "$WORK/uri" "$WORK/outsider" &
+  outsider=$!
+  wait "$job"
+  kill "$outsider" 2>/dev/null; wait "$outsider" 2>/dev/null
+  RC=$(cat "$WORK/rc"); OUT=$(cat "$WORK/out.name"); ERR=$(cat "$WORK/err.name")
+  expect_rc 0
+  expect_stdout "^the outsider holds half a handshake$"
+  expect_stdout "^pmix-bare-client: admitted as hyrun\..* rank 0$"
+  expect_stdout "^own: 0$"
+  expect_stderr "refused a connection to the job's PMIx server from a process of this user that is not one of the job's"
+  ;;
 *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 finish

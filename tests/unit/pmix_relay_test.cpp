@@ -18,6 +18,12 @@ using Outcome = std::shared_ptr<std::optional<std::pair<bool, std::string>>>;
 // The outcomes that were refused as too large (not failed for another reason).
 std::set<const void*> outcome_too_large;
 bool too_large(const Outcome& outcome) { return outcome_too_large.contains(outcome.get()); }
+// The request ended as refused for its size (not done, not failed as if a node were lost).
+void expect_too_large(const Outcome& outcome, const char* who) {
+  ASSERT_TRUE(*outcome) << who << ": still waits";
+  EXPECT_FALSE((*outcome)->first) << who;
+  EXPECT_TRUE(too_large(outcome)) << who << ": failed as if a node were lost";
+}
 
 std::pair<std::shared_ptr<pmix::PendingRequest>, Outcome> request(std::string part = {}) {
   auto outcome = std::make_shared<std::optional<std::pair<bool, std::string>>>();
@@ -279,11 +285,9 @@ TEST(PmixRelay, AFenceWhosePartsTogetherPassTheLimitFailsOnEveryNode) {
   auto [n2_0, n2_0_done] = request(random_bytes(random, 100));
   job.node(2).fence(n2_0);
   ASSERT_TRUE(job.deliver()) << "a part sent before its node heard of the failure ended the link";
-  for (const auto& done : {root0_done, n1_0_done, n2_0_done}) {
-    ASSERT_TRUE(*done);
-    EXPECT_FALSE((*done)->first);
-    EXPECT_TRUE(too_large(done)) << "failed as if a node were lost";
-  }
+  expect_too_large(root0_done, "the root");
+  expect_too_large(n1_0_done, "node 1");
+  expect_too_large(n2_0_done, "node 2");
   EXPECT_EQ(job.node(0).waiting(), std::nullopt);
   // Fence 1, small: numbered alike on every node and complete.
   std::vector<Outcome> next;
@@ -309,19 +313,13 @@ TEST(PmixRelay, ANodeWhosePartIsPastTheLimitFailsTheFenceEverywhere) {
   auto [n2_0, n2_0_done] = request(random_bytes(random, 1001));
   job.node(1).fence(n1_0);
   job.node(2).fence(n2_0);
-  ASSERT_TRUE(*n2_0_done) << "the node's own fence waits although it cannot be relayed";
-  EXPECT_FALSE((*n2_0_done)->first);
-  EXPECT_TRUE(too_large(n2_0_done));
+  expect_too_large(n2_0_done, "node 2, whose part it is");
   ASSERT_TRUE(job.deliver());
-  ASSERT_TRUE(*n1_0_done);
-  EXPECT_FALSE((*n1_0_done)->first);
-  EXPECT_TRUE(too_large(n1_0_done));
+  expect_too_large(n1_0_done, "node 1");
   EXPECT_LT(job.longest_line, 1000u) << "the part too large was sent";
   auto [root0, root0_done] = request("r");
   job.node(0).fence(root0);  // the root's ranks come last
-  ASSERT_TRUE(*root0_done);
-  EXPECT_FALSE((*root0_done)->first);
-  EXPECT_TRUE(too_large(root0_done));
+  expect_too_large(root0_done, "the root, whose ranks came last");
   auto [n1_1, n1_1_done] = request("x");
   auto [n2_1, n2_1_done] = request("y");
   auto [root1, root1_done] = request("z");

@@ -1,10 +1,12 @@
 // Who is at the other end of a loopback TCP connection (the PMIx server's filter): this
 // user for a connection of this process; another uid for a child that became another user.
 #include "hyrun/pmix/socket_owner.hpp"
+#include "hyrun/pmix/socket_holder.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +102,46 @@ TEST(SocketOwner, AConnectionOfAnotherUserIsTheirs) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   ASSERT_TRUE(uid.has_value());
   EXPECT_EQ(*uid, 65534u);
+}
+
+// Whose the peer's socket is: this process's own (not a descendant's), a child's, a child's
+// child's; and once the holder has gone, nobody's.
+TEST(SocketHolder, OnlyADescendantsSocketIsTheJobs) {
+  Loopback l = listen_on_loopback();
+  // This process's own connection: the peer is held here, by no descendant.
+  UniqueFd own(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(::connect(own.get(), reinterpret_cast<sockaddr*>(&l.address), sizeof l.address), 0);
+  UniqueFd accepted_own(::accept4(l.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  const auto mine = local_peer(accepted_own.get());
+  ASSERT_TRUE(mine);
+  EXPECT_EQ(held_by_descendant(mine->inode), std::optional<bool>(false));
+  for (const int depth : {1, 2}) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::setpgid(0, 0);                             // a group of its own, killed whole below
+      if (depth == 2 && ::fork() != 0) ::pause();  // the child waits; its child connects
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&l.address), sizeof l.address) == 0;
+      (void)!::write(ready[1], &ok, 1);
+      ::pause();
+      ::_exit(0);
+    }
+    bool ok = false;
+    ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+    ::close(ready[0]);
+    ::close(ready[1]);
+    ASSERT_TRUE(ok);
+    UniqueFd accepted(::accept4(l.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    const auto peer = local_peer(accepted.get());
+    ASSERT_TRUE(peer) << "depth " << depth;
+    EXPECT_EQ(held_by_descendant(peer->inode), std::optional<bool>(true)) << "depth " << depth;
+    ::kill(-child, SIGKILL);
+    ::kill(child, SIGKILL);  // before its setpgid, if it came to none
+    ::waitpid(child, nullptr, 0);
+    if (depth == 1) EXPECT_EQ(held_by_descendant(peer->inode), std::optional<bool>(false)) << "its holder is gone";
+  }
 }
 
 }  // namespace

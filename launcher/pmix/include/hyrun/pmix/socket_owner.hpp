@@ -9,10 +9,17 @@
 
 namespace hyrun::pmix {
 
-/// The uid owning the peer's end of `connected_fd`, when that end is a live socket of this
-/// host's network namespace: established, and held by a process (an inode). nullopt
-/// otherwise: another host, a socket its owner closed already (the kernel then lists it with
-/// uid 0 and no inode: not root's), or the lookup failing.
+/// The peer's end of a connection: its owner and its socket's inode (never 0).
+struct PeerSocket {
+  uid_t uid = 0;
+  ino_t inode = 0;
+};
+/// The peer's end of `connected_fd`, when that end is a live socket of this host's network
+/// namespace: established, and held by a process (an inode). nullopt otherwise: another host,
+/// a socket its owner closed already (the kernel then lists it with uid 0 and no inode: not
+/// root's), or the lookup failing.
+std::optional<PeerSocket> local_peer(int connected_fd);
+/// Its owner alone.
 std::optional<uid_t> local_peer_uid(int connected_fd);
 
 }  // namespace hyrun::pmix

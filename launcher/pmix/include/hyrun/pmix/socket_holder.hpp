@@ -1,0 +1,20 @@
+#pragma once
+// Whether a socket is held by a process of this job: one of this process's descendants (the
+// ranks it started and whatever they started; an orphan comes back to hyrun, a subreaper).
+// hyrun's PMIx server admits only those: libpmix 4.2.2 takes a handshake that fails half-way
+// after it admitted the rank (a client that sends its connect-ack and goes, a credential
+// that does not check) down an error path that releases the rank's record twice, after which
+// that rank's PMIx_Init hangs; a process of this user outside the job must not reach it.
+#include <sys/types.h>
+
+#include <optional>
+
+namespace hyrun::pmix {
+
+/// True when a descendant of this process has the socket of inode `inode` open; false when
+/// none has; nullopt when the kernel does not list a process's children
+/// (/proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN). Reads /proc: a descendant whose
+/// descriptors this process cannot read (another user's) holds nothing.
+std::optional<bool> held_by_descendant(ino_t inode);
+
+}  // namespace hyrun::pmix

@@ -1,0 +1,70 @@
+#include "hyrun/pmix/socket_holder.hpp"
+
+#include <dirent.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstddef>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace hyrun::pmix {
+namespace {
+
+// A bound on the processes looked at, far above a node's ranks and their children.
+constexpr std::size_t kMaxProcesses = std::size_t{1} << 16;
+
+using Directory = std::unique_ptr<DIR, decltype(&::closedir)>;
+
+Directory open_directory(const std::string& path) { return {::opendir(path.c_str()), &::closedir}; }
+
+// The children of `pid`, from each of its threads' lists; false when the kernel has no lists.
+bool add_children(pid_t pid, std::deque<pid_t>& to_visit) {
+  const Directory tasks = open_directory(fmt::format("/proc/{}/task", pid));
+  if (!tasks) return true;  // it has just ended
+  bool listed = false;
+  while (const dirent* task = ::readdir(tasks.get())) {
+    if (task->d_name[0] == '.') continue;
+    std::ifstream list(fmt::format("/proc/{}/task/{}/children", pid, task->d_name));
+    listed = listed || list.is_open();
+    for (pid_t child; list >> child;) to_visit.push_back(child);
+  }
+  return listed;
+}
+
+bool holds(pid_t pid, std::string_view wanted) {
+  const std::string fds = fmt::format("/proc/{}/fd", pid);
+  const Directory list = open_directory(fds);
+  if (!list) return false;
+  std::array<char, 64> target;
+  while (const dirent* fd = ::readdir(list.get())) {
+    if (fd->d_name[0] == '.') continue;
+    const ssize_t n = ::readlink(fmt::format("{}/{}", fds, fd->d_name).c_str(), target.data(), target.size());
+    if (n > 0 && std::string_view(target.data(), static_cast<std::size_t>(n)) == wanted) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<bool> held_by_descendant(ino_t inode) {
+  const std::string wanted = fmt::format("socket:[{}]", inode);
+  std::deque<pid_t> to_visit;
+  if (!add_children(::getpid(), to_visit)) return std::nullopt;
+  std::set<pid_t> seen;
+  while (!to_visit.empty() && seen.size() < kMaxProcesses) {
+    const pid_t pid = to_visit.front();
+    to_visit.pop_front();
+    if (!seen.insert(pid).second) continue;
+    if (holds(pid, wanted)) return true;
+    add_children(pid, to_visit);
+  }
+  return false;
+}
+
+}  // namespace hyrun::pmix
