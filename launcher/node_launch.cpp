@@ -15,6 +15,7 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/launcher/exported_variables.hpp"
 #include "hyrun/launcher/mps_check.hpp"
+#include "hyrun/launcher/outer_identity.hpp"
 #include "hyrun/launcher/rank_environment.hpp"
 #include "hyrun/process/private_directory.hpp"
 
@@ -121,6 +122,8 @@ std::vector<std::string> NodeLaunch::environment_of(
   // As many threads as the rank has CPUs, instead of every CPU of the node per rank.
   if (!placement.cpus.empty()) defaults.emplace_back(env::kOmpNumThreads, std::to_string(placement.cpus.size()));
   auto own = placement.environment;  // the user's -x exports still win over these
+  const auto identity = OuterIdentity::of_this_process(e.world_size, e.local_world_size).for_rank(e.rank, local_rank);
+  own.insert(own.end(), identity.begin(), identity.end());
   if (pmix_ != nullptr) {
     const auto server = pmix_->rank_variables(e.rank);
     own.insert(own.end(), server.begin(), server.end());
@@ -140,6 +143,7 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
   launch.environment = environment_of(e, local_rank, node_defaults_);
   launch.publishes_address = publishes_address;
   launch.incarnation = incarnation;
+  launch.own_pid_variable = OuterIdentity::of_this_process(e.world_size, e.local_world_size).pid_variable();
   // Runs in the forked child: only the plain-data binding and system calls.
   launch.pre_exec = [binding = plan_.child_binding(local_rank)](char* message, std::size_t length) {
     const int rc = binding::apply_child_binding(binding, message, length);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -40,8 +41,37 @@ struct ChildFailure {
 // Moves an fd out of the range [low, high] used as targets, so dup2 cannot clobber it.
 int move_above(int fd, int floor) { return fcntl(fd, F_DUPFD_CLOEXEC, floor); }
 
-[[noreturn]] void run_child(const SpawnSpec& spec, char* const* argv, char* const* envp, int status_fd, pid_t parent) {
+// Writes `value` in decimal and a NUL at `to` (async-signal-safe: no allocation).
+void write_decimal(pid_t value, char* to) {
+  char digits[16];
+  int n = 0;
+  do digits[n++] = static_cast<char>('0' + value % 10);
+  while ((value /= 10) > 0 && n < 16);
+  while (n > 0) *to++ = digits[--n];
+  *to = '\0';
+}
+
+// The environment entry "NAME=" of `spec.own_pid_variable`, with room for a pid after it,
+// placed in `envp` (replacing an entry of that name); nullptr when there is none.
+char* own_pid_entry(const SpawnSpec& spec, std::vector<char*>& envp, std::array<char, 128>& entry) {
+  if (spec.own_pid_variable.empty()) return nullptr;
+  const std::string prefix = spec.own_pid_variable + "=";
+  if (prefix.size() + 16 > entry.size()) throw Error("spawn: the pid variable's name is too long");
+  std::memcpy(entry.data(), prefix.data(), prefix.size());
+  entry[prefix.size()] = '\0';
+  const auto same = std::find_if(envp.begin(), envp.end() - 1,
+                                 [&](const char* e) { return std::strncmp(e, prefix.data(), prefix.size()) == 0; });
+  if (same != envp.end() - 1)
+    *same = entry.data();
+  else
+    envp.insert(envp.end() - 1, entry.data());
+  return entry.data() + prefix.size();
+}
+
+[[noreturn]] void run_child(const SpawnSpec& spec, char* const* argv, char* const* envp, int status_fd, pid_t parent,
+                            char* own_pid) {
   setpgid(0, 0);
+  if (own_pid != nullptr) write_decimal(getpid(), own_pid);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(status_fd, 1, errno, "prctl(PR_SET_PDEATHSIG)");
   if (getppid() != parent) _exit(128 + SIGKILL);  // the parent died before the line above took effect
 
@@ -107,6 +137,8 @@ pid_t spawn(const SpawnSpec& spec) {
   std::vector<char*> envp;
   for (const auto& e : spec.environment) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  std::array<char, 128> pid_entry{};
+  char* const own_pid = own_pid_entry(spec, envp, pid_entry);
   if (spec.inherited_fds.size() > 16) throw Error("spawn: at most 16 inherited fds");
 
   Pipe status = make_pipe();
@@ -115,7 +147,7 @@ pid_t spawn(const SpawnSpec& spec) {
   if (pid < 0) throw SystemError("fork", errno);
   if (pid == 0) {
     status.read.reset();
-    run_child(spec, argv.data(), envp.data(), status.write.get(), parent);
+    run_child(spec, argv.data(), envp.data(), status.write.get(), parent, own_pid);
   }
   setpgid(pid, pid);  // also in the parent, so signals to the group work at once
   status.write.reset();

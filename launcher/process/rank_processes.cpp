@@ -68,6 +68,7 @@ std::size_t RankProcesses::start(RankLaunch launch) {
   spec.open_file_soft_limit = original_open_file_soft_limit();
   spec.argv = command_;
   spec.environment = std::move(launch.environment);
+  spec.own_pid_variable = launch.own_pid_variable;
   spec.pre_exec = std::move(launch.pre_exec);
   // Like mpirun's --stdin default, only rank 0 reads hyrun's stdin; the others get /dev/null.
   spec.stdin_fd = launch.global_rank == 0 && launch.incarnation == 0 ? input_.rank0_stdin() : -1;

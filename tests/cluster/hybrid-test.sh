@@ -131,6 +131,52 @@ sbatch)
   RUN_OUT=$(cat "$WORK/job.out"); printf '%s\n' "$RUN_OUT"
   check_hello 8 2
   ;;
+identity | identity-2-tasks-per-node)  # each rank's Slurm identity is what native srun gives a task of K*n (issue 38)
+  # A program that reads SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (JAX, Lightning, submitit)
+  # sees under "srun -N2 --ntasks-per-node=K hyrun -n 2" what "srun -N2 --ntasks-per-node=2K"
+  # gives it; only the step's own ids differ. SLURM_TASK_PID is each process's own pid.
+  per_task=1; [ "$case_name" = identity-2-tasks-per-node ] && per_task=2
+  cat >"$WORK/who.sh" <<'SH'
+#!/bin/bash
+line=""
+for v in SLURM_PROCID SLURM_LOCALID SLURM_NTASKS SLURM_NPROCS SLURM_TASKS_PER_NODE SLURM_STEP_NUM_TASKS \
+         SLURM_STEP_TASKS_PER_NODE SLURM_GTIDS SLURM_NODEID SLURMD_NODENAME SLURM_JOB_NUM_NODES SLURM_STEP_NUM_NODES \
+         SLURM_JOB_ID; do
+  line+="$v=${!v-unset} "
+done
+[ "${SLURM_TASK_PID-}" = "$$" ] && line+="SLURM_TASK_PID=own" || line+="SLURM_TASK_PID=${SLURM_TASK_PID-unset}(not $$)"
+echo "who: $line"
+SH
+  chmod +x "$WORK/who.sh"
+  run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=$((2 * per_task)) "$WORK/who.sh"
+  [ "$RUN_RC" = 0 ] || fail "native srun exited $RUN_RC"
+  grep "^who: " <<<"$RUN_OUT" | sort >"$WORK/native"
+  run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=$per_task "$HYRUN" -n 2 --bootstrap=none -- "$WORK/who.sh"
+  [ "$RUN_RC" = 0 ] || fail "srun of hyrun exited $RUN_RC"
+  grep "^who: " <<<"$RUN_OUT" | sort >"$WORK/hyrun"
+  # The job id is the same allocation's: compare without it (each srun is its own allocation here).
+  sed -i 's/ SLURM_JOB_ID=[^ ]*//' "$WORK/native" "$WORK/hyrun"
+  [ "$(grep -c . "$WORK/native")" = $((4 * per_task)) ] || fail "native srun printed $(grep -c . "$WORK/native") identities"
+  diff "$WORK/native" "$WORK/hyrun" || fail "a rank's identity differs from native srun's (< native, > hyrun)"
+  cat "$WORK/hyrun"
+  ;;
+identity-mpirun)  # under mpirun -np 2 hyrun -n 2, each rank's OMPI_COMM_WORLD_* is what mpirun -np 4 gives (issue 38)
+  cat >"$WORK/who.sh" <<'SH'
+#!/bin/bash
+line=""
+for v in RANK SIZE LOCAL_RANK LOCAL_SIZE NODE_RANK; do v=OMPI_COMM_WORLD_$v; line+="$v=${!v-unset} "; done
+echo "who: $line"
+SH
+  chmod +x "$WORK/who.sh"
+  run_bounded 60 mpirun --allow-run-as-root --oversubscribe -np 4 "$WORK/who.sh"
+  [ "$RUN_RC" = 0 ] || fail "native mpirun exited $RUN_RC"
+  grep "^who: " <<<"$RUN_OUT" | sort >"$WORK/native"
+  run_bounded 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$HYRUN" -n 2 --bootstrap=none -- "$WORK/who.sh"
+  [ "$RUN_RC" = 0 ] || fail "mpirun of hyrun exited $RUN_RC"
+  grep "^who: " <<<"$RUN_OUT" | sort >"$WORK/hyrun"
+  [ "$(grep -c . "$WORK/native")" = 4 ] || fail "native mpirun printed $(grep -c . "$WORK/native") identities"
+  diff "$WORK/native" "$WORK/hyrun" || fail "a rank's identity differs from native mpirun's (< native, > hyrun)"
+  ;;
 mpirun)  # Open MPI's mpirun alone as the PMIx server (no Slurm): 2 hyrun processes on this host
   run_bounded 60 env UCX_TLS=tcp,self mpirun --allow-run-as-root --oversubscribe -np 2 "$HYRUN" -n 3 -- "$HELLO"
   [ "$RUN_RC" = 0 ] || fail "mpirun exited $RUN_RC"

@@ -47,6 +47,9 @@ inline constexpr const char* kMasterPort = "MASTER_PORT";         ///< a port th
 inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";      ///< one id per job
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";  ///< CPUs of the rank's binding
 // Settings a user gives hyrun or the EP tools; not part of what a rank is given.
+/// Prefix of hyrun's own value of a variable that it rewrites for each rank (srun's
+/// SLURM_PROCID, mpirun's OMPI_COMM_WORLD_RANK, ...): HYRUN_OUTER_SLURM_PROCID.
+inline constexpr const char* kOuterPrefix = "HYRUN_OUTER_";
 inline constexpr const char* kTopologyCache = "HYRUN_TOPOLOGY_CACHE";  ///< hyrun's topology cache: DIR or "off"
 inline constexpr const char* kEpBench = "HYRUN_EP_BENCH";              ///< the ep-bench program ep-elastic starts
 inline constexpr const char* kEpToken = "HYRUN_EP_TOKEN";  ///< ep-elastic's job token, instead of its token file

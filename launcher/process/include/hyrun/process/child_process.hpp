@@ -33,6 +33,9 @@ struct SpawnSpec {
   std::function<int(char* message, std::size_t length)> pre_exec;
   /// The soft RLIMIT_NOFILE the program gets (hyrun raised its own); 0: hyrun's.
   unsigned long open_file_soft_limit = 0;
+  /// Not empty: the variable that the child sets to its own pid before exec, replacing any
+  /// value in `environment` (SLURM_TASK_PID, as slurmstepd gives each task).
+  std::string own_pid_variable;
 };
 
 /// The program could not be started: exit code 127 (not found) or 126 (not executable,

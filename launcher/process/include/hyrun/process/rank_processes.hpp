@@ -31,6 +31,7 @@ struct RankLaunch {
   bool publishes_address = false;                   ///< rank 0 under --bootstrap=ucx: gets the publish fd
   std::function<int(char*, std::size_t)> pre_exec;  ///< binding, applied in the child
   int incarnation = 0;                              ///< restarts of this rank so far
+  std::string own_pid_variable;                     ///< set to the process's pid (SpawnSpec)
 };
 
 /// Where a rank process is in its life.
