@@ -97,6 +97,21 @@ TEST_F(RankProcessesTest, AStartedRankIsReapedAndItsStatusReported) {
   EXPECT_EQ(processes.latest(2), nullptr);
 }
 
+// SLURM_TASK_PID as slurmstepd sets it: each process's own pid, in place of an inherited one.
+TEST_F(RankProcessesTest, ThePidVariableIsEachProcesssOwnPid) {
+  RankProcesses processes = processes_running("[ \"$TASK_PID\" = \"$$\" ] && exit 3; exit 4");
+  for (const bool inherited : {false, true}) {
+    RankLaunch launch = launch_of(1);
+    launch.own_pid_variable = "TASK_PID";
+    if (inherited) launch.environment.push_back("TASK_PID=1");  // hyrun's own, replaced
+    const std::size_t index = processes.start(launch);
+    const auto ended = await_event(processes, index, ProcessEvent::Kind::kEnded);
+    ASSERT_TRUE(ended);
+    processes.record_end(index, ended->status);
+    EXPECT_EQ(WEXITSTATUS(ended->status), 3) << "TASK_PID was not the process's pid (inherited: " << inherited << ")";
+  }
+}
+
 TEST_F(RankProcessesTest, AStopReachesTheRanksWholeProcessGroup) {
   const auto pid_file = dir_ / "child";
   RankProcesses processes = processes_running("sleep 60 & echo $! > \"$0\"; wait", pid_file.string());
