@@ -96,6 +96,14 @@ fence-limit)  # a fence of 280 MiB across 2 nodes, past the 256 MiB hyrun relays
   ! grep -q "not the node link's protocol" <<<"$(errors_of 0)$(errors_of 1)" || fail "the limit was taken for a protocol violation"
   check_no_leftovers "$HYRUN" "$PMIX_CLIENT"
   ;;
+pmix-keys)  # every key docs/pmix.md lists, read back across 2 nodes; an allgather and an alltoall in one fence
+  : "${PMIX_KEYS_CLIENT:?set by CTest}"
+  run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 2 --bootstrap=none -- "$PMIX_KEYS_CLIENT" 2 2
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  for r in 0 1 2 3; do
+    grep -q "^pmix-keys: rank $r of 4: ok$" <<<"$RUN_OUT" || fail "rank $r did not read every key right"
+  done
+  ;;
 abort)  # MPI_Abort(comm, 7) on the second node ends the job with 7; its hyrun names the rank
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
     "$MPI_CHECK" --abort-rank 3 --abort-code 7

@@ -232,6 +232,16 @@ time.sleep(40)' "$WORK/uri" "$WORK/outsider" &
   expect_stdout "^own: 0$"
   expect_stderr "refused a connection to the job's PMIx server from a process of this user that is not one of the job's"
   ;;
+pmix-keys)  # every key docs/pmix.md lists, read back by every rank for itself and every peer; an allgather and an alltoall in one fence
+  : "${PMIX_KEYS_CLIENT:?set by CTest}"
+  run_job 60 "$HYRUN" -n 4 --bootstrap=none -- "$PMIX_KEYS_CLIENT" 1 4
+  expect_rc 0
+  for r in 0 1 2 3; do expect_stdout "^pmix-keys: rank $r of 4: ok$"; done
+  # Three nested hyrun of 2 ranks: three nodes of a hybrid job that the outer hyrun serves.
+  run_job 90 "$HYRUN" -n 3 --bootstrap=none -- "$HYRUN" -n 2 -- "$PMIX_KEYS_CLIENT" 3 2
+  expect_rc 0
+  for r in 0 1 2 3 4 5; do expect_stdout "^pmix-keys: rank $r of 6: ok$"; done
+  ;;
 *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 finish
