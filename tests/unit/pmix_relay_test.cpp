@@ -105,6 +105,24 @@ class Job {
   std::deque<std::tuple<int, std::uint32_t, std::uint64_t>> serves_;
 };
 
+// Every node joins the job's next fence with parts[t], in `order`, and every line is
+// delivered; then each node's fence completed with `whole`.
+void expect_fence_everywhere(Job& job, const std::vector<std::string>& parts, std::initializer_list<int> order,
+                             const std::string& whole) {
+  std::vector<Outcome> outcomes(parts.size());
+  for (const int t : order) {
+    auto [pending, outcome] = request(parts[static_cast<std::size_t>(t)]);
+    outcomes[static_cast<std::size_t>(t)] = outcome;
+    job.node(t).fence(pending);
+  }
+  ASSERT_TRUE(job.deliver());
+  for (std::size_t t = 0; t < parts.size(); ++t) {
+    ASSERT_TRUE(*outcomes[t]) << "node " << t << "'s fence did not complete";
+    EXPECT_TRUE((*outcomes[t])->first) << "node " << t;
+    EXPECT_EQ((*outcomes[t])->second, whole) << "node " << t;
+  }
+}
+
 TEST(PmixRelay, AFenceCompletesOnEveryNodeWithEveryPartInNodeOrder) {
   std::mt19937 random(7);
   Job job(4, 2);
@@ -145,17 +163,7 @@ TEST(PmixRelay, FencesCompleteInTheirOrderAndTheRootNamesWhatTheOldestWaitsFor) 
   ASSERT_TRUE(*n2_0_done);
   EXPECT_EQ((*n2_0_done)->second, "abc");
   // The next fence: numbered 1 on every node.
-  auto [a, a_done] = request("x");
-  auto [b, b_done] = request("y");
-  auto [c, c_done] = request("z");
-  job.node(1).fence(b);
-  job.node(2).fence(c);
-  job.node(0).fence(a);
-  ASSERT_TRUE(job.deliver());
-  for (const auto& done : {a_done, b_done, c_done}) {
-    ASSERT_TRUE(*done);
-    EXPECT_EQ((*done)->second, "xyz");
-  }
+  expect_fence_everywhere(job, {"x", "y", "z"}, {1, 2, 0}, "xyz");
 }
 
 TEST(PmixRelay, DirectModexIsServedByTheNodeThatHoldsTheRankThroughTheRoot) {
@@ -290,18 +298,7 @@ TEST(PmixRelay, AFenceWhosePartsTogetherPassTheLimitFailsOnEveryNode) {
   expect_too_large(n2_0_done, "node 2");
   EXPECT_EQ(job.node(0).waiting(), std::nullopt);
   // Fence 1, small: numbered alike on every node and complete.
-  std::vector<Outcome> next;
-  for (int t : {0, 1, 2}) {
-    auto [pending, outcome] = request(std::string(1, static_cast<char>('a' + t)));
-    next.push_back(outcome);
-    job.node(t).fence(pending);
-  }
-  ASSERT_TRUE(job.deliver());
-  for (const auto& outcome : next) {
-    ASSERT_TRUE(*outcome);
-    EXPECT_TRUE((*outcome)->first);
-    EXPECT_EQ((*outcome)->second, "abc");
-  }
+  expect_fence_everywhere(job, {"a", "b", "c"}, {0, 1, 2}, "abc");
 }
 
 // A node whose own part is past the limit sends none of it: it says so, and every node's
@@ -320,15 +317,7 @@ TEST(PmixRelay, ANodeWhosePartIsPastTheLimitFailsTheFenceEverywhere) {
   auto [root0, root0_done] = request("r");
   job.node(0).fence(root0);  // the root's ranks come last
   expect_too_large(root0_done, "the root, whose ranks came last");
-  auto [n1_1, n1_1_done] = request("x");
-  auto [n2_1, n2_1_done] = request("y");
-  auto [root1, root1_done] = request("z");
-  job.node(1).fence(n1_1);
-  job.node(2).fence(n2_1);
-  job.node(0).fence(root1);
-  ASSERT_TRUE(job.deliver());
-  ASSERT_TRUE(*n2_1_done);
-  EXPECT_EQ((*n2_1_done)->second, "zxy");
+  expect_fence_everywhere(job, {"z", "x", "y"}, {1, 2, 0}, "zxy");
 }
 
 TEST(PmixRelay, ADirectModexOfDataPastTheLimitFails) {
