@@ -60,6 +60,12 @@ class Job {
           [this, t](std::uint32_t rank, std::uint64_t id) { serves_.emplace_back(t, rank, id); }, max_bytes));
   }
   PmixRelay& node(int t) { return *relays_.at(static_cast<std::size_t>(t)); }
+  // Node t's ranks join the next fence with `bytes` random bytes; what completes it.
+  Outcome join(int t, std::size_t bytes) {
+    auto [pending, outcome] = request(random_bytes(random_, bytes));
+    node(t).fence(pending);
+    return outcome;
+  }
 
   // Delivers the first line queued; false when there is none or it was refused.
   bool deliver_one() {
@@ -99,6 +105,7 @@ class Job {
   std::size_t longest_line = 0;
 
  private:
+  std::mt19937 random_{12};
   std::vector<std::string> hosts_;
   std::vector<std::unique_ptr<PmixRelay>> relays_;
   std::deque<std::tuple<int, int, std::string>> lines_;
@@ -282,16 +289,12 @@ TEST(PmixRelay, DataLongerThanAPieceArrivesWholeInPieces) {
 // Whole fence past the limit: every node's fence fails, wherever its ranks are when the
 // root finds out; a part sent before its node heard is dropped; the next fence goes on.
 TEST(PmixRelay, AFenceWhosePartsTogetherPassTheLimitFailsOnEveryNode) {
-  std::mt19937 random(12);
   Job job(3, 2, 1000);
-  auto [root0, root0_done] = request(random_bytes(random, 700));
-  auto [n1_0, n1_0_done] = request(random_bytes(random, 400));
-  job.node(0).fence(root0);
-  job.node(1).fence(n1_0);
+  const Outcome root0_done = job.join(0, 700);
+  const Outcome n1_0_done = job.join(1, 400);
   // Node 2 joins after the root found out but before the news reached it: its part is late.
   job.deliver_one();
-  auto [n2_0, n2_0_done] = request(random_bytes(random, 100));
-  job.node(2).fence(n2_0);
+  const Outcome n2_0_done = job.join(2, 100);
   ASSERT_TRUE(job.deliver()) << "a part sent before its node heard of the failure ended the link";
   expect_too_large(root0_done, "the root");
   expect_too_large(n1_0_done, "node 1");
@@ -304,18 +307,14 @@ TEST(PmixRelay, AFenceWhosePartsTogetherPassTheLimitFailsOnEveryNode) {
 // A node whose own part is past the limit sends none of it: it says so, and every node's
 // fence fails, also that of a node whose ranks come to it later.
 TEST(PmixRelay, ANodeWhosePartIsPastTheLimitFailsTheFenceEverywhere) {
-  std::mt19937 random(13);
   Job job(3, 2, 1000);
-  auto [n1_0, n1_0_done] = request(random_bytes(random, 10));
-  auto [n2_0, n2_0_done] = request(random_bytes(random, 1001));
-  job.node(1).fence(n1_0);
-  job.node(2).fence(n2_0);
+  const Outcome n1_0_done = job.join(1, 10);
+  const Outcome n2_0_done = job.join(2, 1001);
   expect_too_large(n2_0_done, "node 2, whose part it is");
   ASSERT_TRUE(job.deliver());
   expect_too_large(n1_0_done, "node 1");
   EXPECT_LT(job.longest_line, 1000u) << "the part too large was sent";
-  auto [root0, root0_done] = request("r");
-  job.node(0).fence(root0);  // the root's ranks come last
+  const Outcome root0_done = job.join(0, 1);  // the root's ranks come last
   expect_too_large(root0_done, "the root, whose ranks came last");
   expect_fence_everywhere(job, {"z", "x", "y"}, {1, 2, 0}, "zxy");
 }
