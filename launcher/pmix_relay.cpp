@@ -100,7 +100,12 @@ void PmixRelay::fail_fence(std::uint64_t number, const std::string& why, int tol
   open.bytes = 0;
   const std::string line = format_link(LinkFenceFailed{number, why.substr(0, kLinkMaxWhy)});
   if (task_ != 0) {
-    if (told_by == task_) send_(0, line);
+    if (told_by == task_) {
+      send_(0, line);
+      // The root may have failed it too before this word came: its own word is then no news.
+      failed_.insert(number);
+      std::erase_if(failed_, [this](std::uint64_t n) { return n + kWindow < next_fence_; });
+    }
     if (open.local) {
       open.local->refuse_as_too_large();
       fences_.erase(number);
@@ -278,6 +283,7 @@ bool PmixRelay::take_failure(int from_task, std::uint64_t number, const std::str
   }
   // From the root: a fence of this node's that is open, or that its ranks have not reached.
   if (from_task != 0 || number >= next_fence_ + kWindow) return false;
+  if (failed_.erase(number) > 0) return true;  // one this node failed itself (its own part)
   const auto it = fences_.find(number);
   if (it == fences_.end() && number < next_fence_) return false;  // completed here, or failed already
   if (it != fences_.end() && it->second.failed) return false;     // said twice

@@ -319,6 +319,22 @@ TEST(PmixRelay, ANodeWhosePartIsPastTheLimitFailsTheFenceEverywhere) {
   expect_fence_everywhere(job, {"z", "x", "y"}, {1, 2, 0}, "zxy");
 }
 
+// The root finds a fence too large while a node finds its own part too large: each says so,
+// and the root's word reaches that node too, for a fence it has failed already. Both are the
+// same failure, not a protocol violation.
+TEST(PmixRelay, ANodeAndTheRootThatFailOneFenceAtOnceAgree) {
+  Job job(3, 2, 1000);
+  const Outcome root0_done = job.join(0, 600);
+  const Outcome n1_0_done = job.join(1, 500);
+  job.deliver_one();                            // the root fails fence 0 (1100 bytes) and tells nodes 1 and 2
+  const Outcome n2_0_done = job.join(2, 1001);  // before it heard: its own part is too large
+  ASSERT_TRUE(job.deliver()) << "the root's word on a fence the node failed itself ended the link";
+  expect_too_large(root0_done, "the root");
+  expect_too_large(n1_0_done, "node 1");
+  expect_too_large(n2_0_done, "node 2");
+  expect_fence_everywhere(job, {"a", "b", "c"}, {2, 0, 1}, "abc");
+}
+
 TEST(PmixRelay, ADirectModexOfDataPastTheLimitFails) {
   Job job(2, 2, 1000);
   job.committed[3] = std::string(1001, 'd');

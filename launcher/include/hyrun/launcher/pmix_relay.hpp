@@ -120,7 +120,9 @@ class PmixRelay final : public CrossNodeRequests {
   std::uint64_t next_fence_ = 0;        // this node's next fence number
   std::uint64_t completed_fences_ = 0;  // root: fences below this number are done
   std::map<std::uint64_t, OpenFence> fences_;
-  std::set<std::uint64_t> failed_;     // root: failed fences done here, whose late parts are dropped
+  // Root: failed fences done here, whose late parts are dropped. A node: fences it failed for
+  // its own part, whose failure the root may announce too (once).
+  std::set<std::uint64_t> failed_;
   std::map<int, std::string> pieces_;  // each task's pieces of its next numbered-bytes line
   std::uint64_t next_id_ = 0;          // this node's requests (and, on the root, routed ones)
   std::map<std::uint64_t, std::shared_ptr<pmix::PendingRequest>> asked_;      // this node's direct modex
