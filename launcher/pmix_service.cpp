@@ -11,21 +11,30 @@
 namespace hyrun {
 namespace {
 
-// Open MPI keeps its shared-memory segments in /dev/shm: the job's own folder there, so that
-// a killed rank's segments go with the job.
+// Where Open MPI 4 keeps its shared-memory segments, as a user (or an outer hyrun) set it.
+constexpr const char* kSegmentsVariable = "OMPI_MCA_btl_vader_backing_directory";
+
+// Open MPI keeps its shared-memory segments in /dev/shm, or where the user said: the job's
+// own folder there, so that a killed rank's segments go with the job. Its own folder per
+// task, too: Open MPI names a segment after the machine, the job and the local rank, so two
+// tasks on one machine (srun's, or a hyrun under hyrun) would otherwise map each other's.
 std::string shared_memory_root() {
   std::error_code ec;
+  if (const char* chosen = std::getenv(kSegmentsVariable); chosen != nullptr && *chosen != '\0') {
+    if (std::filesystem::is_directory(chosen, ec)) return chosen;
+    spdlog::warn("{}={} is not a directory; Open MPI's segments go to the default place", kSegmentsVariable, chosen);
+  }
   return std::filesystem::is_directory("/dev/shm", ec) ? "/dev/shm" : PrivateDirectory::temporary_root();
 }
 
 }  // namespace
 
 PmixService::PmixService(PrivateDirectory rendezvous, PrivateDirectory shared_memory,
-                         std::shared_ptr<const binding::Topology> topology)
+                         std::shared_ptr<const binding::Topology> topology, const pmix::NodeName& node)
     : topology_(std::move(topology)),
       rendezvous_(std::move(rendezvous)),
       shared_memory_(std::move(shared_memory)),
-      server_(rendezvous_.path(), topology_ ? topology_->get() : nullptr) {}
+      server_(rendezvous_.path(), node, topology_ ? topology_->get() : nullptr) {}
 
 std::unique_ptr<PmixService> PmixService::start(const ServedJob& job, const JobLayout& layout, int task,
                                                 const binding::BindingPlan& plan) {
@@ -33,8 +42,6 @@ std::unique_ptr<PmixService> PmixService::start(const ServedJob& job, const JobL
     throw Error(fmt::format("the PMIx job has {} hosts for {} tasks", job.hosts.size(), layout.tasks()));
   auto rendezvous = PrivateDirectory::create(PrivateDirectory::temporary_root(), "hyrun-pmix");
   auto shared_memory = PrivateDirectory::create(shared_memory_root(), "hyrun-shm");
-  std::unique_ptr<PmixService> service(
-      new PmixService(std::move(rendezvous), std::move(shared_memory), plan.topology()));
   pmix::JobMap map;
   map.nspace = job.nspace;
   map.hosts.resize(static_cast<std::size_t>(layout.nodes()));
@@ -46,20 +53,24 @@ std::unique_ptr<PmixService> PmixService::start(const ServedJob& job, const JobL
   }
   map.node = static_cast<std::size_t>(layout.task(task).node);
   for (const auto& placement : plan.ranks()) map.local_cpus.push_back(placement.cpus);
-  map.tmpdir = service->rendezvous_.path();
+  map.tmpdir = rendezvous.path();
+  const pmix::NodeName node{map.hosts[map.node], static_cast<std::uint32_t>(map.node)};
+  std::unique_ptr<PmixService> service(
+      new PmixService(std::move(rendezvous), std::move(shared_memory), plan.topology(), node));
   service->server_.register_job(map);
-  spdlog::debug("PMIx server for the job's ranks: namespace {}, {} nodes, sockets in {}", map.nspace, map.hosts.size(),
-                map.tmpdir);
+  spdlog::debug("PMIx server for the job's ranks: namespace {}, node {} of {} ({}), sockets in {}", map.nspace,
+                map.node, map.hosts.size(), node.host, map.tmpdir);
   return service;
 }
 
 EnvironmentEntries PmixService::rank_variables(int global_rank) const {
-  return server_.client_environment(static_cast<std::uint32_t>(global_rank));
+  auto variables = server_.client_environment(static_cast<std::uint32_t>(global_rank));
+  variables.emplace_back(kSegmentsVariable, shared_memory_.path());  // inside the inherited one, if any
+  return variables;
 }
 
 EnvironmentEntries PmixService::rank_defaults() const {
   return {
-      {"OMPI_MCA_btl_vader_backing_directory", shared_memory_.path()},
       // Outside a Slurm step Open MPI 4 takes a process without its own launcher's variables
       // for a singleton, PMIx server or not; this component is the one that decides so.
       {"OMPI_MCA_schizo", "^orte"},

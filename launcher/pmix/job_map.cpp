@@ -71,14 +71,20 @@ void add_job_level(InfoList& info, const JobMap& map) {
   }
 }
 
+// Each node's keys in an array that names the node. A lone node-level key would be filed
+// under the server's host name, and two tasks on one machine would then read each other's.
 void add_node_level(InfoList& info, const JobMap& map) {
-  const auto& local = map.ranks.at(map.node);
-  info.add(PMIX_HOSTNAME, map.hosts.at(map.node));
-  info.add(PMIX_NODEID, static_cast<std::uint32_t>(map.node));
-  info.add(PMIX_LOCAL_SIZE, static_cast<std::uint32_t>(local.size()));
-  info.add(PMIX_NODE_SIZE, static_cast<std::uint32_t>(local.size()));
-  info.add(PMIX_LOCAL_PEERS, fmt::format("{}", fmt::join(local, ",")));
-  if (!local.empty()) info.add_rank(PMIX_LOCALLDR, local.front());
+  for (std::size_t n = 0; n < map.hosts.size(); ++n) {
+    const auto& local = map.ranks[n];
+    InfoList node;
+    node.add(PMIX_HOSTNAME, map.hosts[n]);  // first two: they say whose data the array is
+    node.add(PMIX_NODEID, static_cast<std::uint32_t>(n));
+    node.add(PMIX_LOCAL_SIZE, static_cast<std::uint32_t>(local.size()));
+    node.add(PMIX_NODE_SIZE, static_cast<std::uint32_t>(local.size()));
+    node.add(PMIX_LOCAL_PEERS, fmt::format("{}", fmt::join(local, ",")));
+    if (!local.empty()) node.add_rank(PMIX_LOCALLDR, local.front());
+    info.add(PMIX_NODE_INFO_ARRAY, node);
+  }
 }
 
 void add_process(InfoList& info, const JobMap& map, std::size_t node, std::size_t index) {

@@ -177,7 +177,7 @@ void wait_local(const std::shared_ptr<Completion>& done, const std::string& what
 
 }  // namespace
 
-Server::Server(const std::string& rendezvous_dir, hwloc_topology_t topology)
+Server::Server(const std::string& rendezvous_dir, const NodeName& node, hwloc_topology_t topology)
     : events_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (!events_fd_) throw SystemError("PMIx server: eventfd", errno);
   // The hash data store, not libpmix 4.2.2's shared-memory stores (ds21, ds12): those keep a
@@ -192,6 +192,8 @@ Server::Server(const std::string& rendezvous_dir, hwloc_topology_t topology)
   info.add(PMIX_SERVER_TMPDIR, rendezvous_dir);
   info.add(PMIX_SYSTEM_TMPDIR, rendezvous_dir);
   info.add(PMIX_SERVER_TOOL_SUPPORT, false);
+  info.add(PMIX_HOSTNAME, node.host);
+  info.add(PMIX_NODEID, node.id);
   pmix_topology_t shared{const_cast<char*>("hwloc"), topology};
   if (topology != nullptr) info.add_topology(PMIX_TOPOLOGY2, shared);
   init_info_ = info.to_array();

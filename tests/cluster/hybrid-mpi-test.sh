@@ -104,6 +104,27 @@ pmix-keys)  # every key docs/pmix.md lists, read back across 2 nodes; an allgath
     grep -q "^pmix-keys: rank $r of 4: ok$" <<<"$RUN_OUT" || fail "rank $r did not read every key right"
   done
   ;;
+pmix-keys-2-tasks-per-node)  # two hyrun tasks a node: each task is a PMIx node of its own, and each rank reads its own task's keys
+  # Before issue 38 item 3 libpmix filed each server's node keys under the machine's host
+  # name, and the ranks of a host's second task read the first task's local peers and leader.
+  : "${PMIX_KEYS_CLIENT:?set by CTest}"
+  run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=2 "$HYRUN" -n 2 --bootstrap=none -- "$PMIX_KEYS_CLIENT" 4 2
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  for r in $(seq 0 7); do
+    grep -q "^pmix-keys: rank $r of 8: ok$" <<<"$RUN_OUT" || fail "rank $r did not read every key right"
+  done
+  ;;
+2x2-2-tasks-per-node)  # Open MPI and mpi4py with two hyrun tasks a node: collectives and 1 MiB with every peer
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=2 "$HYRUN" -n 1 -- "$MPI_CHECK"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  expect_ok 4
+  check_no_leftovers "$HYRUN" "$MPI_CHECK"
+  if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
+    run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=2 "$HYRUN" -n 1 -- /usr/bin/python3 "$MPI4PY_CHECK"
+    [ "$RUN_RC" = 0 ] || fail "mpi4py: srun exited $RUN_RC"
+    expect_ok 4
+  fi
+  ;;
 abort)  # MPI_Abort(comm, 7) on the second node ends the job with 7; its hyrun names the rank
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
     "$MPI_CHECK" --abort-rank 3 --abort-code 7

@@ -195,7 +195,10 @@ SH
     expect_stdout "^rank $r: starts during the flood$"
     expect_stdout "^own $r: 0$"
   done
-  expect_stdout "^flood: [0-9]{4,} connections$"
+  # The ranks started only once 500 had been made, and the flood went on until all had finished.
+  flood=$(sed -n 's/^flood: \([0-9]*\) connections$/\1/p' "$OUT")
+  echo "flood: ${flood:-none} connections"
+  [ "${flood:-0}" -ge 500 ] && pass "a flood of $flood connections" || fail "no flood of 500 connections or more: '${flood:-}'"
   # Closed before hyrun's accept, a flood's socket is its owner's no more: "no local user".
   expect_stderr "refused a connection to the job's PMIx server from (uid 65534|a socket of no local user)"
   ;;
@@ -231,6 +234,25 @@ time.sleep(40)' "$WORK/uri" "$WORK/outsider" &
   expect_stdout "^pmix-bare-client: admitted as hyrun\..* rank 0$"
   expect_stdout "^own: 0$"
   expect_stderr "refused a connection to the job's PMIx server from a process of this user that is not one of the job's"
+  ;;
+nested-tasks)  # two hyrun under one (two tasks on one machine): Open MPI's segments of one task never map the other's
+  # Open MPI names a segment after the machine, the job and the local rank, the same in both
+  # tasks: before issue 38 item 3 both inner hyrun gave their ranks the outer one's directory,
+  # and every rank crashed in the shared-memory transport (SIGSEGV in mca_btl_vader).
+  run_job 90 "$HYRUN" -n 2 --bootstrap=none -- "$HYRUN" -n 2 -- "$MPI_CHECK"
+  expect_rc 0
+  expect_mpi_ok 4
+  ! grep -q "SIGSEGV" "$ERR" && pass "no rank crashed" || { fail "a rank crashed"; show_output; }
+  ;;
+segments-where-the-user-said)  # OMPI_MCA_btl_vader_backing_directory names where the job's own segment folder goes
+  chosen=$WORK/segments; mkdir -p "$chosen"
+  run_job 60 env OMPI_MCA_btl_vader_backing_directory="$chosen" "$HYRUN" -n 2 -- "$MPI_CHECK" --print-dirs
+  expect_rc 0
+  expect_mpi_ok 2
+  shm=$(sed -n 's/^shm dir: //p' "$OUT" | head -1)
+  case $shm in "$chosen"/hyrun-"$(id -u)"/hyrun-shm-??????) pass "segments in the job's folder in $chosen" ;;
+    *) fail "segments not in a folder of the job's in $chosen: '$shm'" ;; esac
+  [ -n "$shm" ] && [ ! -e "$shm" ] && pass "$shm removed" || fail "$shm left behind"
   ;;
 pmix-keys)  # every key docs/pmix.md lists, read back by every rank for itself and every peer; an allgather and an alltoall in one fence
   : "${PMIX_KEYS_CLIENT:?set by CTest}"

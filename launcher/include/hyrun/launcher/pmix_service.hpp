@@ -43,10 +43,12 @@ class PmixService final : public PollParticipant {
                                             const binding::BindingPlan& plan);
   ~PmixService() override = default;
 
-  /// What a rank needs to reach the server as `global_rank`.
+  /// What a rank needs to reach the server as `global_rank`, and where Open MPI keeps its
+  /// shared-memory segments: this task's private directory, made inside the directory that
+  /// OMPI_MCA_btl_vader_backing_directory named when hyrun started, if it names one.
   EnvironmentEntries rank_variables(int global_rank) const;
-  /// Defaults for MPI libraries (a variable the user set wins): Open MPI's shared-memory
-  /// segments in the job's private directory, and its PMIx launch component outside Slurm.
+  /// Defaults for MPI libraries (a variable the user set wins): Open MPI's PMIx launch
+  /// component outside Slurm.
   EnvironmentEntries rank_defaults() const;
 
   /// From now on the server's events reach `supervisor`, which must outlive this service's
@@ -75,7 +77,7 @@ class PmixService final : public PollParticipant {
 
  private:
   PmixService(PrivateDirectory rendezvous, PrivateDirectory shared_memory,
-              std::shared_ptr<const binding::Topology> topology);
+              std::shared_ptr<const binding::Topology> topology, const pmix::NodeName& node);
   void to_relay(pmix::ClientEvent& event);
 
   std::shared_ptr<const binding::Topology> topology_;  // the server's: it outlives it

@@ -2,7 +2,7 @@
 // The job as hyrun's PMIx server describes it to the node's ranks: one namespace for the
 // whole job, its nodes and which ranks each holds, and the binding of this node's ranks.
 // namespace_info() turns it into what PMIx_server_register_nspace takes: the job-level keys
-// (sizes, node and process maps), this node's keys (local peers, leader) and every
+// (sizes, node and process maps), each node's keys (local peers, leader) and every
 // process's keys (rank, local and node rank, node, host, and for local ranks the cpuset and
 // locality string), the keys Open MPI, mpi4py and other PMIx clients start from.
 #include <cstdint>

@@ -84,12 +84,21 @@ struct ClientEvent {
   std::uint64_t id = 0;
 };
 
+/// A node of the job map: its host name there and its index.
+struct NodeName {
+  std::string host;
+  std::uint32_t id = 0;
+};
+
 class Server {
  public:
   /// Starts libpmix's server with its rendezvous files in `rendezvous_dir` (private to this
   /// user), on the node's hwloc `topology` (which must outlive the server; without it
-  /// libpmix loads its own, ~25 ms). Throws hyrun::Error with libpmix's status when it cannot.
-  Server(const std::string& rendezvous_dir, hwloc_topology_t topology);
+  /// libpmix loads its own, ~25 ms). `node` is this node as the job map names it: libpmix
+  /// files a lone node-level key under the server's host name and tells it to the ranks
+  /// (PMIX_HOSTNAME), so it must be the map's, not the machine's, where two tasks share a
+  /// machine. Throws hyrun::Error with libpmix's status when it cannot.
+  Server(const std::string& rendezvous_dir, const NodeName& node, hwloc_topology_t topology);
   ~Server();  ///< releases held clients, then PMIx_server_finalize
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
