@@ -323,8 +323,10 @@ void Launch::join_root(const RootRecord& record, const std::vector<std::string>&
 }
 
 bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
-  const std::string what = fmt::format("lost the hyrun of node {} ({}{})", lost.host,
-                                       lost.relayed ? "the root's hyrun lost it: " : "", lost.why);
+  // Named by task and host: several tasks may share a host (or, simulated, every node).
+  const std::string what =
+      fmt::format("lost the hyrun of {}node {} ({}{})", lost.task >= 0 ? fmt::format("task {} on ", lost.task) : "",
+                  lost.host, lost.relayed ? "the root's hyrun lost it: " : "", lost.why);
   // A program that handles deaths goes on without the node, as without a killed rank: its
   // ranks are told of the node's ranks' deaths. Not without the root: rank 0 lives there,
   // and the other nodes' link with it.

@@ -175,7 +175,7 @@ fence-node-lost)  # a node whose hyrun dies before its ranks join MPI_Init's fen
   cat "$WORK/out"; errors_of 0
   [ -s "$WORK/rc" ] || fail "the job did not end"
   [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
-  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(connection closed\); PMIx fence 0 \(MPI_Init, MPI_Finalize\) waits for ranks 2-3 on $victim_host" < <(errors_of 0) \
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 1 on node $victim_host \(connection closed\); PMIx fence 0 \(MPI_Init, MPI_Finalize\) waits for ranks 2-3 on $victim_host" < <(errors_of 0) \
     || fail "the root did not name the ranks the fence waited for"
   check_no_leftovers "$HYRUN" "$MPI_CHECK"
   ;;

@@ -229,7 +229,7 @@ node-hyrun-killed-no-kob | root-hyrun-killed-no-kob)  # no --kill-on-bad-exit: t
   echo "srun ended ${elapsed} ms after the SIGKILL of task $task's hyrun (on $victim_host) with $(cat "$WORK/rc")"
   [ "$elapsed" -lt 15000 ] || fail "took $elapsed ms: the other nodes ran on (the ranks sleep 60 s)"
   [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
-  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(connection closed\)" "$WORK/out" \
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task $task on node $victim_host \(connection closed\)" "$WORK/out" \
     || fail "no line named the lost node $victim_host"
   ! grep -E '^hyrun\[[^]]+\]: lost the hyrun' "$WORK/out" | grep -vq "node $victim_host " || fail "another node was named lost"
   ;;
@@ -257,11 +257,11 @@ ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on withou
   kill -9 "$victim"
   wait_rc; cat "$WORK/out"
   echo "srun exited $(cat "$WORK/rc")"
-  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(connection closed\); its ranks 4-5 are reported dead to this node's ranks, which handle deaths: the job goes on" "$WORK/out" \
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(connection closed\); its ranks 4-5 are reported dead to this node's ranks, which handle deaths: the job goes on" "$WORK/out" \
     || fail "the root did not go on without $victim_host"
-  [ "$(grep -Ec "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(the root's hyrun lost it: connection closed\); its ranks 4-5 are reported dead" "$WORK/out")" = 2 ] \
+  [ "$(grep -Ec "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(the root's hyrun lost it: connection closed\); its ranks 4-5 are reported dead" "$WORK/out")" = 2 ] \
     || fail "nodes 1 and 3 were not told of the loss by the root"
-  ! grep -Eq 'aborting|lost the hyrun of node [^ ]+ \([^)]*\)$' "$WORK/out" || fail "a node ended the job"
+  ! grep -Eq 'aborting|lost the hyrun of task [0-9]+ on node [^ ]+ \([^)]*\)$' "$WORK/out" || fail "a node ended the job"
   for r in 0 1 2 3 6 7; do
     grep -Eq "^global_rank=$r, local_rank=[01] -> detected failed ranks \[4, 5\] in" "$WORK/out" || fail "rank $r did not detect ranks 4 and 5"
     grep -Eq "^global_rank=$r, local_rank=[01] -> end phase 1" "$WORK/out" || fail "rank $r did not end phase 1"
@@ -300,7 +300,7 @@ node-lost-after-root-done)  # the root's ranks have ended; a node lost afterward
   victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
   kill -9 "$victim"; wait_rc; cat "$WORK/out"
   [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
-  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(connection closed\)" "$WORK/out" \
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(connection closed\)" "$WORK/out" \
     || fail "the root did not name the node lost after its own ranks ended"
   ;;
 node-link-down)  # a node drops off the network: the others end the job, naming it
@@ -327,7 +327,7 @@ node-link-down)  # a node drops off the network: the others end the job, naming 
   wait_rc; cat "$WORK/out"
   echo "srun exited $(cat "$WORK/rc") $(( $(now_ms) - start )) ms after the link went down"
   [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
-  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of node $victim_host \(silent for 30 s \(--node-timeout\)" "$WORK/out" \
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(silent for 30 s \(--node-timeout\)" "$WORK/out" \
     || fail "no line named the silent node $victim_host"
   ;;
 node-stalled)  # a node whose hyrun does not run for 5 s (busy, stalled) is not taken for lost (issue 20)
