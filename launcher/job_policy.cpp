@@ -35,7 +35,8 @@ Verdict JobPolicy::judge_end(const RankProcess& rank, const JudgedMoment& now) c
   // its exit status; its peers may wait for it in a collective.
   if (rank.pmix_connected && !rank.pmix_finalized && !rank.end.failed() && !exit_code_ && !pending_)
     return {Verdict::Kind::kFailure,
-            "exited 0 without finalizing PMIx (MPI_Finalize, for an MPI program) after it initialized it",
+            fmt::format("exited 0 without finalizing {} (MPI_Finalize, for an MPI program) after it initialized it",
+                        rank.client_api),
             exit_code::kLauncherError};
   if (!rank.end.failed() || exit_code_ || pending_) return {Verdict::Kind::kNoFailure};
   // SIGKILL too: a step cancel or a PMIx abort from another node kills hyrun and its ranks

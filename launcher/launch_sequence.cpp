@@ -147,6 +147,7 @@ class Launch {
   RankEnvironment contract_;
   LaunchTimings timings_;
   std::unique_ptr<PmixService> pmix_;  // outlives node_, which hands its variables to the ranks
+  std::unique_ptr<PmiService> pmi_;    // the same, for MPICH's PMI-1
   std::optional<NodeLaunch> node_;
   std::optional<NodeLink> link_;
   // After pmix_ and link_: its open requests fail before the server goes, and it uses the link.
@@ -191,6 +192,7 @@ void Launch::restart_through(RankSupervisor& supervisor) {
   supervisor.set_relauncher(
       [this](int local_rank, int incarnation) { return node_->rank(local_rank, false, incarnation); });
   if (pmix_) pmix_->attach(supervisor);
+  if (pmi_) pmi_->attach(supervisor);
 }
 
 // hyrun serves PMIx to its ranks (docs/pmix.md): the whole job is one namespace. Without
@@ -198,6 +200,8 @@ void Launch::restart_through(RankSupervisor& supervisor) {
 void Launch::serve_pmix() {
   const auto job = exchange_.served_job();
   if (!job) return;
+  pmi_ = std::make_unique<PmiService>(layout_, task_, job->nspace);
+  node_->set_pmi(pmi_.get());
   try {
     pmix_ = PmixService::start(*job, layout_, task_, node_->plan());
     node_->set_pmix(pmix_.get());
@@ -348,7 +352,7 @@ bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
 // The ranks' PMIx fences and data across nodes go over the node link (pmix_relay.hpp);
 // without the link they fail.
 void Launch::relay_pmix(const std::vector<std::string>& hosts) {
-  if (!pmix_ || tasks_ < 2) return;
+  if ((!pmix_ && !pmi_) || tasks_ < 2) return;
   PmixRelay::Send send;
   PmixRelay::Broadcast broadcast;
   if (link_) {
@@ -356,11 +360,14 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
     broadcast = [this](std::string body) { link_->broadcast(std::move(body)); };
   }
   relay_.emplace(task_, layout_, hosts, std::move(send), std::move(broadcast),
-                 [this](std::uint32_t rank, std::uint64_t id) { pmix_->serve_local_data(rank, id); });
+                 [this](std::uint32_t rank, std::uint64_t id) {
+                   if (pmix_) pmix_->serve_local_data(rank, id);
+                 });
   if (link_)
     for (const LinkKind kind : PmixRelay::kKinds)
       link_->on(kind, [this](int task, std::string_view body) { return relay_->handle(task, body); });
-  pmix_->relay_to(*relay_);
+  if (pmix_) pmix_->relay_to(*relay_);
+  if (pmi_) pmi_->relay_to(*relay_);
 }
 
 void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::string>& hosts) {

@@ -130,6 +130,10 @@ std::vector<std::string> NodeLaunch::environment_of(
     const auto mpi = pmix_->rank_defaults();
     defaults.insert(defaults.end(), mpi.begin(), mpi.end());
   }
+  if (pmi_ != nullptr) {
+    const auto pmi = pmi_->rank_variables(e.rank);
+    own.insert(own.end(), pmi.begin(), pmi.end());
+  }
   return build_rank_environment(e, own, exports_, defaults);
 }
 
@@ -144,6 +148,7 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
   launch.publishes_address = publishes_address;
   launch.incarnation = incarnation;
   launch.own_pid_variable = OuterIdentity::of_this_process(e.world_size, e.local_world_size).pid_variable();
+  if (pmi_ != nullptr) launch.inherited_fds.emplace_back(pmi_->open(e.rank), PmiService::kChildFd);
   // Runs in the forked child: only the plain-data binding and system calls.
   launch.pre_exec = [binding = plan_.child_binding(local_rank)](char* message, std::size_t length) {
     const int rc = binding::apply_child_binding(binding, message, length);

@@ -328,25 +328,26 @@ void RankSupervisor::check_root_alive(pid_t root_pid, std::optional<Clock::time_
                  code);
 }
 
-void RankSupervisor::on_pmix_client(int global_rank, PmixClientStep step) {
+void RankSupervisor::on_pmix_client(int global_rank, PmixClientStep step, const char* api) {
   RankProcess* rank = processes_.latest(global_rank);
   if (rank == nullptr || !rank->alive()) return;  // not a rank of this node (libpmix checked it), or ended
   switch (step) {
     case PmixClientStep::kConnected:
       rank->pmix_connected = true;
-      spdlog::debug("rank {} (pid {}) connected to hyrun's PMIx server", global_rank, rank->pid);
+      rank->client_api = api;
+      spdlog::debug("rank {} (pid {}) connected to hyrun's {} server", global_rank, rank->pid, api);
       break;
     case PmixClientStep::kFinalized: rank->pmix_finalized = true; break;
   }
 }
 
-void RankSupervisor::on_pmix_abort(int global_rank, int status, const std::string& message) {
+void RankSupervisor::on_pmix_abort(int global_rank, int status, const std::string& message, const char* api) {
   const RankProcess* rank = processes_.latest(global_rank);
   if (rank == nullptr || policy_.exit_code()) return;  // the first failure stays the job's
   // mpirun's convention: the job ends with the status the rank gave, as an exit code keeps
   // it, and 1 where that would read 0 (0, 256, ...): it failed.
   report_failure(*rank,
-                 fmt::format("called MPI_Abort/PMIx_Abort with status {}{}", status,
+                 fmt::format("called MPI_Abort/{}_Abort with status {}{}", api, status,
                              message.empty() ? "" : fmt::format(": {}", message)),
                  exit_code::of_failure_status(status));
 }

@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev
   slurmctld slurmd slurm-client munge
   openmpi-bin libopenmpi-dev python3-mpi4py  # MPI programs under hyrun's PMIx server (tests, bench)
+  mpich libmpich-dev  # MPICH programs under hyrun's PMI-1 server (tests, bench)
   python3 iproute2 util-linux procps bc gnuplot-nox
   shellcheck clang-format  # the lint tests (scripts/shellcheck.sh, scripts/format.sh --check)
   # torch.distributed (gloo) tests and bench/torchrun.sh: 48 MB download, ~600 MiB installed

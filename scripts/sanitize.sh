@@ -35,7 +35,7 @@ for kind in "${kinds[@]}"; do
   case $kind in
   asan)
     dir=$base-asan
-    configure_and_build "$dir" address,undefined hyrun hello test-rank rogue-peer mpi-check pmix-bare-client pmix-keys-client hyrun-unit-tests pmix_client_test \
+    configure_and_build "$dir" address,undefined hyrun hello test-rank rogue-peer mpi-check mpich-check pmix-bare-client pmix-keys-client hyrun-unit-tests pmix_client_test \
       hyrun_binding_tests ep_unit_tests ep_check_support_tests ep_buffer_tests ep_ucx_tests elastic_plan_tests \
       ep_bench_report_tests elastic_runtime_tests ep_tool_main_tests
     export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"

@@ -86,6 +86,7 @@ std::size_t RankProcesses::start(RankLaunch launch) {
   UniqueFd control_child = control.open();
   spec.inherited_fds.emplace_back(control_child.get(), kControlFd);
   spec.environment.push_back(fmt::format("{}={}", env::kControlFd, kControlFd));
+  for (const auto& [fd, number] : launch.inherited_fds) spec.inherited_fds.emplace_back(fd->get(), number);
   const pid_t pid = spawn(spec);
   spdlog::debug("started rank {} (local rank {}) as pid {}", launch.global_rank, launch.local_rank, pid);
   if (launch.global_rank == 0) input_.started();

@@ -125,6 +125,28 @@ pmix-keys-2-tasks-per-node)  # two hyrun tasks a node: each task is a PMIx node 
     expect_ok 4
   fi
   ;;
+mpich)  # Debian's MPICH (PMI-1 over PMI_FD) across 2 nodes, as native srun --mpi=pmi2 runs it: collectives, 1 MiB with every peer
+  : "${MPICH_CHECK:?set by CTest}"
+  # One rank a node: with two, MPICH 4.0.2's MPI_Finalize over UCX 1.13's tcp can wait for
+  # ever for a peer already in its finalize barrier, under native srun --mpi=pmi2 as under
+  # hyrun (3 runs in 4 each; tests/cluster/README.md).
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmi2 -N2 --ntasks-per-node=1 "$MPICH_CHECK"
+  [ "$RUN_RC" = 0 ] || fail "native srun --mpi=pmi2 exited $RUN_RC"
+  expect_ok 2
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 1 -- "$MPICH_CHECK"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  expect_ok 2
+  check_no_leftovers "$HYRUN" "$MPICH_CHECK"
+  ;;
+mpich-abort)  # MPICH's MPI_Abort(comm, 7) on the second node ends the job with 7 (native srun --mpi=pmi2: 137); its hyrun names the rank
+  : "${MPICH_CHECK:?set by CTest}"
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 1 -- \
+    "$MPICH_CHECK" --abort-rank 1 --abort-code 7
+  [ "$RUN_RC" = 7 ] || fail "srun exited $RUN_RC, expected 7"
+  grep -Eq "^hyrun\[[^]]+\]: rank 1 \(pid [0-9]+\) called MPI_Abort/PMI_Abort with status 7" < <(errors_of 1) \
+    || fail "the second node's hyrun did not name rank 1's MPI_Abort"
+  check_no_leftovers "$HYRUN" "$MPICH_CHECK"
+  ;;
 abort)  # MPI_Abort(comm, 7) on the second node ends the job with 7; its hyrun names the rank
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
     "$MPI_CHECK" --abort-rank 3 --abort-code 7

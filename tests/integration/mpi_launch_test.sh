@@ -5,6 +5,8 @@
 source "$(dirname "$0")/lib.sh"
 MPI4PY_CHECK=$(cd "$(dirname "$0")" && pwd)/mpi4py_check.py
 case_name=$1; shift
+# MPI_CHECK built with Open MPI talks PMIx to hyrun; built with MPICH (MPI_API=PMI), PMI-1.
+API=${MPI_API:-PMIx}
 
 # expect_mpi_ok N : every rank 0..N-1 said once that it saw a world of N and its data arrived intact.
 expect_mpi_ok() {
@@ -59,17 +61,17 @@ large-put)  # a rank's PMIx_Put of 8, then 100 MiB, read back whole by every ran
 abort)  # MPI_Abort(comm, 7) ends the job with 7 and names the rank
   run_job 60 "$HYRUN" -n 3 -- "$MPI_CHECK" --abort-rank 1 --abort-code 7
   expect_rc 7
-  expect_stderr "hyrun: rank 1 \(pid [0-9]+\) called MPI_Abort/PMIx_Abort with status 7"
+  expect_stderr "hyrun: rank 1 \(pid [0-9]+\) called MPI_Abort/${API}_Abort with status 7"
   ;;
 abort-256)  # MPI_Abort with status 256 (0 as an exit code's 8 bits) fails the job with 1, never 0
   run_job 60 "$HYRUN" -n 2 -- "$MPI_CHECK" --abort-rank 1 --abort-code 256
   expect_rc 1
-  expect_stderr "hyrun: rank 1 \(pid [0-9]+\) called MPI_Abort/PMIx_Abort with status 256"
+  expect_stderr "hyrun: rank 1 \(pid [0-9]+\) called MPI_Abort/${API}_Abort with status 256"
   ;;
 no-finalize)  # a rank that exits 0 without MPI_Finalize fails the job (the others wait in MPI_Finalize's fence)
   run_job 60 "$HYRUN" -n 3 -- "$MPI_CHECK" --no-finalize-rank 2
   expect_rc 1
-  expect_stderr "hyrun: rank 2 \(pid [0-9]+\) exited 0 without finalizing PMIx \(MPI_Finalize"
+  expect_stderr "hyrun: rank 2 \(pid [0-9]+\) exited 0 without finalizing $API \(MPI_Finalize"
   ;;
 cleanup-end)  # the job's PMIx sockets and MPI segments go with it
   run_job 60 "$HYRUN" -n 2 -- "$MPI_CHECK" --print-dirs

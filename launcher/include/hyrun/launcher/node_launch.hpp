@@ -9,6 +9,7 @@
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/launcher/launch_options.hpp"
 #include "hyrun/launcher/mps_daemon.hpp"
+#include "hyrun/launcher/pmi_service.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 
@@ -55,6 +56,8 @@ class NodeLaunch {
   const binding::BindingPlan& plan() const { return plan_; }
   /// Ranks get what they need to reach hyrun's PMIx server (`service` outlives this object).
   void set_pmix(const PmixService* service) { pmix_ = service; }
+  /// Each rank process gets a PMI socket of `service`'s (MPICH's PMI_FD).
+  void set_pmi(PmiService* service) { pmi_ = service; }
 
   /// The launch of one local rank: its environment (binding, exports, contract) and the
   /// binding to apply in the child.
@@ -81,6 +84,7 @@ class NodeLaunch {
   std::unique_ptr<MpsDaemon> mps_;                            // a private daemon (--mps)
   std::vector<std::pair<std::string, std::string>> mps_env_;  // its client variables for the ranks
   const PmixService* pmix_ = nullptr;
+  PmiService* pmi_ = nullptr;
   // While the root is deferred: the contract and node defaults the early ranks started with.
   struct EarlyStart {
     RankEnvironment contract;

@@ -60,11 +60,13 @@ class RankSupervisor {
   /// pending stop signal; starts nothing once the job is stopping.
   void start(RankLaunch launch);
 
-  /// What a rank did through hyrun's PMIx server (pmix_service.hpp).
+  /// What a rank did through hyrun's PMIx server (pmix_service.hpp) or, with `api` "PMI",
+  /// its PMI-1 server (pmi_service.hpp). `api` must be a string literal.
   enum class PmixClientStep { kConnected, kFinalized };
-  void on_pmix_client(int global_rank, PmixClientStep step);
-  /// A rank called PMIx_Abort (MPI_Abort): the job fails with `status` (1 for 0), naming it.
-  void on_pmix_abort(int global_rank, int status, const std::string& message);
+  void on_pmix_client(int global_rank, PmixClientStep step, const char* api = "PMIx");
+  /// A rank called PMIx_Abort or PMI_Abort (MPI_Abort): the job fails with `status` (1 for
+  /// 0), naming it.
+  void on_pmix_abort(int global_rank, int status, const std::string& message, const char* api = "PMIx");
   /// Rank 0 connected to hyrun's PMIx server: an MPI program, which never publishes an address.
   bool root_is_pmix_client() const;
 

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@
 #include "hyrun/process/publish_channel.hpp"
 #include "hyrun/process/wait_status.hpp"
 
+#include "hyrun/common/unique_fd.hpp"
+
 namespace hyrun {
 
 /// One rank to start.
@@ -32,6 +35,9 @@ struct RankLaunch {
   std::function<int(char*, std::size_t)> pre_exec;  ///< binding, applied in the child
   int incarnation = 0;                              ///< restarts of this rank so far
   std::string own_pid_variable;                     ///< set to the process's pid (SpawnSpec)
+  /// More descriptors the child inherits, at the numbers given (the PMI socket); the parent's
+  /// copies close when the last holder lets go.
+  std::vector<std::pair<std::shared_ptr<UniqueFd>, int>> inherited_fds;
 };
 
 /// Where a rank process is in its life.
@@ -54,10 +60,11 @@ struct RankProcess {
   ProcessEnd end{};                    // once kEnded
   std::optional<PlannedExit> planned;  // the end it announced, if any (a later one replaces it)
   bool handles_deaths = false;         // it asked to be told of other ranks' deaths
-  // It connected to hyrun's PMIx server (PMIx_Init, as MPI_Init does) and said goodbye
-  // (PMIx_Finalize): a client that exits 0 without its goodbye failed.
+  // It connected to hyrun's PMIx or PMI-1 server (PMIx_Init or PMI_Init, as MPI_Init does)
+  // and said goodbye (PMIx_Finalize, PMI_Finalize): a client that exits 0 without it failed.
   bool pmix_connected = false;
   bool pmix_finalized = false;
+  const char* client_api = "PMIx";  // which of the two, for messages
   bool alive() const { return state != ProcessState::kEnded; }
 };
 
