@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include "hyrun/launcher/mps_check.hpp"
 #include "hyrun/launcher/outer_identity.hpp"
 #include "hyrun/launcher/rank_environment.hpp"
+#include "hyrun/process/open_file_limit.hpp"
 #include "hyrun/process/private_directory.hpp"
 
 namespace hyrun {
@@ -148,7 +151,12 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
   launch.publishes_address = publishes_address;
   launch.incarnation = incarnation;
   launch.own_pid_variable = OuterIdentity::of_this_process(e.world_size, e.local_world_size).pid_variable();
-  if (pmi_ != nullptr) launch.inherited_fds.emplace_back(pmi_->open(e.rank), PmiService::kChildFd);
+  if (pmi_ != nullptr) try {
+      launch.inherited_fds.emplace_back(pmi_->open(e.rank), PmiService::kChildFd);
+    } catch (const SystemError& error) {
+      if (error.errnum() != EMFILE && error.errnum() != ENFILE) throw;
+      throw Error(describe_fd_exhaustion(e.rank), exit_code::kLauncherError);
+    }
   // Runs in the forked child: only the plain-data binding and system calls.
   launch.pre_exec = [binding = plan_.child_binding(local_rank)](char* message, std::size_t length) {
     const int rc = binding::apply_child_binding(binding, message, length);

@@ -27,7 +27,7 @@ std::string describe_fd_exhaustion(int global_rank) {
   rlimit now{};
   getrlimit(RLIMIT_NOFILE, &now);
   return fmt::format(
-      "out of file descriptors starting rank {}: hyrun holds 4 per rank and its limit is {} (the hard limit of "
+      "out of file descriptors starting rank {}: hyrun holds 5 per rank and its limit is {} (the hard limit of "
       "'ulimit -n'); raise it (ulimit -Hn, limits.conf, or Slurm's PropagateResourceLimits) or start fewer ranks per hyrun",
       global_rank, now.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : std::to_string(now.rlim_cur));
 }

@@ -119,10 +119,11 @@ kill-reaped-with-fallout)  # a rank killed from outside and a rank failing becau
   expect_rc 137
   ;;
 inherited-fds)  # fds hyrun inherits from its parent do not reach the ranks
-  run_job 30 bash -c 'exec 7</dev/null 8>/dev/null; exec "$0" -n 2 --label --bootstrap=none -- sh -c "for f in 3 5 6 7 8 9; do [ -e /proc/\$\$/fd/\$f ] && echo fd \$f open; done; echo checked"' "$HYRUN"
+  # 4 is the rank's control socket and 5 its PMI socket (PMI_FD); nothing else.
+  run_job 30 bash -c 'exec 7</dev/null 8>/dev/null; exec "$0" -n 2 --label --bootstrap=none -- sh -c "for f in 3 6 7 8 9; do [ -e /proc/\$\$/fd/\$f ] && echo fd \$f open; done; [ \$PMI_FD = 5 ] && readlink /proc/\$\$/fd/5; echo checked"' "$HYRUN"
   expect_rc 0
-  for r in 0 1; do expect_stdout "^$r: checked$"; done
-  ! grep -q "open" "$OUT" && pass "no rank has an fd beyond 0, 1, 2 and its control socket" || { fail "fds leaked into ranks"; show_output; }
+  for r in 0 1; do expect_stdout "^$r: checked$"; expect_stdout "^$r: socket:\[[0-9]+\]$"; done
+  ! grep -q "open" "$OUT" && pass "no rank has an fd beyond 0, 1, 2, its control socket and its PMI socket" || { fail "fds leaked into ranks"; show_output; }
   ;;
 fd-limit)  # a soft limit of 1024 does not stop hyrun at a few hundred ranks; a real shortage is named
   [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 4096 ] || { echo "SKIP: hard fd limit $(ulimit -Hn) < 4096"; exit 77; }
@@ -131,7 +132,7 @@ fd-limit)  # a soft limit of 1024 does not stop hyrun at a few hundred ranks; a 
   expect_stdout "^399: 1024$"  # ranks get the soft limit hyrun was started with
   run_job 60 bash -c 'ulimit -n 64; exec "$0" -n 40 --bootstrap=none -- true' "$HYRUN"
   expect_rc 1
-  expect_stderr "^hyrun: out of file descriptors starting rank [0-9]+: hyrun holds 4 per rank and its limit is 64"
+  expect_stderr "^hyrun: out of file descriptors starting rank [0-9]+: hyrun holds 5 per rank and its limit is 64"
   ;;
 sighup-ucx)  # SIGHUP ends ranks that use UCX (whose debug signal it is) at once
   mkdir "$WORK/pids"
