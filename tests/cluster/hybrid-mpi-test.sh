@@ -21,6 +21,18 @@ expect_ok() {
   ! grep -q "of 1: ok" <<<"$RUN_OUT" || fail "a rank ran as a singleton"
 }
 
+# expect_abort PROGRAM API RANKS_A_NODE RANK STATUS EXIT: on 2 nodes, RANK calls MPI_Abort
+# with STATUS; the job exits EXIT and the second node's hyrun names the rank and its status.
+expect_abort() {
+  local program=$1 api=$2 per=$3 rank=$4 status=$5 want=$6
+  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n "$per" -- \
+    "$program" --abort-rank "$rank" --abort-code "$status"
+  [ "$RUN_RC" = "$want" ] || fail "srun exited $RUN_RC, expected $want"
+  grep -Eq "^hyrun\[[^]]+\]: rank $rank \(pid [0-9]+\) called MPI_Abort/${api}_Abort with status $status" < <(errors_of 1) \
+    || fail "the second node's hyrun did not name rank $rank's MPI_Abort"
+  check_no_leftovers "$HYRUN" "$program"
+}
+
 # hyrun's own lines of task T, from the per-task error file: srun drops output still in
 # flight when a step is aborted (docs/pmix.md), so failure lines are read where slurmstepd
 # wrote them.
@@ -140,29 +152,13 @@ mpich)  # Debian's MPICH (PMI-1 over PMI_FD) across 2 nodes, as native srun --mp
   ;;
 mpich-abort)  # MPICH's MPI_Abort(comm, 7) on the second node ends the job with 7 (native srun --mpi=pmi2: 137); its hyrun names the rank
   : "${MPICH_CHECK:?set by CTest}"
-  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 1 -- \
-    "$MPICH_CHECK" --abort-rank 1 --abort-code 7
-  [ "$RUN_RC" = 7 ] || fail "srun exited $RUN_RC, expected 7"
-  grep -Eq "^hyrun\[[^]]+\]: rank 1 \(pid [0-9]+\) called MPI_Abort/PMI_Abort with status 7" < <(errors_of 1) \
-    || fail "the second node's hyrun did not name rank 1's MPI_Abort"
-  check_no_leftovers "$HYRUN" "$MPICH_CHECK"
+  expect_abort "$MPICH_CHECK" PMI 1 1 7 7
   ;;
 abort)  # MPI_Abort(comm, 7) on the second node ends the job with 7; its hyrun names the rank
-  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
-    "$MPI_CHECK" --abort-rank 3 --abort-code 7
-  [ "$RUN_RC" = 7 ] || fail "srun exited $RUN_RC, expected 7"
-  errors_of 1
-  grep -Eq "^hyrun\[[^]]+\]: rank 3 \(pid [0-9]+\) called MPI_Abort/PMIx_Abort with status 7" < <(errors_of 1) \
-    || fail "the second node's hyrun did not name rank 3's MPI_Abort"
-  check_no_leftovers "$HYRUN" "$MPI_CHECK"
+  expect_abort "$MPI_CHECK" PMIx 2 3 7 7
   ;;
 abort-256)  # MPI_Abort with status 256 on the second node: the job fails with 1, never 0
-  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \
-    "$MPI_CHECK" --abort-rank 3 --abort-code 256
-  [ "$RUN_RC" = 1 ] || fail "srun exited $RUN_RC, expected 1"
-  grep -Eq "^hyrun\[[^]]+\]: rank 3 \(pid [0-9]+\) called MPI_Abort/PMIx_Abort with status 256" < <(errors_of 1) \
-    || fail "the second node's hyrun did not name rank 3's MPI_Abort"
-  check_no_leftovers "$HYRUN" "$MPI_CHECK"
+  expect_abort "$MPI_CHECK" PMIx 2 3 256 1
   ;;
 no-finalize)  # a rank that exits 0 without MPI_Finalize fails the job
   run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "$HYRUN" -n 2 -- \

@@ -23,7 +23,7 @@
 
 namespace hyrun {
 
-class PmiService final : public PollParticipant {
+class PmiService final : public UntimedParticipant {
  public:
   /// The descriptor number a rank finds its PMI socket at (after the publish and control fds).
   static constexpr int kChildFd = 5;
@@ -51,10 +51,6 @@ class PmiService final : public PollParticipant {
 
   void add_poll_fds(std::vector<pollfd>& fds) override;
   bool on_poll(const pollfd& p) override;
-  std::chrono::steady_clock::time_point wake_by() const override {
-    return std::chrono::steady_clock::time_point::max();
-  }
-  void on_tick() override {}
   void settle() override;
 
  private:

@@ -34,7 +34,7 @@ class CrossNodeRequests {
   virtual void local_data(std::uint64_t id, bool ok, std::string data) = 0;
 };
 
-class PmixService final : public PollParticipant {
+class PmixService final : public UntimedParticipant {
  public:
   /// The service for task `task` of `job` (one namespace for every task), laid out as
   /// `layout` (job.hosts: each task's host), this task's ranks bound as `plan` says. Throws
@@ -69,10 +69,6 @@ class PmixService final : public PollParticipant {
 
   void add_poll_fds(std::vector<pollfd>& fds) override;
   bool on_poll(const pollfd& p) override;
-  std::chrono::steady_clock::time_point wake_by() const override {
-    return std::chrono::steady_clock::time_point::max();
-  }
-  void on_tick() override {}
   void settle() override;
 
  private:

@@ -25,4 +25,13 @@ class PollParticipant {
   virtual void settle() {}
 };
 
+/// A participant with no timers: it only answers its descriptors (the PMIx and PMI servers).
+class UntimedParticipant : public PollParticipant {
+ public:
+  std::chrono::steady_clock::time_point wake_by() const override {
+    return std::chrono::steady_clock::time_point::max();
+  }
+  void on_tick() override {}
+};
+
 }  // namespace hyrun
