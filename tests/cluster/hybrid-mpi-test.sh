@@ -139,9 +139,9 @@ pmix-keys-2-tasks-per-node)  # two hyrun tasks a node: each task is a PMIx node 
   ;;
 mpich)  # Debian's MPICH (PMI-1 over PMI_FD) across 2 nodes, as native srun --mpi=pmi2 runs it: collectives, 1 MiB with every peer
   : "${MPICH_CHECK:?set by CTest}"
-  # One rank a node: with two, MPICH 4.0.2's MPI_Finalize over UCX 1.13's tcp can wait for
-  # ever for a peer already in its finalize barrier, under native srun --mpi=pmi2 as under
-  # hyrun (3 runs in 4 each; tests/cluster/README.md).
+  # Two ranks: with four, MPICH 4.0.2's MPI_Finalize over UCX 1.13's tcp can wait for ever
+  # for peers already in its finalize barrier, under native srun --mpi=pmi2 as under hyrun
+  # (3 runs in 4; docs/pmix.md, "PMI-1 for MPICH").
   run_bounded 60 "${ucx[@]}" srun --mpi=pmi2 -N2 --ntasks-per-node=1 "$MPICH_CHECK"
   [ "$RUN_RC" = 0 ] || fail "native srun --mpi=pmi2 exited $RUN_RC"
   expect_ok 2
