@@ -349,8 +349,8 @@ bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
   return false;
 }
 
-// The ranks' PMIx fences and data across nodes go over the node link (pmix_relay.hpp);
-// without the link they fail.
+// The ranks' PMIx fences and data, and their PMI-1 barriers, across nodes go over the node
+// link (pmix_relay.hpp); without the link they fail.
 void Launch::relay_pmix(const std::vector<std::string>& hosts) {
   if ((!pmix_ && !pmi_) || tasks_ < 2) return;
   PmixRelay::Send send;

@@ -1,6 +1,9 @@
 #include "hyrun/common/error.hpp"
 
+#include <cerrno>
 #include <cstring>
+
+#include "hyrun/common/descriptor_reserve.hpp"
 
 namespace hyrun {
 
@@ -9,7 +12,14 @@ int exit_code::of_failure_status(int status) {
   return low == 0 ? kLauncherError : low;
 }
 
-SystemError::SystemError(const std::string& what, int errnum)
-    : Error(what + ": " + std::strerror(errnum)), errnum_(errnum) {}
+namespace {
+// Out of descriptors: the reserve goes before the error is built (descriptor_reserve.hpp).
+std::string system_message(const std::string& what, int errnum) {
+  if (errnum == EMFILE || errnum == ENFILE) release_descriptor_reserve();
+  return what + ": " + std::strerror(errnum);
+}
+}  // namespace
+
+SystemError::SystemError(const std::string& what, int errnum) : Error(system_message(what, errnum)), errnum_(errnum) {}
 
 }  // namespace hyrun

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "hyrun/common/descriptor_reserve.hpp"
 #include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
@@ -165,10 +166,12 @@ pid_t spawn(const SpawnSpec& spec) {
   const std::string program = spec.argv[0];
   if (n != static_cast<ssize_t>(sizeof failure))
     throw SpawnError(fmt::format("starting '{}' failed", program), exit_code::kLauncherError);
-  if (failure.stage == 1 && (failure.errnum == EMFILE || failure.errnum == ENFILE))
+  if (failure.stage == 1 && (failure.errnum == EMFILE || failure.errnum == ENFILE)) {
+    release_descriptor_reserve();
     throw SpawnError(
         fmt::format("preparing '{}' failed: {}: {}", program, failure.message, std::strerror(failure.errnum)),
         exit_code::kLauncherError, failure.errnum);
+  }
   switch (failure.stage) {
     case 3:
       throw SpawnError(fmt::format("cannot execute '{}': {}", program, std::strerror(failure.errnum)),

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "hyrun/common/descriptor_reserve.hpp"
+
 namespace hyrun {
 namespace {
 rlimit& original() {
@@ -12,13 +14,16 @@ rlimit& original() {
   }();
   return limit;
 }
+
 }  // namespace
 
 void raise_open_file_limit() {
   rlimit raised = original();
-  if (raised.rlim_cur == raised.rlim_max) return;
-  raised.rlim_cur = raised.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &raised);
+  if (raised.rlim_cur != raised.rlim_max) {
+    raised.rlim_cur = raised.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &raised);
+  }
+  hold_descriptor_reserve();
 }
 
 rlim_t original_open_file_soft_limit() { return original().rlim_cur; }
