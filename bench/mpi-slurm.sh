@@ -14,16 +14,18 @@
 # would put ranks of different nodes on one core (a ping-pong across nodes then waits ~4 ms,
 # a scheduler slice, per message).
 #
-#   bench/mpi-slurm.sh [--nodes "K..."] [--per-node "n..."] [--reps R] [--pp-reps R]
+#   bench/mpi-slurm.sh [--nodes "K..."] [--per-node "n..."] [--reps R] [--pp-reps R] [--fences "F..."]
 #
 #   --nodes      the node counts k of the grid (default "2 4"); the cluster has the largest
 #   --per-node   the ranks per node n (default "1 2 4")
 #   --reps R     runs of each launcher per cell (default 5)
 #   --pp-reps R  runs of each launcher per ping-pong curve (default 3)
+#   --fences F   hyrun's --fences for the grid, each beside the native launch in the same
+#                runs (default "outer"; "outer link" compares the two routes)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3
+nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3 fences=outer
 usage() { sed -n '2,20p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
     --per-node) per_node=$2 ;;
     --reps) reps=$2 ;;
     --pp-reps) pp_reps=$2 ;;
+    --fences) fences=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -41,11 +44,21 @@ largest=2  # the ping-pong across nodes needs two
 for k in $nodes; do count_ok --nodes "$k"; [ "$k" -le "$largest" ] || largest=$k; done
 for n in $per_node; do count_ok --per-node "$n"; done
 count_ok --reps "$reps"; count_ok --pp-reps "$pp_reps"
+for f in $fences; do
+  case $f in outer | link) ;; *) echo "mpi-slurm: --fences takes outer and link, got '$f'" >&2; exit 2 ;; esac
+done
 hyrun=$build/launcher/hyrun prog=$build/bench/mpi-pingpong
 for b in "$hyrun" "$prog"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh first" >&2; exit 1; }; done
 out=$(mktemp -d)
+# The simulated nodes share this machine's cores, and each Slurm task is a session of its
+# own: with the kernel's autogroup scheduling a busy-polling rank can hold a core for seconds
+# while ranks of other sessions pinned to it get none, and native runs of 16 x 1 hung until
+# their limit (tests/cluster/README.md). Real nodes do not share cores, so the bench turns
+# autogroup off while it runs and puts it back after.
+autogroup=/proc/sys/kernel/sched_autogroup_enabled was_autogroup=""
+if [ -w "$autogroup" ] && [ "$(cat "$autogroup")" = 1 ]; then was_autogroup=1; echo 0 >"$autogroup"; fi
 cluster=$("$root/scripts/slurm-cluster.sh" up auto "$largest" 8)
-trap '"$root/scripts/slurm-cluster.sh" down "$cluster" >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+trap '"$root/scripts/slurm-cluster.sh" down "$cluster" >/dev/null 2>&1 || true; rm -rf "$out"; [ -z "$was_autogroup" ] || echo 1 >"$autogroup"' EXIT
 # shellcheck disable=SC1091
 . "$cluster/cluster.env"
 export UCX_TLS=$HYRUN_CLUSTER_UCX_TLS UCX_NET_DEVICES=$HYRUN_CLUSTER_UCX_NET_DEVICES
@@ -55,7 +68,7 @@ export OMPI_MCA_btl_tcp_if_include=$HYRUN_CLUSTER_UCX_NET_DEVICES
 # command LAUNCHER K N: the launch of K nodes x N ranks, as words (the program follows).
 command() {
   case $1 in
-    hyrun) echo srun --mpi=pmix -N"$2" --ntasks-per-node=1 "$hyrun" -n "$3" --bind-to none -- ;;
+    hyrun) echo srun --mpi=pmix -N"$2" --ntasks-per-node=1 "$hyrun" -n "$3" --bind-to none --fences "${4:-outer}" -- ;;
     native) echo srun --mpi=pmix -N"$2" --ntasks-per-node="$3" ;;
   esac
 }
@@ -63,9 +76,10 @@ command() {
 # shellcheck source=bench/mpi-tables.sh
 . "$root/bench/mpi-tables.sh"
 run() {
-  local launcher=$1 k=$2 n=$3 file=$4; shift 4
+  local launcher=$1 k=$2 n=$3 file=$4 route=outer; shift 4
+  case $launcher in hyrun-*) route=${launcher#hyrun-}; launcher=hyrun ;; esac
   # shellcheck disable=SC2046  # the launch's words, split on purpose (no spaces inside them)
-  EXPECT_RANKS=$((k * n)) mpi_run "$file" "$out/log" timeout -k 5 300 $(command "$launcher" "$k" "$n") "$prog" "$@"
+  EXPECT_RANKS=$((k * n)) mpi_run "$file" "$out/log" timeout -k 5 300 $(command "$launcher" "$k" "$n" "$route") "$prog" "$@"
 }
 
 echo "MPI under hyrun (hybrid mode, its PMIx server) and srun's native launch, Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}'), $HYRUN_CLUSTER_MODE cluster of $largest nodes, $(nproc) cores, median of $reps alternated runs, $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -73,10 +87,14 @@ launch_header "k x n" hyrun/native
 for k in $nodes; do
   for n in $per_node; do
     for _ in $(seq "$reps"); do
-      run hyrun "$k" "$n" "$out/h$k.$n" --no-pingpong
+      for f in $fences; do run "hyrun-$f" "$k" "$n" "$out/h$k.$n.$f" --no-pingpong; done
       run native "$k" "$n" "$out/s$k.$n" --no-pingpong
     done
-    launch_rows "${k}x$n" "$out/h$k.$n" "$out/s$k.$n" hyrun native
+    for f in $fences; do
+      label="${k}x$n"
+      [ "$fences" = outer ] || label="${k}x$n $f"
+      launch_rows "$label" "$out/h$k.$n.$f" "$out/s$k.$n" hyrun native
+    done
   done
 done
 

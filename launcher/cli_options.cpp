@@ -132,6 +132,12 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
                     "job (else they take turns on the GPU); on: always, and fail if it cannot; off: never (a warning "
                     "when ranks share a GPU without one)",
                     {"auto", "on", "off"});
+  add_choice_option(app_, "--fences", fences_name_,
+                    "hybrid mode: how the ranks' PMIx fences (MPI_Init, MPI_Finalize) and PMI barriers cross nodes; "
+                    "outer: through the PMIx fence of the launcher above (srun's, mpirun's), along its tree; link: "
+                    "over hyrun's own node link, a star whose hub is the first task's hyrun; auto: link up to 64 "
+                    "nodes, outer beyond",
+                    {"auto", "outer", "link"});
   binding::add_binding_options(app_, options_.binding);
   app_.add_option("--log-level", options_.log_level, "trace, debug, info, warn, error, critical or off")
       ->option_text("LEVEL")
@@ -219,6 +225,9 @@ std::optional<int> CommandLine::parse(int argc, char** argv) {
                                          : LaunchMode::kAuto;
   options_.bootstrap = bootstrap_name_ == "none" ? BootstrapMode::kNone : BootstrapMode::kUcx;
   options_.mps = mps_name_ == "on" ? MpsMode::kOn : mps_name_ == "off" ? MpsMode::kOff : MpsMode::kAuto;
+  options_.fences = fences_name_ == "link"    ? FenceRoute::kLink
+                    : fences_name_ == "outer" ? FenceRoute::kOuter
+                                              : FenceRoute::kAuto;
   options_.bootstrap_timeout = std::chrono::milliseconds(std::lround(bootstrap_timeout_s_ * 1000));
   options_.grace_period = std::chrono::milliseconds(std::lround(grace_period_s_ * 1000));
   options_.node_timeout = std::chrono::milliseconds(std::lround(node_timeout_s_ * 1000));

@@ -189,6 +189,8 @@ class PmixExchange final : public RootExchange {
     pmix_.abort(code, fmt::format("{}: {}", pmix_.hostname(), why));
   }
 
+  pmix::ClientProcess* outer_client() override { return &pmix_; }
+
  private:
   pmix::ClientProcess& pmix_;
 };

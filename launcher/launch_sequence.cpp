@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "hyrun/launcher/launch_timings.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
+#include "hyrun/launcher/outer_fence.hpp"
 #include "hyrun/launcher/pending_directory.hpp"
 #include "hyrun/launcher/pmix_relay.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
@@ -128,6 +130,8 @@ class Launch {
   void relay_pmix(const std::vector<std::string>& hosts);
   bool on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost);
   int end_with(const JobResult& result);
+  // What the launch cost this node so far (--timings).
+  LinkCosts costs() const;
   // This node ends the job itself: its closing link is no loss.
   [[noreturn]] void abort_job(int code, const std::string& why) {
     if (link_) link_->say_bye();
@@ -152,8 +156,10 @@ class Launch {
   std::optional<NodeLink> link_;
   // After pmix_ and link_: its open requests fail before the server goes, and it uses the link.
   std::optional<PmixRelay> relay_;
+  std::optional<OuterFence> outer_fence_;  // the relay's fences, through the outer launcher (--fences outer)
   std::string token_;
-  std::optional<std::string> loss_;  // the line that named a lost node
+  std::optional<std::string> loss_;      // the line that named a lost node
+  std::map<int, LinkCosts> node_costs_;  // root: what each node said its launch cost (--timings)
   // Ranks started before the exchange (start_early), from local rank early_from_ on.
   enum class Early { kNone, kStarted, kCompleted };
   Early early_ = Early::kNone;
@@ -366,15 +372,34 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
   if (link_)
     for (const LinkKind kind : PmixRelay::kKinds)
       link_->on(kind, [this](int task, std::string_view body) { return relay_->handle(task, body); });
+  const bool through_outer =
+      options_.fences == FenceRoute::kOuter || (options_.fences == FenceRoute::kAuto && tasks_ > kLinkFencesUpTo);
+  if (pmix::ClientProcess* outer = exchange_.outer_client(); outer && through_outer) {
+    outer_fence_.emplace(
+        *outer, kMaxRelayedBytes + hosts.size(),  // with each part's mark (pmix_relay.hpp)
+        [this](std::uint64_t number, std::optional<std::vector<std::string>> parts, std::size_t bytes) {
+          relay_->gathered(number, std::move(parts), bytes);
+        },
+        [this](std::uint64_t number, const std::string& why) { relay_->gather_failed(number, why); });
+    relay_->gather_through(
+        [this](std::uint64_t number, std::string part) { outer_fence_->start(number, std::move(part)); });
+  }
   if (pmix_) pmix_->relay_to(*relay_);
   if (pmi_) pmi_->relay_to(*relay_);
 }
 
 void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::string>& hosts) {
   relay_pmix(hosts);
+  if (outer_fence_) supervisor.add_participant(*outer_fence_);
   if (!link_) return;
   if (task_ == 0) link_->expect(hosts, task_, token_);
   link_->on_loss([this, &supervisor](const NodeLink::Loss& lost) { return on_loss(supervisor, lost); });
+  if (task_ == 0)  // whatever the root's --timings: a node's costs line is never a protocol violation
+    link_->on(LinkKind::kCosts, [this](int task, std::string_view body) {
+      const auto costs = parse_link<LinkCosts>(body);
+      if (costs) node_costs_[task] = *costs;
+      return costs.has_value();
+    });
   supervisor.add_participant(*link_);
 }
 
@@ -449,9 +474,26 @@ int Launch::finish(RankSupervisor& supervisor) {
     abort_job(e.exit_code(), e.what());
   }
   timings_.mark("job end");
+  if (peers_) timings_.set_costs(costs());
   timings_.print();
   if (!peers_) return result.exit_code;  // the whole job is here: its end needs telling no one
   return end_with(result);
+}
+
+LinkCosts Launch::costs() const {
+  LinkCosts costs;
+  costs.cpu_us = own_cpu_us();
+  if (const pmix::ClientProcess* outer = exchange_.outer_client())
+    costs.helper_cpu_us = process_cpu_us(outer->pid()).value_or(0);
+  if (link_) {
+    costs.link_sent = link_->bytes_sent();
+    costs.link_received = link_->bytes_received();
+  }
+  if (relay_) {
+    costs.fences = relay_->fences();
+    costs.fence_bytes = relay_->part_bytes();
+  }
+  return costs;
 }
 
 // How this node's end reaches the others.
@@ -477,6 +519,11 @@ int Launch::end_with(const JobResult& result) {
     // Nodes finish at different times: the root stays until every other node said bye, so
     // that a node lost after the root's ranks ended still ends the job.
     if (task_ == 0 && !link_->await_byes(signals_)) abort_job(exit_code::kLauncherError, *loss_);
+    if (task_ != 0 && timings_.enabled()) link_->send_to(0, format_link(costs()));
+    if (task_ == 0 && timings_.enabled()) {
+      node_costs_[0] = costs();
+      job_event_line(LaunchTimings::summary(node_costs_, tasks_));
+    }
     link_->say_bye();
     if (const auto sig = signals_.pending_stop()) {  // came while the root waited for the others
       job_event("received {} while waiting for the other nodes' hyrun to finish", signal_name(*sig));

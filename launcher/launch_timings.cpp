@@ -1,6 +1,12 @@
 #include "hyrun/launcher/launch_timings.hpp"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "hyrun/process/job_events.hpp"
 
@@ -12,10 +18,66 @@ void LaunchTimings::mark(std::string_view step) {
   steps_.emplace_back(step, since.count());
 }
 
+std::uint64_t own_cpu_us() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto us = [](const timeval& t) {
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000 + static_cast<std::uint64_t>(t.tv_usec);
+  };
+  return us(usage.ru_utime) + us(usage.ru_stime);
+}
+
+std::optional<std::uint64_t> process_cpu_us(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text;
+  if (!std::getline(stat, text)) return std::nullopt;
+  // After the command's closing parenthesis: state is field 3, utime and stime 14 and 15.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  std::string field;
+  std::uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  if (!fields) return std::nullopt;
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  return (utime + stime) * 1000000 / static_cast<std::uint64_t>(ticks > 0 ? ticks : 100);
+}
+
 std::string LaunchTimings::line() const {
   std::string text = fmt::format("timings on {} (task {} of {}), ms:", host_, task_, tasks_);
   for (std::size_t i = 0; i < steps_.size(); ++i)
     text += fmt::format("{} {} {:.1f}", i == 0 ? "" : ",", steps_[i].first, steps_[i].second);
+  if (costs_)
+    text += fmt::format(
+        "; cost: CPU ms hyrun {:.1f}, helper {:.1f}; node link bytes sent {}, received {}; fences {}, "
+        "parts {} bytes",
+        static_cast<double>(costs_->cpu_us) / 1000, static_cast<double>(costs_->helper_cpu_us) / 1000,
+        costs_->link_sent, costs_->link_received, costs_->fences, costs_->fence_bytes);
+  return text;
+}
+
+std::string LaunchTimings::summary(const std::map<int, LinkCosts>& costs, int tasks) {
+  std::string text = fmt::format("timings of {} nodes ({} told the root)", tasks, costs.size());
+  if (costs.empty()) return text;
+  // "max 52.1 (task 0), median 40.3" of one field over the nodes.
+  const auto spread = [&costs](auto field, double scale, const char* format) {
+    std::vector<std::pair<std::uint64_t, int>> values;
+    for (const auto& [task, c] : costs) values.emplace_back(field(c), task);
+    std::sort(values.begin(), values.end());
+    const auto& [max, at] = values.back();
+    const auto median = values[(values.size() - 1) / 2].first;
+    return fmt::format(fmt::runtime(format), static_cast<double>(max) / scale, at, static_cast<double>(median) / scale);
+  };
+  const char* ms = "max {:.1f} (task {}), median {:.1f}";
+  const char* bytes = "max {:.0f} (task {}), median {:.0f}";
+  text += fmt::format(": CPU ms hyrun {}; helper {}; node link bytes sent {}; received {}",
+                      spread([](const LinkCosts& c) { return c.cpu_us; }, 1000, ms),
+                      spread([](const LinkCosts& c) { return c.helper_cpu_us; }, 1000, ms),
+                      spread([](const LinkCosts& c) { return c.link_sent; }, 1, bytes),
+                      spread([](const LinkCosts& c) { return c.link_received; }, 1, bytes));
   return text;
 }
 

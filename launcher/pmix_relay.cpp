@@ -48,9 +48,19 @@ void PmixRelay::fence(std::shared_ptr<pmix::PendingRequest> fence) {
   if (!usable(fence)) return;
   const std::uint64_t number = next_fence_++;
   const std::size_t bytes = fence->data().size();
+  part_bytes_ += bytes;
   spdlog::debug("PMIx fence {}: this node's part, {} bytes", number, bytes);
   OpenFence& open = fences_[number];
   open.local = std::move(fence);
+  if (gather_) {
+    std::string part = "p";
+    if (bytes > max_bytes_)
+      part = "f" + too_much(bytes, fmt::format("the data of {}",
+                                               layout_.describe_task(task_, hosts_[static_cast<std::size_t>(task_)])));
+    else
+      part += open.local->data();
+    return gather_(number, std::move(part));
+  }
   if (task_ != 0) {
     if (open.failed) {  // the root said so before this node's ranks came
       open.local->refuse_as_too_large();
@@ -327,7 +337,54 @@ void PmixRelay::complete_fences() {
   }
 }
 
+void PmixRelay::gathered(std::uint64_t number, std::optional<std::vector<std::string>> parts, std::size_t bytes) {
+  const auto it = fences_.find(number);
+  if (it == fences_.end() || !it->second.local) return;
+  const auto local = std::move(it->second.local);
+  fences_.erase(it);
+  std::string why;
+  if (!parts) {
+    why = too_much(bytes - std::min(bytes, hosts_.size()), "its data from every node");  // less each part's mark
+  } else if (parts->size() != hosts_.size()) {
+    why = fmt::format("the outer launcher's fence gave {} parts for {} nodes", parts->size(), hosts_.size());
+  } else {
+    for (std::size_t task = 0; task < parts->size() && why.empty(); ++task) {
+      const std::string& part = (*parts)[task];
+      if (part.empty() || (part[0] != 'p' && part[0] != 'f'))
+        why = fmt::format("the part of {} is not a hyrun relay's",
+                          layout_.describe_task(static_cast<int>(task), hosts_[task]));
+      else if (part[0] == 'f')
+        why = part.substr(1, kLinkMaxWhy);
+    }
+  }
+  std::string all;
+  if (why.empty()) {
+    all.reserve(bytes);
+    for (const auto& part : *parts) all.append(part, 1);
+    if (all.size() > max_bytes_) why = too_much(all.size(), "its data from every node");
+  }
+  if (!why.empty()) {
+    spdlog::error("PMIx fence {} failed: {}", number, why);
+    return local->refuse_as_too_large();
+  }
+  spdlog::debug("PMIx fence {}: complete, {} bytes from {} nodes", number, all.size(), hosts_.size());
+  local->complete(std::move(all));
+}
+
+void PmixRelay::gather_failed(std::uint64_t number, const std::string& why) {
+  const auto it = fences_.find(number);
+  if (it == fences_.end() || !it->second.local) return;
+  spdlog::error("PMIx fence {} failed in the outer launcher: {}", number, why);
+  it->second.local->fail();
+  fences_.erase(it);
+}
+
 std::optional<std::string> PmixRelay::waiting() const {
+  if (gather_) {
+    if (fences_.empty()) return std::nullopt;
+    return fmt::format("PMIx fence {} (MPI_Init, MPI_Finalize) was open, in the outer launcher's fence",
+                       fences_.begin()->first);
+  }
   if (task_ != 0 || fences_.empty()) return std::nullopt;
   const auto& [number, open] = *fences_.begin();
   std::vector<std::string> missing;

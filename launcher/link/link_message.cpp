@@ -15,7 +15,7 @@ namespace {
 
 constexpr std::size_t kMaxWord = 128;
 
-constexpr std::array<LinkKindInfo, 10> kKinds{{
+constexpr std::array<LinkKindInfo, 11> kKinds{{
     {LinkKind::kAlive, "alive", "both"},
     {LinkKind::kBye, "bye", "both"},
     {LinkKind::kLost, "lost", "root"},
@@ -26,6 +26,7 @@ constexpr std::array<LinkKindInfo, 10> kKinds{{
     {LinkKind::kDmodexData, "dmodex-data", "both"},
     {LinkKind::kDmodexNone, "dmodex-none", "both"},
     {LinkKind::kMore, "more", "both"},
+    {LinkKind::kCosts, "costs", "a node"},
 }};
 
 // The next word of `rest` (up to a space or the end), removed from it with its one space.
@@ -97,6 +98,10 @@ std::string format_link(const LinkFenceFailed& m) {
   return fmt::format("{} {} {}", link_kind_word(m.kKind), m.number, m.why);
 }
 std::string format_link(const LinkMore& m) { return fmt::format("{} {}", link_kind_word(m.kKind), hex_of(m.data)); }
+std::string format_link(const LinkCosts& m) {
+  return fmt::format("{} {} {} {} {} {} {}", link_kind_word(m.kKind), m.cpu_us, m.helper_cpu_us, m.link_sent,
+                     m.link_received, m.fences, m.fence_bytes);
+}
 
 namespace link_detail {
 
@@ -178,6 +183,19 @@ std::optional<LinkDmodexNone> parse_dmodex_none(std::string_view body) {
   const auto id = rest ? parse_number<std::uint64_t>(*rest) : std::nullopt;
   if (!id) return std::nullopt;
   return LinkDmodexNone{*id};
+}
+
+std::optional<LinkCosts> parse_costs(std::string_view body) {
+  auto rest = fields_of(body, LinkKind::kCosts);
+  if (!rest || body.ends_with(' ')) return std::nullopt;  // take_word would drop a last space
+  std::array<std::uint64_t, 6> values{};
+  for (auto& value : values) {
+    const auto number = parse_number<std::uint64_t>(take_word(*rest));
+    if (!number) return std::nullopt;
+    value = *number;
+  }
+  if (!rest->empty()) return std::nullopt;
+  return LinkCosts{values[0], values[1], values[2], values[3], values[4], values[5]};
 }
 
 }  // namespace link_detail

@@ -61,7 +61,17 @@ void LinkWriter::connected(int task) {
 
 void LinkWriter::remove(int task) {
   std::lock_guard lock(mutex_);
-  peers_.erase(task);
+  if (const auto it = peers_.find(task); it != peers_.end()) {
+    written_by_removed_ += it->second.written;
+    peers_.erase(it);
+  }
+}
+
+std::uint64_t LinkWriter::bytes_sent() const {
+  std::lock_guard lock(mutex_);
+  std::uint64_t total = written_by_removed_;
+  for (const auto& [task, out] : peers_) total += out.written;
+  return total;
 }
 
 void LinkWriter::send(int task, std::string_view body) {
@@ -127,6 +137,7 @@ void LinkWriter::flush_locked(Out& out) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;  // EAGAIN: later; an error: the reading side reports the loss
     out.pending_bytes -= static_cast<std::size_t>(n);
+    out.written += static_cast<std::uint64_t>(n);
     for (auto left = static_cast<std::size_t>(n); left > 0;) {
       const std::size_t rest = out.pending.front().bytes().size() - out.sent;
       if (left < rest) {

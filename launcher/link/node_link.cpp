@@ -200,6 +200,7 @@ void NodeLink::on_readable(Peer& peer) {
     const std::size_t room = peer.task < 0 ? kMaxLine + 1 : buffer.size();
     const ssize_t n = ::recv(peer.fd.get(), buffer.data(), room, 0);
     if (n > 0) {
+      received_ += static_cast<std::uint64_t>(n);
       if (peer.task >= 0) peer.heard = Clock::now();  // an unidentified peer's deadline runs from accept
       const std::size_t searched = peer.in.size();    // a long line is searched for its end once
       peer.in.append(buffer.data(), static_cast<std::size_t>(n));

@@ -179,13 +179,15 @@ void Client::commit() { throw_if_failed(PMIx_Commit(), "PMIx_Commit by " + descr
 bool Client::fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop) {
   const std::string what = "fence over all " + std::to_string(job_size()) + " processes of PMIx namespace " + nspace();
   auto [completion, cbdata] = Completion::make();
-  completion->info.resize(2);
+  const bool unlimited = timeout == kNoLimit;
+  completion->info.resize(unlimited ? 1 : 2);
   PMIX_INFO_CONSTRUCT(&completion->info[0]);
   bool collect = true;
   PMIX_INFO_LOAD(&completion->info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-  completion->info[1] = timeout_info(timeout);
+  if (!unlimited) completion->info[1] = timeout_info(timeout);
 
   const auto start = Clock::now();
+  const auto deadline = unlimited ? Clock::time_point::max() : start + timeout;
   const pmix_status_t rc =
       PMIx_Fence_nb(nullptr, 0, completion->info.data(), completion->info.size(), &Completion::on_operation, cbdata);
   if (rc != PMIX_SUCCESS) {
@@ -193,8 +195,8 @@ bool Client::fence(std::chrono::milliseconds timeout, const std::function<bool()
     if (rc == PMIX_OPERATION_SUCCEEDED) return true;
     throw_if_failed(rc, what + " by " + describe());
   }
-  const auto status = completion->wait_until(start + timeout, stop);
-  if (!status && stop && Clock::now() < start + timeout) {
+  const auto status = completion->wait_until(deadline, stop);
+  if (!status && stop && Clock::now() < deadline) {
     spdlog::debug("pmix: {} abandoned after {} ms: stop requested", what, elapsed_ms(start));
     return false;
   }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -128,6 +129,51 @@ json handle(Client& client, const json& request, int fd) {
   throw Error(fmt::format("hyrun's PMIx client helper: unknown request '{}'", op));
 }
 
+// The key of piece `piece` of an allgather's value under `key`. Piece 0 starts with the
+// number of pieces and a newline.
+std::string piece_key(const std::string& key, std::size_t piece) { return fmt::format("{}.{}", key, piece); }
+
+// The most pieces a value may have: kMaxMessage bounds a request, not a value; 256 MiB and
+// more in pieces of 64 KiB is more than the relay takes from a node.
+constexpr std::size_t kMaxPieces = 4098;
+// How long a get of a value that the fence collected may take (it is local by then).
+constexpr auto kCollectedGetLimit = std::chrono::seconds(60);
+
+// The number of pieces piece 0 announces, and where its own bytes begin.
+std::pair<std::size_t, std::size_t> pieces_announced(const std::vector<std::byte>& first, int rank) {
+  const auto* text = reinterpret_cast<const char*>(first.data());
+  const auto newline = std::string_view(text, std::min<std::size_t>(first.size(), 6)).find('\n');
+  std::size_t pieces = 0;
+  if (newline != std::string_view::npos) {
+    const auto [end, error] = std::from_chars(text, text + newline, pieces);
+    if (error == std::errc() && end == text + newline && pieces >= 1 && pieces <= kMaxPieces)
+      return {pieces, newline + 1};
+  }
+  throw Error(
+      fmt::format("hyrun's PMIx client helper: the allgather value of rank {} is not one that hyrun puts", rank));
+}
+
+// An allgather (ClientProcess::start_allgather): the values were put; commit, fence with no
+// limit (hyrun's next request, or its end, cancels), then every rank's pieces in order.
+void allgather(Client& client, const json& request, int fd) {
+  const std::string key = request.at("key").get<std::string>();
+  client.commit();
+  const bool done = client.fence(kNoLimit, [fd] {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  });
+  if (!done) return send_message(fd, {{"cancelled", true}});
+  for (int rank = 0; rank < client.job_size(); ++rank) {
+    const auto first = client.get(rank, piece_key(key, 0), kCollectedGetLimit);
+    const auto [pieces, start] = pieces_announced(first, rank);
+    send_message(fd, {{"rank", rank}, {"value", to_hex(std::span(first).subspan(start))}});
+    for (std::size_t piece = 1; piece < pieces; ++piece)
+      send_message(fd,
+                   {{"rank", rank}, {"value", to_hex(client.get(rank, piece_key(key, piece), kCollectedGetLimit))}});
+  }
+  send_message(fd, {{"end", true}});
+}
+
 // Connects, says who it is, then answers until hyrun closes its end.
 void serve(int fd) {
   std::optional<Client> client;
@@ -148,7 +194,10 @@ void serve(int fd) {
     if (!request) return;                                // hyrun ends: PMIx_Finalize as the Client goes
     if (request->value("op", "") == "cancel") continue;  // the fence it cancelled has answered
     try {
-      send_message(fd, handle(*client, *request, fd));
+      if (request->value("op", "") == "allgather")
+        allgather(*client, *request, fd);
+      else
+        send_message(fd, handle(*client, *request, fd));
     } catch (const Error& e) {
       send_message(fd, error_reply(e));
     } catch (const std::exception& e) {
@@ -291,6 +340,34 @@ std::vector<std::byte> ClientProcess::get(int rank, const std::string& key, std:
   const auto reply =
       call(socket_.get(), pid_, {{"op", "get"}, {"rank", rank}, {"key", key}, {"limit_ms", timeout.count()}}, timeout);
   return bytes_of(reply.at("value"));
+}
+
+void ClientProcess::start_allgather(const std::string& key, std::span<const std::byte> value) {
+  const std::size_t pieces = std::max<std::size_t>(1, (value.size() + kAllgatherPiece - 1) / kAllgatherPiece);
+  if (pieces > kMaxPieces)
+    throw Error(
+        fmt::format("an allgather value of {} bytes is more than hyrun's PMIx client helper takes", value.size()));
+  for (std::size_t piece = 0; piece < pieces; ++piece) {
+    const std::size_t from = piece * kAllgatherPiece;
+    std::string hex;
+    if (piece == 0) {
+      const std::string header = fmt::format("{}\n", pieces);
+      hex = to_hex(std::as_bytes(std::span(header)));
+    }
+    hex += to_hex(value.subspan(from, std::min(kAllgatherPiece, value.size() - from)));
+    call(socket_.get(), pid_, {{"op", "put"}, {"key", piece_key(key, piece)}, {"value", std::move(hex)}},
+         std::chrono::seconds(0));
+  }
+  send_message(socket_.get(), {{"op", "allgather"}, {"key", key}});
+}
+
+std::optional<ClientProcess::AllgatherPiece> ClientProcess::read_allgather() {
+  const auto reply = receive_message(socket_.get(), Clock::now() + kReplySlack);
+  if (!reply) throw Error(fmt::format("hyrun's PMIx client helper (pid {}) ended during an allgather", pid_));
+  if (reply->contains("error")) throw Error(reply->at("error").get<std::string>());
+  if (reply->contains("cancelled")) throw Error("the allgather through hyrun's PMIx client helper was cancelled");
+  if (reply->contains("end")) return std::nullopt;
+  return AllgatherPiece{reply->at("rank").get<int>(), bytes_of(reply->at("value"))};
 }
 
 void ClientProcess::abort(int status, const std::string& message) {

@@ -266,6 +266,47 @@ pmix-keys)  # every key docs/pmix.md lists, read back by every rank for itself a
   expect_rc 0
   for r in 0 1 2 3 4 5; do expect_stdout "^pmix-keys: rank $r of 6: ok$"; done
   ;;
+timings-costs)  # --timings in hybrid mode: each node says what the launch cost it, and the root sums up every node
+  : "${PMIX_KEYS_CLIENT:?set by CTest}"
+  for fences in link outer; do
+    run_job 90 "$HYRUN" -n 3 --bootstrap=none -- "$HYRUN" -n 2 --fences "$fences" --timings -- "$PMIX_KEYS_CLIENT" 3 2
+    expect_rc 0
+    for r in 0 1 2 3 4 5; do expect_stdout "^pmix-keys: rank $r of 6: ok$"; done
+    python3 - "$ERR" "$fences" <<'PY' && pass "$fences: every node's costs, and the root's summary of them" || { fail "$fences: the costs lines are not as said"; show_output; }
+import re, sys
+err, fences = open(sys.argv[1]).read(), sys.argv[2]
+cost = re.compile(r"timings on \S+ \(task (\d) of 3\), ms: .*; cost: CPU ms hyrun ([0-9.]+), helper ([0-9.]+); "
+                  r"node link bytes sent (\d+), received (\d+); fences (\d+), parts (\d+) bytes$", re.M)
+nodes = {int(m[0]): [float(v) for v in m[1:]] for m in cost.findall(err)}
+assert sorted(nodes) == [0, 1, 2], nodes
+for task, (cpu, helper, sent, received, count, parts) in nodes.items():
+    assert cpu > 0 and count == 1 and parts > 0, (task, nodes[task])  # one collect-data fence with data
+summary = re.search(r"timings of 3 nodes \(3 told the root\): CPU ms hyrun max [0-9.]+ \(task \d\), median [0-9.]+; "
+                    r"helper max [0-9.]+ \(task \d\), median [0-9.]+; node link bytes sent max (\d+) \(task (\d)\), "
+                    r"median \d+; received max \d+ \(task \d\), median \d+$", err, re.M)
+assert summary, "no summary"
+whole = sum(n[5] for n in nodes.values())
+if fences == "link":
+    # The root sent the whole, as hex, to each of the 2 other nodes: the most of any node.
+    assert nodes[0][2] >= 2 * 2 * whole and summary[2] == "0", (nodes[0], whole, summary[0])
+else:
+    # Through the outer fence no node sends a copy of the whole over the link.
+    assert all(n[2] < 2 * whole for n in nodes.values()), (nodes, whole)
+PY
+  done
+  ;;
+simulated-128-nodes|simulated-128-nodes-link)  # a hybrid job of 128 simulated nodes on this machine, each rank reads every peer's keys
+  # hyrun under hyrun: each inner hyrun is a node of a hybrid job that the outer one serves
+  # (docs/pmix.md, "Simulated nodes"). Before issue 39 the job failed at 256 such nodes.
+  : "${PMIX_KEYS_CLIENT:?set by CTest}"
+  fences="auto"  # outer, at 128 nodes
+  [ "$case_name" = simulated-128-nodes ] || fences="link"
+  run_job 110 "$HYRUN" -n 128 --bootstrap=none -- "$HYRUN" -n 1 --bootstrap=none --fences "$fences" -- "$PMIX_KEYS_CLIENT" 128 1
+  expect_rc 0
+  oks=0
+  for r in $(seq 0 127); do grep -qx "pmix-keys: rank $r of 128: ok" "$OUT" && oks=$((oks + 1)); done
+  [ "$oks" = 128 ] && pass "128 of 128 ranks read every key" || { fail "$oks of 128 ranks read every key"; show_output; }
+  ;;
 *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 finish

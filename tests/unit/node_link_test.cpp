@@ -589,7 +589,7 @@ TEST(NodeLink, ALineOfAKindTheProtocolDoesNotHaveEndsTheLinkNamingTheVersion) {
   pair.node->send_to(0, "status 1 2");
   ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.root_loss.has_value(); }));
   EXPECT_EQ(pair.root_loss->why,
-            "it sent a line of a kind that the node link's protocol (hyrun-link v3) does not have ('status 1 2')");
+            "it sent a line of a kind that the node link's protocol (hyrun-link v4) does not have ('status 1 2')");
 }
 
 // The link takes alive, bye and lost itself: no one else may register for them.

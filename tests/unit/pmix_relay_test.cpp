@@ -2,8 +2,10 @@
 // job wired to each other in this process, lines delivered in order as the node link would.
 #include "hyrun/launcher/pmix_relay.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <random>
@@ -381,6 +383,136 @@ TEST(PmixRelay, ARequestDroppedWithoutAnAnswerFails) {
   }
   ASSERT_TRUE(*outcome);
   EXPECT_FALSE((*outcome)->first);
+}
+
+// --- Fences through the outer launcher's fence (gather_through, OuterFence) ---------------
+
+// Relays whose fences go through a gather: each node's part is kept until every node handed
+// its part of that fence, then every node gets every part in task order, as the outer
+// launcher's fence would give them. No line goes over the link.
+class GatherJob {
+ public:
+  GatherJob(int nodes, int per, std::size_t max_bytes = kMaxRelayedBytes) : max_bytes_(max_bytes) {
+    const JobLayout layout = JobLayout::uniform(nodes, per);
+    for (int t = 0; t < nodes; ++t) hosts_.push_back("n" + std::to_string(t + 1));
+    for (int t = 0; t < nodes; ++t) {
+      relays_.push_back(std::make_unique<PmixRelay>(
+          t, layout, hosts_, [this](int, const std::string&) { ++lines_sent; }, [this](std::string) { ++lines_sent; },
+          [](std::uint32_t, std::uint64_t) {}, max_bytes));
+      relays_.back()->gather_through([this, t](std::uint64_t number, std::string part) {
+        auto& parts = handed_[number];
+        parts.resize(hosts_.size());
+        parts[static_cast<std::size_t>(t)] = std::move(part);
+        if (++count_[number] == hosts_.size()) deliver(number);
+      });
+    }
+  }
+  PmixRelay& node(int t) { return *relays_.at(static_cast<std::size_t>(t)); }
+  Outcome join(int t, std::string part) {
+    auto [pending, outcome] = request(std::move(part));
+    node(t).fence(pending);
+    return outcome;
+  }
+  int lines_sent = 0;
+
+ private:
+  // As OuterFence does: past the limit (the parts and their marks), no parts, only the bytes.
+  void deliver(std::uint64_t number) {
+    std::size_t bytes = 0;
+    for (const auto& part : handed_[number]) bytes += part.size();
+    for (std::size_t t = 0; t < relays_.size(); ++t) {
+      if (bytes > max_bytes_ + hosts_.size())
+        relays_[t]->gathered(number, std::nullopt, bytes);
+      else
+        relays_[t]->gathered(number, handed_[number], bytes);
+    }
+  }
+  std::size_t max_bytes_;
+  std::vector<std::string> hosts_;
+  std::vector<std::unique_ptr<PmixRelay>> relays_;
+  std::map<std::uint64_t, std::vector<std::string>> handed_;
+  std::map<std::uint64_t, std::size_t> count_;
+};
+
+TEST(PmixRelay, AFenceThroughTheOuterLauncherCompletesWithEveryPartInNodeOrderAndNoLine) {
+  std::mt19937 random(21);
+  GatherJob job(5, 2);
+  for (int fence = 0; fence < 3; ++fence) {  // fences keep their numbers: each completes apart
+    std::vector<std::string> parts;
+    for (int t = 0; t < 5; ++t) parts.push_back(random_bytes(random, random() % 3000));
+    std::vector<Outcome> outcomes(5);
+    std::vector<int> order{0, 1, 2, 3, 4};
+    std::shuffle(order.begin(), order.end(), random);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const int t = order[i];
+      outcomes[static_cast<std::size_t>(t)] = job.join(t, parts[static_cast<std::size_t>(t)]);
+      if (i + 1 < order.size()) {
+        EXPECT_FALSE(*outcomes[static_cast<std::size_t>(t)]) << "completed before every node joined";
+        EXPECT_EQ(job.node(t).waiting(), fmt::format("PMIx fence {} (MPI_Init, MPI_Finalize) was open, in the outer "
+                                                     "launcher's fence",
+                                                     fence));
+      }
+    }
+    std::string all;
+    for (const auto& part : parts) all += part;
+    for (int t = 0; t < 5; ++t) {
+      const auto& outcome = outcomes[static_cast<std::size_t>(t)];
+      ASSERT_TRUE(*outcome) << "fence " << fence << ", node " << t;
+      EXPECT_TRUE((*outcome)->first);
+      EXPECT_EQ((*outcome)->second, all) << "fence " << fence << ", node " << t;
+      EXPECT_EQ(job.node(t).waiting(), std::nullopt);
+    }
+  }
+  EXPECT_EQ(job.lines_sent, 0);
+}
+
+TEST(PmixRelay, AFenceThroughTheOuterLauncherWithOneNodesPartPastTheLimitFailsOnEveryNode) {
+  GatherJob job(3, 1, 1000);
+  std::vector<Outcome> outcomes{job.join(0, std::string(10, 'a')), job.join(1, std::string(1001, 'b')),
+                                job.join(2, std::string(10, 'c'))};
+  for (int t = 0; t < 3; ++t) expect_too_large(outcomes[static_cast<std::size_t>(t)], "a node");
+  // The next fence is whole again on every node.
+  std::vector<Outcome> next{job.join(2, "z"), job.join(0, "x"), job.join(1, "y")};
+  for (const auto& outcome : next) {
+    ASSERT_TRUE(*outcome);
+    EXPECT_EQ((*outcome)->second, "xyz");
+  }
+}
+
+TEST(PmixRelay, AFenceThroughTheOuterLauncherPastTheLimitTogetherFailsOnEveryNode) {
+  GatherJob job(3, 1, 1000);
+  std::vector<Outcome> outcomes{job.join(0, std::string(400, 'a')), job.join(1, std::string(400, 'b')),
+                                job.join(2, std::string(400, 'c'))};
+  for (int t = 0; t < 3; ++t) expect_too_large(outcomes[static_cast<std::size_t>(t)], "a node");
+  // At the limit exactly: whole.
+  std::vector<Outcome> next{job.join(0, std::string(500, 'x')), job.join(1, std::string(300, 'y')),
+                            job.join(2, std::string(200, 'z'))};
+  for (const auto& outcome : next) {
+    ASSERT_TRUE(*outcome);
+    EXPECT_TRUE((*outcome)->first);
+    EXPECT_EQ((*outcome)->second.size(), 1000u);
+  }
+}
+
+TEST(PmixRelay, AFenceThroughTheOuterLauncherWithAPartThatIsNotARelaysOrAFailureFails) {
+  Job job(2, 1);
+  job.node(0).gather_through([](std::uint64_t, std::string) {});
+  auto [bad, bad_done] = request("a");
+  job.node(0).fence(bad);
+  job.node(0).gathered(0, std::vector<std::string>{"pa", "xb"}, 4);  // a part without a relay's mark
+  expect_too_large(bad_done, "node 0");
+  auto [fewer, fewer_done] = request("a");
+  job.node(0).fence(fewer);
+  job.node(0).gathered(1, std::vector<std::string>{"pa"}, 2);  // one part for two nodes
+  expect_too_large(fewer_done, "node 0");
+  auto [failed, failed_done] = request("a");
+  job.node(0).fence(failed);
+  job.node(0).gather_failed(2, "the outer launcher said no");
+  ASSERT_TRUE(*failed_done);
+  EXPECT_FALSE((*failed_done)->first);
+  EXPECT_FALSE(too_large(failed_done));
+  job.node(0).gathered(2, std::vector<std::string>{"pa", "pb"}, 4);  // late: nothing to complete
+  job.node(0).gathered(7, std::vector<std::string>{"pa", "pb"}, 4);  // never opened
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ class CommandLine {
   std::string bootstrap_name_ = "ucx";
   std::string mode_name_ = "auto";
   std::string mps_name_ = "auto";
+  std::string fences_name_ = "auto";
 };
 
 }  // namespace hyrun

@@ -14,6 +14,8 @@ enum class BootstrapMode { kUcx, kNone };
 enum class LaunchMode { kAuto, kLocal, kPmix };
 /// --mps: a private MPS daemon for ranks that share a GPU (launcher/mps_daemon.hpp).
 enum class MpsMode { kAuto, kOn, kOff };
+/// --fences: how the ranks' fences cross nodes in hybrid mode (launcher/outer_fence.hpp).
+enum class FenceRoute { kAuto, kOuter, kLink };
 
 /// How long another node's hyrun may stay silent before it is taken for lost (--node-timeout).
 /// Long enough for a node that is only busy (a page-cache flush, a fork storm, a short
@@ -34,11 +36,12 @@ struct LaunchOptions {
   std::vector<std::string> exported;  ///< -x VAR or VAR=value, as given (--export lists split at commas)
   int max_restarts = 32;              ///< restarts each rank may ask for (planned exits with restart)
   std::string log_level = "warn";
-  std::vector<std::string> command;  ///< the program and its arguments
-  binding::BindingOptions binding;   ///< GPU/CPU/memory/NIC placement (docs/binding.md)
-  bool dry_run = false;              ///< compute and report the plan, start nothing
-  bool timings = false;              ///< --timings: print when each launch step was done
-  MpsMode mps = MpsMode::kAuto;      ///< --mps auto|on|off
+  std::vector<std::string> command;       ///< the program and its arguments
+  binding::BindingOptions binding;        ///< GPU/CPU/memory/NIC placement (docs/binding.md)
+  bool dry_run = false;                   ///< compute and report the plan, start nothing
+  bool timings = false;                   ///< --timings: print when each launch step was done
+  MpsMode mps = MpsMode::kAuto;           ///< --mps auto|on|off
+  FenceRoute fences = FenceRoute::kAuto;  ///< --fences auto|outer|link
 };
 
 /// The options the rank supervisor acts on.

@@ -10,6 +10,10 @@
 //    Data longer than a line's piece travels in pieces (link_message.hpp, "more"); a fence
 //    whose data is more than kMaxRelayedBytes (a node's part, or every node's together) fails
 //    on every node with one line that says so ("fence-failed <n> <why>"), never as a loss.
+//    With gather_through() (hybrid mode's default, OuterFence), the fences go through the
+//    outer launcher's PMIx fence instead: each node hands in its part ("p" and the part, or
+//    "f" and why it is too large), and every node completes (or fails) its fence from every
+//    node's part, with no line on the link.
 //  - Direct modex: a client wants the data of a rank of another node. The request goes to
 //    the root ("dmodex-get <id> <rank>"), which asks the node that holds the rank (or its
 //    own server); that node's server answers once the rank has committed, and the answer
@@ -68,8 +72,23 @@ class PmixRelay final : public CrossNodeRequests {
   /// A line's body from `from_task` on the link; false when it is not exactly one of the
   /// relay's kinds, or not one this end takes from that task now.
   bool handle(int from_task, std::string_view body);
+
+  /// Fences go through `gather` (OuterFence::start) from now on, not over the link; the
+  /// outcome comes back by gathered() or gather_failed().
+  using Gather = std::function<void(std::uint64_t number, std::string part)>;
+  void gather_through(Gather gather) { gather_ = std::move(gather); }
+  /// Every node's part of fence `number`, in task order (nullopt: more than the limit, of
+  /// `bytes` in all): completes this node's fence, or fails it with the reason a node gave.
+  void gathered(std::uint64_t number, std::optional<std::vector<std::string>> parts, std::size_t bytes);
+  /// The outer launcher failed fence `number`: this node's fence fails.
+  void gather_failed(std::uint64_t number, const std::string& why);
+  /// The fences across nodes this node took part in, and the bytes of its parts (--timings).
+  std::uint64_t fences() const { return next_fence_; }
+  std::uint64_t part_bytes() const { return part_bytes_; }
+
   /// Root: what the oldest open fence still waits for ("PMIx fence 2 (...) waits for ranks
-  /// 4-7 on n2"); nullopt when no fence is open.
+  /// 4-7 on n2"); nullopt when no fence is open. With gather_through(), any node: the open
+  /// fence, whose waiting ranks only the outer launcher knows.
   std::optional<std::string> waiting() const;
 
  private:
@@ -116,8 +135,10 @@ class PmixRelay final : public CrossNodeRequests {
   Send send_;
   Broadcast broadcast_;
   ServeLocal serve_local_;
+  Gather gather_;
   bool said_no_link_ = false;
   std::uint64_t next_fence_ = 0;        // this node's next fence number
+  std::uint64_t part_bytes_ = 0;        // of this node's parts
   std::uint64_t completed_fences_ = 0;  // root: fences below this number are done
   std::map<std::uint64_t, OpenFence> fences_;
   // Root: failed fences done here, whose late parts are dropped. A node: fences it failed for

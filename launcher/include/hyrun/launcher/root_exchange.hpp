@@ -12,6 +12,10 @@
 #include "hyrun/binding/node_share.hpp"
 #include "hyrun/common/error.hpp"
 
+namespace hyrun::pmix {
+class ClientProcess;
+}
+
 namespace hyrun {
 
 class NodeLaunch;
@@ -90,6 +94,10 @@ class RootExchange {
   /// Ends the job on every node with `code`, saying `why` (this node has already told
   /// the user). Does not return.
   [[noreturn]] virtual void abort(int code, const std::string& why) = 0;
+
+  /// The PMIx client of the launcher above (hybrid mode), for the ranks' fences across
+  /// nodes (outer_fence.hpp); nullptr where there is none. It outlives the launch.
+  virtual pmix::ClientProcess* outer_client() { return nullptr; }
 };
 
 }  // namespace hyrun

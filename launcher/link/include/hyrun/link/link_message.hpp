@@ -6,7 +6,7 @@
 // kind is not one of this version's, or whose fields are not exactly its kind's, is refused
 // (the link then ends), never half read.
 //
-//   hello          hyrun-link v3 <task> <nonce> <proof>    a node, first (unsealed)
+//   hello          hyrun-link v4 <task> <nonce> <proof>    a node, first (unsealed)
 //   alive          alive                                   both: heartbeat
 //   bye            bye                                     both: this hyrun ends by itself
 //   lost           lost <task> <host> <why>                root: the job goes on without a node
@@ -18,6 +18,9 @@
 //   dmodex-none    dmodex-none <id>                        request <id> has no answer
 //   more           more <hex>                              both: the first bytes of the next fence,
 //                                                          fenced or dmodex-data line of the sender
+//   costs          costs <cpu> <helper> <sent> <got> <fences> <bytes>
+//                                                          node -> root, before its bye (--timings):
+//                                                          what the launch cost it (LinkCosts)
 //
 // Bytes travel in pieces of at most kLinkPieceBytes (format_link_pieces): a message of more
 // is sent as "more" lines and then its kind's line with the last piece, back to back, so no
@@ -41,14 +44,26 @@
 namespace hyrun {
 
 /// The hello's first words: the protocol and its version. Every kind below is this version's.
-inline constexpr std::string_view kLinkHello = "hyrun-link v3";
+inline constexpr std::string_view kLinkHello = "hyrun-link v4";
 /// The most bytes one line carries: longer data goes in pieces ("more").
 inline constexpr std::size_t kLinkPieceBytes = std::size_t{4} << 20;
 /// The longest sealed line (without its newline): a piece as hex, its kind, number and seal.
 inline constexpr std::size_t kLinkMaxLine = 2 * kLinkPieceBytes + 1024;
 
 /// The kinds of sealed lines.
-enum class LinkKind { kAlive, kBye, kLost, kFence, kFenced, kFenceFailed, kDmodexGet, kDmodexData, kDmodexNone, kMore };
+enum class LinkKind {
+  kAlive,
+  kBye,
+  kLost,
+  kFence,
+  kFenced,
+  kFenceFailed,
+  kDmodexGet,
+  kDmodexData,
+  kDmodexNone,
+  kMore,
+  kCosts
+};
 
 struct LinkKindInfo {
   LinkKind kind;
@@ -132,6 +147,20 @@ struct LinkDmodexNone {
   bool operator==(const LinkDmodexNone&) const = default;
 };
 
+/// What a node's launch cost it, for the root's summary of --timings: CPU time in
+/// microseconds of its hyrun and of its PMIx client helper, bytes sent and received on the
+/// node link, the fences across nodes it took part in and the bytes of its parts.
+struct LinkCosts {
+  static constexpr LinkKind kKind = LinkKind::kCosts;
+  std::uint64_t cpu_us = 0;
+  std::uint64_t helper_cpu_us = 0;
+  std::uint64_t link_sent = 0;
+  std::uint64_t link_received = 0;
+  std::uint64_t fences = 0;
+  std::uint64_t fence_bytes = 0;
+  bool operator==(const LinkCosts&) const = default;
+};
+
 namespace link_detail {
 std::string format_numbered_bytes(LinkKind kind, std::uint64_t number, const std::string& data);
 std::optional<std::pair<std::uint64_t, std::string>> parse_numbered_bytes(std::string_view body, LinkKind kind);
@@ -141,6 +170,7 @@ std::optional<LinkDmodexGet> parse_dmodex_get(std::string_view body);
 std::optional<LinkDmodexNone> parse_dmodex_none(std::string_view body);
 std::optional<LinkFenceFailed> parse_fence_failed(std::string_view body);
 std::optional<LinkMore> parse_more(std::string_view body);
+std::optional<LinkCosts> parse_costs(std::string_view body);
 std::vector<std::string> format_pieces(LinkKind kind, std::uint64_t number, std::string_view data);
 }  // namespace link_detail
 
@@ -151,6 +181,7 @@ std::string format_link(const LinkDmodexGet& m);
 std::string format_link(const LinkDmodexNone& m);
 std::string format_link(const LinkFenceFailed& m);
 std::string format_link(const LinkMore& m);
+std::string format_link(const LinkCosts& m);
 template <LinkKind K>
 std::string format_link(const LinkWord<K>&) {
   return std::string(link_kind_word(K));
@@ -187,6 +218,8 @@ std::optional<M> parse_link(std::string_view text) {
     return link_detail::parse_fence_failed(text);
   } else if constexpr (std::is_same_v<M, LinkMore>) {
     return link_detail::parse_more(text);
+  } else if constexpr (std::is_same_v<M, LinkCosts>) {
+    return link_detail::parse_costs(text);
   } else {
     static_assert(std::is_same_v<M, LinkDmodexNone>, "not a message of the node link");
     return link_detail::parse_dmodex_none(text);

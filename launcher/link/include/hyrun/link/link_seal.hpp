@@ -22,7 +22,7 @@ namespace hyrun {
 /// 32 hex digits from the kernel's CSPRNG: a node's nonce for one connection.
 std::string new_link_nonce();
 /// What a node sends to prove that it holds the job token: hex HMAC-SHA256(token,
-/// "hyrun-link v3 <task> <nonce>").
+/// "hyrun-link v4 <task> <nonce>").
 std::string link_hello_proof(const std::string& token, int task, std::string_view nonce);
 
 /// One direction of one connection: seals what it sends, or opens what it receives.

@@ -8,6 +8,7 @@
 // a fence) is held once, shared by their queues: only each peer's seal is its own.
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -52,6 +53,8 @@ class LinkWriter {
   bool wants_out(int task) const;
   /// No more heartbeats to `task` (it said bye, or we did).
   void stop_heartbeats(int task);
+  /// Bytes written to every peer's socket so far (--timings).
+  std::uint64_t bytes_sent() const;
 
  private:
   // Bytes to send: a peer's own (a seal, a newline, a short line) or a shared body.
@@ -67,6 +70,7 @@ class LinkWriter {
     std::deque<Piece> pending;
     std::size_t sent = 0;           // of the first piece
     std::size_t pending_bytes = 0;  // of every piece, less `sent`
+    std::uint64_t written = 0;      // to the socket, in all
     std::optional<LinkSeal> seal;
   };
   static void queue_locked(Out& out, Piece piece);
@@ -78,6 +82,7 @@ class LinkWriter {
   std::condition_variable wake_;
   bool stopping_ = false;
   std::map<int, Out> peers_;
+  std::uint64_t written_by_removed_ = 0;  // bytes_sent() of peers removed
   std::thread thread_;
 };
 

@@ -83,6 +83,10 @@ class NodeLink : public PollParticipant {
   void broadcast(std::string body);
   /// True once a loss that ends the job was reported.
   bool lost() const { return lost_; }
+  /// Bytes written to and read from the peers' sockets so far, hellos and seals included
+  /// (--timings).
+  std::uint64_t bytes_sent() const { return writer_ ? writer_->bytes_sent() : 0; }
+  std::uint64_t bytes_received() const { return received_; }
 
   /// Says "bye" on every link (this hyrun ends by itself: done, or ending the job by PMIx
   /// abort), so that its closing is not a loss. Best effort, never blocks.
@@ -148,6 +152,7 @@ class NodeLink : public PollParticipant {
   std::vector<Peer> unidentified_;  // root: accepted, hello not read yet
   std::size_t max_unidentified_ = kMaxUnidentified;  // root: see expect()
   std::chrono::milliseconds silence_limit_;
+  std::uint64_t received_ = 0;
   Clock::time_point connect_deadline_{};
   LossHandler on_loss_;
   std::map<LinkKind, Handler> handlers_;

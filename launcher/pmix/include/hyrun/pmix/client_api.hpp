@@ -38,6 +38,10 @@ struct ClientIdentity {
   std::string description;
 };
 
+/// A fence's timeout that is no limit: the fence waits until every process arrives or `stop`
+/// says so (the relay's fences last as long as every node is alive: the node link judges that).
+inline constexpr std::chrono::milliseconds kNoLimit = std::chrono::milliseconds::max();
+
 class ClientApi {
  public:
   virtual ~ClientApi() = default;
@@ -58,7 +62,8 @@ class ClientApi {
   /// Pushes the values put so far to the server.
   virtual void commit() = 0;
   /// Barrier over the whole job that also collects every process's committed data
-  /// (PMIX_COLLECT_DATA). Throws TimeoutError if not every process arrives in `timeout`.
+  /// (PMIX_COLLECT_DATA). Throws TimeoutError if not every process arrives in `timeout`
+  /// (kNoLimit: no limit, neither here nor in the server).
   /// Returns false at once, without completing, when `stop` (checked every 20 ms) returns
   /// true: hyrun must honour a signal while it waits for other nodes.
   virtual bool fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop = {}) = 0;

@@ -51,6 +51,27 @@ class ClientProcess final : public ClientApi {
   void commit() override;
   bool fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop = {}) override;
   std::vector<std::byte> get(int rank, const std::string& key, std::chrono::milliseconds timeout) override;
+  /// An allgather among the job's processes in one collect-data fence with no limit: this
+  /// process's `value` goes under `key` (in pieces of at most kAllgatherPiece bytes, so that
+  /// no PMIx server meets a large put), then the helper fences and sends every process's
+  /// value back, in rank order, as messages on fd(): read each with read_allgather() when
+  /// fd() is readable. One allgather at a time; no other call while one is open but abort()
+  /// (which cancels it) and the end of this object. Throws Error as put() does.
+  void start_allgather(const std::string& key, std::span<const std::byte> value);
+  /// A piece travels as hex in one message on the socket pair, whose messages the kernel
+  /// bounds by the send buffer (net.core.wmem_default, 208 KiB on Debian 12).
+  static constexpr std::size_t kAllgatherPiece = std::size_t{64} << 10;
+  /// One message of the open allgather: a piece of `rank`'s value (every piece of rank r
+  /// comes before rank r + 1's), or nullopt for the end, after every rank's last piece.
+  /// Throws Error with what the helper met (a failed fence), or when it ended.
+  struct AllgatherPiece {
+    int rank = 0;
+    std::vector<std::byte> bytes;
+  };
+  std::optional<AllgatherPiece> read_allgather();
+  /// The helper's socket: readable when read_allgather() has a message.
+  int fd() const { return socket_.get(); }
+
   /// PMIx_Abort of the whole job through the helper, then this process exits as
   /// pmix::Client::abort does (never 0).
   [[noreturn]] void abort(int status, const std::string& message) override;

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# A sweep over simulated nodes (issue 39): N nodes of one hybrid job on this machine, hyrun
+# under hyrun (docs/pmix.md, "Simulated nodes"): the outer hyrun serves PMIx to N inner ones,
+# each a node of the job with R ranks of its own. For each N and R it runs the job with the
+# ranks' fences over the node link (--fences link: the star whose hub is the root's hyrun,
+# hyrun's only route before issue 39) and through the outer launcher's fence (--fences outer),
+# alternated, and prints from each node's --timings what the root's hyrun and the median
+# node's did: CPU ms (hyrun, and its PMIx client helper), bytes sent on the node link, and the
+# job's wall time. The nodes share this machine's cores, so the wall times are those of every
+# process of the job on them; the root's bytes and CPU against the median node's are what a
+# real cluster would see.
+#
+#   bench/simulated-nodes.sh [--nodes "N..."] [--per-node "R..."] [--reps K] [--program keys|hello]
+#                            [--plot FILE.png]
+#     --nodes      default "16 32 64 128 256"
+#     --per-node   default "1 4"
+#     --reps       runs of each route per cell, the median shown (default 1)
+#     --program    keys: tests' pmix-keys-client (every key, an allgather and an alltoall of
+#                  one key a peer in one collect-data fence; default); hello: the worker
+#                  library's hello (UCX bootstrap through rank 0's address)
+#     --plot       also draws the root's bytes sent and CPU against N with gnuplot
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+nodes="16 32 64 128 256" per_node="1 4" reps=1 program=keys plot=""
+usage() { sed -n '2,27p' "$0" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || usage
+  case $1 in
+    --nodes) nodes=$2 ;;
+    --per-node) per_node=$2 ;;
+    --reps) reps=$2 ;;
+    --program) program=$2 ;;
+    --plot) plot=$2 ;;
+    *) usage ;;
+  esac
+  shift 2
+done
+for v in $nodes $per_node $reps; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "simulated-nodes: '$v' is not a whole number >= 1" >&2; exit 2; }
+done
+hyrun=$build/launcher/hyrun
+case $program in
+  keys) prog=$build/tests/integration/pmix-keys-client ;;
+  hello) prog=$build/examples/hello ;;
+  *) usage ;;
+esac
+for b in "$hyrun" "$prog"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh first" >&2; exit 1; }; done
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# run N R ROUTE FILE: one job; appends "wall_ms root_cpu root_helper root_sent median_cpu
+# median_helper median_sent" to FILE, from the root's timings line and its summary.
+run() {
+  local n=$1 r=$2 route=$3 file=$4 args=() t0 t1
+  if [ "$program" = keys ]; then args=("$prog" "$n" "$r"); inner=(--bootstrap=none); else args=("$prog"); inner=(); fi
+  t0=$(date +%s%N)
+  if ! timeout -k 5 600 "$hyrun" -n "$n" --bootstrap=none -- "$hyrun" -n "$r" "${inner[@]}" --fences "$route" --timings \
+    -- "${args[@]}" >"$out/log" 2>&1; then
+    echo "simulated-nodes: $n x $r ($route) failed; its last lines:" >&2
+    tail -5 "$out/log" >&2
+    exit 1
+  fi
+  t1=$(date +%s%N)
+  awk -v wall=$(((t1 - t0) / 1000000)) '
+    /timings on .* \(task 0 of / { match($0, /CPU ms hyrun [0-9.]+, helper [0-9.]+/); split(substr($0, RSTART, RLENGTH), c, /[ ,]+/)
+      cpu = c[4]; helper = c[6]; match($0, /bytes sent [0-9]+/); sent = substr($0, RSTART + 11, RLENGTH - 11) }
+    /timings of [0-9]+ nodes/ { match($0, /CPU ms hyrun max [^;]*/); split(substr($0, RSTART, RLENGTH), a, / /); mcpu = a[9]
+      match($0, /helper max [^;]*/); split(substr($0, RSTART, RLENGTH), h, / /); mhelper = h[7]
+      match($0, /bytes sent max [^;]*/); split(substr($0, RSTART, RLENGTH), s, / /); msent = s[8] }
+    END { if (cpu == "" || mcpu == "") exit 1; print wall, cpu, helper, sent, mcpu, mhelper, msent }' "$out/log" >>"$file" \
+    || { echo "simulated-nodes: no --timings lines in $n x $r ($route)" >&2; exit 1; }
+}
+
+# median FILE COLUMN
+median() { sort -n -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "simulated nodes: hyrun -n N --bootstrap=none -- hyrun -n R --fences ROUTE --timings -- $program, $(nproc) cores, median of $reps, $(date -u '+%Y-%m-%d %H:%M UTC')"
+printf '%-8s | %-5s | %8s | %14s | %16s | %14s | %16s | %17s\n' "N x R" route "wall ms" "root CPU ms" "root helper ms" \
+  "median CPU ms" "root link bytes" "median link bytes"
+echo "---------+-------+----------+----------------+------------------+----------------+------------------+------------------"
+for r in $per_node; do
+  for n in $nodes; do
+    for _ in $(seq "$reps"); do
+      for route in link outer; do run "$n" "$r" "$route" "$out/$n.$r.$route"; done
+    done
+    for route in link outer; do
+      f=$out/$n.$r.$route
+      printf '%-8s | %-5s | %8s | %14s | %16s | %14s | %16s | %17s\n' "${n}x$r" "$route" "$(median "$f" 1)" \
+        "$(median "$f" 2)" "$(median "$f" 3)" "$(median "$f" 5)" "$(median "$f" 4)" "$(median "$f" 7)"
+      echo "$n $r $route $(median "$f" 1) $(median "$f" 2) $(median "$f" 4)" >>"$out/plot.dat"
+    done
+  done
+done
+
+if [ -n "$plot" ]; then
+  command -v gnuplot >/dev/null || { echo "simulated-nodes: gnuplot not found (gnuplot-nox)" >&2; exit 1; }
+  for r in $per_node; do
+    for route in link outer; do awk -v r="$r" -v route="$route" '$2 == r && $3 == route' "$out/plot.dat" >"$out/$r.$route.dat"; done
+  done
+  {
+    echo "set terminal png size 1200,500; set output '$plot'; set multiplot layout 1,2"
+    echo "set logscale xy; set xlabel 'simulated nodes'; set key left top"
+    plots=() cpu=()
+    for r in $per_node; do
+      for route in link outer; do
+        plots+=("'$out/$r.$route.dat' using 1:6 with linespoints title '$route, $r a node'")
+        cpu+=("'$out/$r.$route.dat' using 1:5 with linespoints title '$route, $r a node'")
+      done
+    done
+    echo "set title \"the root's bytes sent on the node link\"; set ylabel 'bytes'"
+    (IFS=,; echo "plot ${plots[*]}")
+    echo "set title \"the root hyrun's CPU\"; set ylabel 'ms'"
+    (IFS=,; echo "plot ${cpu[*]}")
+  } | gnuplot
+  echo "plot: $plot"
+fi
