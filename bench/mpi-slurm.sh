@@ -21,31 +21,22 @@
 #   --reps R     runs of each launcher per cell (default 5)
 #   --pp-reps R  runs of each launcher per ping-pong curve (default 3)
 #   --fences F   hyrun's --fences for the grid, each beside the native launch in the same
-#                runs (default "outer"; "outer link" compares the two routes)
+#                runs (default "auto"; "outer link" compares the two routes)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3 fences=outer
-usage() { sed -n '2,20p' "$0" >&2; exit 2; }
-while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || usage
-  case $1 in
-    --nodes) nodes=$2 ;;
-    --per-node) per_node=$2 ;;
-    --reps) reps=$2 ;;
-    --pp-reps) pp_reps=$2 ;;
-    --fences) fences=$2 ;;
-    *) usage ;;
-  esac
-  shift 2
-done
+nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3 fences=auto
+usage() { sed -n '2,24p' "$0" >&2; exit 2; }
+# shellcheck source=bench/options.sh
+. "$root/bench/options.sh"
+bench_options "--nodes:nodes --per-node:per_node --reps:reps --pp-reps:pp_reps --fences:fences" "$@"
 count_ok() { [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "mpi-slurm: $1 must be a whole number >= 1, got '$2'" >&2; exit 2; }; }
 largest=2  # the ping-pong across nodes needs two
 for k in $nodes; do count_ok --nodes "$k"; [ "$k" -le "$largest" ] || largest=$k; done
 for n in $per_node; do count_ok --per-node "$n"; done
 count_ok --reps "$reps"; count_ok --pp-reps "$pp_reps"
 for f in $fences; do
-  case $f in outer | link) ;; *) echo "mpi-slurm: --fences takes outer and link, got '$f'" >&2; exit 2 ;; esac
+  case $f in auto | outer | link) ;; *) echo "mpi-slurm: --fences takes auto, outer and link, got '$f'" >&2; exit 2 ;; esac
 done
 hyrun=$build/launcher/hyrun prog=$build/bench/mpi-pingpong
 for b in "$hyrun" "$prog"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh first" >&2; exit 1; }; done
@@ -68,7 +59,7 @@ export OMPI_MCA_btl_tcp_if_include=$HYRUN_CLUSTER_UCX_NET_DEVICES
 # command LAUNCHER K N: the launch of K nodes x N ranks, as words (the program follows).
 command() {
   case $1 in
-    hyrun) echo srun --mpi=pmix -N"$2" --ntasks-per-node=1 "$hyrun" -n "$3" --bind-to none --fences "${4:-outer}" -- ;;
+    hyrun) echo srun --mpi=pmix -N"$2" --ntasks-per-node=1 "$hyrun" -n "$3" --bind-to none --fences "${4:-auto}" -- ;;
     native) echo srun --mpi=pmix -N"$2" --ntasks-per-node="$3" ;;
   esac
 }
@@ -76,7 +67,7 @@ command() {
 # shellcheck source=bench/mpi-tables.sh
 . "$root/bench/mpi-tables.sh"
 run() {
-  local launcher=$1 k=$2 n=$3 file=$4 route=outer; shift 4
+  local launcher=$1 k=$2 n=$3 file=$4 route=auto; shift 4
   case $launcher in hyrun-*) route=${launcher#hyrun-}; launcher=hyrun ;; esac
   # shellcheck disable=SC2046  # the launch's words, split on purpose (no spaces inside them)
   EXPECT_RANKS=$((k * n)) mpi_run "$file" "$out/log" timeout -k 5 300 $(command "$launcher" "$k" "$n" "$route") "$prog" "$@"
@@ -92,7 +83,7 @@ for k in $nodes; do
     done
     for f in $fences; do
       label="${k}x$n"
-      [ "$fences" = outer ] || label="${k}x$n $f"
+      [ "$fences" = auto ] || label="${k}x$n $f"
       launch_rows "$label" "$out/h$k.$n.$f" "$out/s$k.$n" hyrun native
     done
   done

@@ -23,19 +23,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 nodes="16 32 64 128 256" per_node="1 4" reps=1 program=keys plot=""
-usage() { sed -n '2,27p' "$0" >&2; exit 2; }
-while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || usage
-  case $1 in
-    --nodes) nodes=$2 ;;
-    --per-node) per_node=$2 ;;
-    --reps) reps=$2 ;;
-    --program) program=$2 ;;
-    --plot) plot=$2 ;;
-    *) usage ;;
-  esac
-  shift 2
-done
+usage() { sed -n '2,21p' "$0" >&2; exit 2; }
+# shellcheck source=bench/options.sh
+. "$root/bench/options.sh"
+bench_options "--nodes:nodes --per-node:per_node --reps:reps --program:program --plot:plot" "$@"
 for v in $nodes $per_node $reps; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "simulated-nodes: '$v' is not a whole number >= 1" >&2; exit 2; }
 done
