@@ -38,7 +38,12 @@ for kind in "${kinds[@]}"; do
     configure_and_build "$dir" address,undefined hyrun hello test-rank rogue-peer mpi-check mpich-check pmix-bare-client pmix-keys-client hyrun-unit-tests pmix_client_test \
       hyrun_binding_tests ep_unit_tests ep_check_support_tests ep_buffer_tests ep_ucx_tests elastic_plan_tests \
       ep_bench_report_tests elastic_runtime_tests ep_tool_main_tests
-    export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+    # intercept_tls_get_addr=0: LeakSanitizer (gcc 12's, Debian 12's glibc) then scans static TLS
+    # only. Scanning the dynamic TLS of modules that Open MPI dlopens, it read a range that is no
+    # memory ("DTLS 6 at 0x000000003dcd-0x000400004ecf") and its tracer died of SIGSEGV at a
+    # rank's exit: local.mpi.{cleanup-end,cleanup-hyrun-killed,segments-where-the-user-said},
+    # every run on 2026-11-28's machine, whatever hyrun ran them (the build before too).
+    export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:intercept_tls_get_addr=0"
     export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     # Left out: the EP and elastic labels' process tests (ep-check, ep-bench, ep-elastic: not
