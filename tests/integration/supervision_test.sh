@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How hyrun supervises its ranks when the world around it misbehaves (issue 12): reused
-# pids, closed or stalled output, a terminal, stopped ranks, inherited fds, fd limits,
-# SIGHUP. supervision_test.sh CASE
+# pids, closed or stalled output, a terminal, stopped ranks, inherited fds, fd limits, a user
+# with no inotify instance left, SIGHUP. supervision_test.sh CASE
 # shellcheck disable=SC2016  # the sh -c programs are single-quoted on purpose: they expand in the child
 source "$(dirname "$0")/lib.sh"
 case_name=$1; shift
@@ -133,6 +133,31 @@ fd-limit)  # a soft limit of 1024 does not stop hyrun at a few hundred ranks; a 
   run_job 60 bash -c 'ulimit -n 64; exec "$0" -n 40 --bootstrap=none -- true' "$HYRUN"
   expect_rc 1
   expect_stderr "^hyrun: out of file descriptors starting rank [0-9]+: hyrun holds 5 per rank and its limit is 64"
+  ;;
+inotify-used-up)  # a user with no inotify instance left still starts ranks that wait for rank 0's address
+  # The kernel allows a user fs.inotify.max_user_instances (128 on Debian), shared by all its
+  # processes: 128 ranks of one user on a machine waiting for rank 0's address used them up
+  # ("inotify_init1 ...: Too many open files"). A user of the test's own holds every one of its
+  # instances, then runs the job: the ranks wait by looking at the directory instead.
+  [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (a user of the test's own)"; exit 77; }
+  cat >"$WORK/use-up.py" <<'PY'
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+held = 0
+while libc.inotify_init() >= 0:  # no IN_CLOEXEC: hyrun holds them all through the exec
+    held += 1
+why = ctypes.get_errno()
+assert why == errno.EMFILE, f"inotify_init: {os.strerror(why)} (wanted EMFILE: the user's instances used up)"
+print(f"holding {held} inotify instances, none left", flush=True)
+os.execv(sys.argv[1], sys.argv[1:])
+PY
+  chmod 755 "$WORK" "$WORK/use-up.py"
+  # uid 65533: no other test runs as it, so no other test is short of instances meanwhile.
+  run_job 60 setpriv --reuid=65533 --regid=65533 --clear-groups /usr/bin/python3 "$WORK/use-up.py" "$HYRUN" -n 4 -- "$HELLO"
+  expect_rc 0
+  expect_stdout "^holding [0-9]+ inotify instances, none left$"
+  for r in 0 1 2 3; do expect_stdout "^hello from rank $r of 4 "; done
+  expect_stdout "^rank 0: ring of 4 ranks ok"
   ;;
 sighup-ucx)  # SIGHUP ends ranks that use UCX (whose debug signal it is) at once
   mkdir "$WORK/pids"

@@ -2,15 +2,21 @@
 // worker library's side that waits for the file and puts it in the environment.
 #include "hyrun/common/pending_environment.hpp"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -171,6 +177,98 @@ TEST_F(PendingRank, SilenceEndsAtTheDeadline) {
   EXPECT_THROW(
       receive_pending_environment(RankEnvironment::from_environment(), std::chrono::steady_clock::now() + 50ms),
       TimeoutError);
+}
+
+// The same waits for a user with no inotify instance left (fs.inotify.max_user_instances,
+// shared by all of a user's processes: 128 ranks of one user waiting at once used them up).
+// In a child that becomes a user of the test's own (uid 65533), takes every instance it may
+// have, and then waits as a rank would. `body` returns what went wrong, or "" when nothing did.
+std::string without_inotify(const std::string& dir, const std::function<std::string()>& body) {
+  if (::geteuid() != 0) return "skip";
+  constexpr uid_t kUser = 65533;
+  if (::chown(dir.c_str(), kUser, kUser) != 0) return "chown failed";
+  int out[2];
+  if (::pipe(out) != 0) return "pipe failed";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(out[0]);
+    std::string what;
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(kUser, kUser, kUser) != 0 ||
+        ::setresuid(kUser, kUser, kUser) != 0) {
+      what = "could not become uid 65533";
+    } else {
+      while (::inotify_init1(IN_CLOEXEC) >= 0) {
+      }
+      if (errno != EMFILE) what = std::string("inotify_init1 did not run out of instances: ") + std::strerror(errno);
+      if (what.empty()) try {
+          what = body();
+        } catch (const std::exception& e) {
+          what = std::string("threw: ") + e.what();
+        }
+    }
+    [[maybe_unused]] const auto written = ::write(out[1], what.data(), what.size());
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  std::string what;
+  char chunk[512];
+  for (ssize_t n; (n = ::read(out[0], chunk, sizeof chunk)) > 0;) what.append(chunk, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "the child did not end well: " + std::to_string(status);
+  return what;
+}
+
+#define EXPECT_WITHOUT_INOTIFY(body)                                      \
+  do {                                                                    \
+    const std::string what = without_inotify(dir_, body);                 \
+    if (what == "skip") GTEST_SKIP() << "needs root (a user of its own)"; \
+    EXPECT_EQ(what, "");                                                  \
+  } while (false)
+
+TEST_F(PendingRank, WithNoInotifyInstanceLeftTheFileIsStillTaken) {
+  EXPECT_WITHOUT_INOTIFY([&]() -> std::string {
+    const RankEnvironment started = RankEnvironment::from_environment();
+    std::jthread hyrun([&] {
+      std::this_thread::sleep_for(50ms);
+      put(format_pending_environment({"HYRUN_JOB_TOKEN=polled", "HYRUN_ROOT_ADDRESS=0a0b"}));
+    });
+    const RankEnvironment now = receive_pending_environment(started, std::chrono::steady_clock::now() + 20s);
+    hyrun.join();
+    if (now.job_token != "polled" || now.root_address_hex != "0a0b")
+      return "took '" + now.job_token + "', '" + now.root_address_hex.value_or("") + "'";
+    return "";
+  });
+}
+
+TEST_F(PendingRank, WithNoInotifyInstanceLeftARemovedDirectoryStillSaysHyrunEnded) {
+  EXPECT_WITHOUT_INOTIFY([&]() -> std::string {
+    const RankEnvironment started = RankEnvironment::from_environment();
+    std::jthread hyrun([&] {
+      std::this_thread::sleep_for(50ms);
+      std::filesystem::remove_all(dir_);
+    });
+    std::string what = "no error";
+    try {
+      receive_pending_environment(started, std::chrono::steady_clock::now() + 20s);
+    } catch (const Error& e) {
+      what = std::string(e.what()).find("(hyrun ended)") != std::string::npos ? "" : e.what();
+    }
+    hyrun.join();
+    return what;
+  });
+}
+
+TEST_F(PendingRank, WithNoInotifyInstanceLeftSilenceStillEndsAtTheDeadline) {
+  EXPECT_WITHOUT_INOTIFY([&]() -> std::string {
+    try {
+      receive_pending_environment(RankEnvironment::from_environment(), std::chrono::steady_clock::now() + 50ms);
+    } catch (const TimeoutError&) {
+      return "";
+    }
+    return "no TimeoutError";
+  });
 }
 
 }  // namespace
