@@ -123,15 +123,38 @@ void PmiService::read_from(Connection& c) {
       return;
     }
     c.in.append(chunk, static_cast<std::size_t>(n));
-    std::size_t start = 0;
-    for (std::size_t end; c.fd && (end = c.in.find('\n', start)) != std::string::npos; start = end + 1)
-      handle(c, std::string_view(c.in).substr(start, end - start));
-    c.in.erase(0, start);
-    if (c.fd && c.in.size() > kPmiMaxLine)
-      return close(c, fmt::format("a line of more than {} bytes (PMI-1's longest is a put of a {}-byte value)",
-                                  kPmiMaxLine, kPmiMaxValue));
+    take_requests(c);
     if (!c.fd || c.out.size() >= kMaxUnread) return;
   }
+}
+
+// Every whole request read so far: PMI-1 lines, then (once its init asked for it) PMI-2
+// commands, each after its length field.
+void PmiService::take_requests(Connection& c) {
+  const std::string_view in = c.in;
+  std::size_t start = 0;
+  while (c.fd) {
+    if (c.version == 2) {
+      if (in.size() - start < kPmi2LengthField) break;
+      const auto length = parse_pmi2_length(in.substr(start));
+      if (const auto* why = std::get_if<std::string>(&length))
+        return close(c, fmt::format("it sent something that is not PMI-2: {}", *why));
+      const std::size_t size = std::get<std::size_t>(length);
+      if (in.size() - start - kPmi2LengthField < size) break;
+      handle2(c, in.substr(start + kPmi2LengthField, size));
+      start += kPmi2LengthField + size;
+    } else {
+      const std::size_t end = in.find('\n', start);
+      if (end == std::string_view::npos) break;
+      handle(c, in.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  if (!c.fd) return;
+  c.in.erase(0, start);
+  if (c.version == 1 && c.in.size() > kPmiMaxLine)
+    close(c, fmt::format("a line of more than {} bytes (PMI-1's longest is a put of a {}-byte value)", kPmiMaxLine,
+                         kPmiMaxValue));
 }
 
 // Why a rank's PMI socket is closed: said once, as the rank's; the rank's PMI calls fail from
@@ -150,14 +173,20 @@ void PmiService::handle(Connection& c, std::string_view line) {
   const auto& request = std::get<PmiRequest>(parsed);
   const std::string& cmd = request.command;
   if (cmd == "init") {
-    const bool one = request.field("pmi_version") == "1";
-    if (!one)
-      spdlog::error("rank {} asked for PMI version {}; hyrun serves PMI-1 (docs/pmix.md)", c.rank,
-                    request.field("pmi_version").value_or("(none)"));
-    if (one && supervisor_ != nullptr)
-      supervisor_->on_pmix_client(c.rank, RankSupervisor::PmixClientStep::kConnected, "PMI");
-    return reply(c, format_pmi_reply("response_to_init",
-                                     {{"pmi_version", "1"}, {"pmi_subversion", "1"}, {"rc", one ? "0" : "-1"}}));
+    const auto version = request.field("pmi_version");
+    if (version != "1" && version != "2") {
+      spdlog::error("rank {} asked for PMI version {}; hyrun serves PMI-1 and PMI-2 (docs/pmix.md)", c.rank,
+                    version.value_or("(none)").substr(0, 16));
+      return reply(c,
+                   format_pmi_reply("response_to_init", {{"pmi_version", "1"}, {"pmi_subversion", "1"}, {"rc", "-1"}}));
+    }
+    if (version == "2") {  // what follows is PMI-2; its fullinit says the client is in
+      c.version = 2;
+      return reply(c,
+                   format_pmi_reply("response_to_init", {{"pmi_version", "2"}, {"pmi_subversion", "0"}, {"rc", "0"}}));
+    }
+    if (supervisor_ != nullptr) supervisor_->on_pmix_client(c.rank, RankSupervisor::PmixClientStep::kConnected, "PMI");
+    return reply(c, format_pmi_reply("response_to_init", {{"pmi_version", "1"}, {"pmi_subversion", "1"}, {"rc", "0"}}));
   }
   if (cmd == "get_maxes")
     return reply(c, format_pmi_reply("maxes", {{"kvsname_max", std::to_string(kPmiMaxKvsName)},
@@ -186,25 +215,32 @@ void PmiService::handle(Connection& c, std::string_view line) {
   reply(c, rc_reply(cmd, false, "not_served_by_hyrun"));
 }
 
+std::string PmiService::store(std::string_view key, std::string_view value, int rank) {
+  // A key or value is one line of the relay's part ("key=value\n"): PMI-2 could carry a newline.
+  if (key.empty() || key.size() > kPmiMaxKey || key.find_first_of("=\n") != std::string_view::npos)
+    return "key_missing_or_too_long";
+  if (value.size() > kPmiMaxValue || value.find('\n') != std::string_view::npos) return "value_missing_or_too_long";
+  if (bytes_ + key.size() + value.size() > kMaxBytes) {
+    spdlog::error("rank {}: a PMI put past the {} MiB that hyrun keeps for the job's puts is refused", rank,
+                  kMaxBytes >> 20);
+    return "no_room_left";
+  }
+  bytes_ += key.size() + value.size();
+  values_.insert_or_assign(std::string(key), std::string(value));
+  if (layout_.tasks() > 1) part_ += fmt::format("{}={}\n", key, value);
+  return "";
+}
+
 void PmiService::put(Connection& c, const PmiRequest& request) {
   const auto key = request.field("key"), value = request.field("value");
   std::string why;
   if (request.field("kvsname") != kvsname_)
     why = "no_such_kvsname";
-  else if (!key || key->empty() || key->size() > kPmiMaxKey)
-    why = "key_missing_or_too_long";
-  else if (!value || value->size() > kPmiMaxValue)
+  else if (!value)
     why = "value_missing_or_too_long";
-  else if (bytes_ + key->size() + value->size() > kMaxBytes)
-    why = "no_room_left";
-  if (why == "no_room_left")
-    spdlog::error("rank {}: a PMI put past the {} MiB that hyrun keeps for the job's puts is refused", c.rank,
-                  kMaxBytes >> 20);
-  if (!why.empty()) return reply(c, rc_reply("put_result", false, why));
-  bytes_ += key->size() + value->size();
-  values_.insert_or_assign(std::string(*key), std::string(*value));
-  if (layout_.tasks() > 1) part_ += fmt::format("{}={}\n", *key, *value);
-  reply(c, rc_reply("put_result", true));
+  else
+    why = store(key.value_or(""), *value, c.rank);
+  reply(c, rc_reply("put_result", why.empty(), why));
 }
 
 void PmiService::get(Connection& c, const PmiRequest& request) {
@@ -249,8 +285,19 @@ void PmiService::end_barrier(bool ok, std::string_view joined) {
     start = end + 1;
   }
   if (!ok) spdlog::error("a PMI barrier across nodes failed: the ranks' PMI_Barrier fails");
-  for (auto& c : connections_)
-    if (std::exchange(c->in_barrier, false) && c->fd) reply(*c, rc_reply("barrier_out", ok, "barrier_failed"));
+  for (auto& c : connections_) {
+    if (!std::exchange(c->in_barrier, false) || !c->fd) continue;
+    if (c->version == 1) {
+      reply(*c, rc_reply("barrier_out", ok, "barrier_failed"));
+    } else {
+      PmiRequest fence;
+      if (!c->thrid.empty()) fence.fields.emplace("thrid", c->thrid);
+      if (ok)
+        reply2(*c, fence, "kvs-fence-response", {{"rc", "0"}});
+      else
+        reply2(*c, fence, "kvs-fence-response", {{"rc", "-1"}, {"errmsg", "a fence across nodes failed"}});
+    }
+  }
 }
 
 void PmiService::reply(Connection& c, std::string line) {

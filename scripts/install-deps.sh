@@ -10,6 +10,7 @@ packages=(
   slurmctld slurmd slurm-client munge
   openmpi-bin libopenmpi-dev python3-mpi4py  # MPI programs under hyrun's PMIx server (tests, bench)
   mpich libmpich-dev  # MPICH programs under hyrun's PMI-1 server (tests, bench)
+  libpmi2-0-dev  # Slurm's PMI-2 client library: a PMI-2 program under hyrun's PMI-2 server and native srun --mpi=pmi2 (tests)
   python3 iproute2 util-linux procps bc gnuplot-nox
   shellcheck clang-format  # the lint tests (scripts/shellcheck.sh, scripts/format.sh --check)
   # torch.distributed (gloo) tests and bench/torchrun.sh: 48 MB download, ~600 MiB installed

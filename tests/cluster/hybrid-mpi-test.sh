@@ -174,6 +174,36 @@ mpich)  # Debian's MPICH (PMI-1 over PMI_FD) across 2 nodes, as native srun --mp
   expect_ok 4
   check_no_leftovers "$HYRUN" "$MPICH_CHECK"
   ;;
+pmi2)  # Slurm's libpmi2 (PMI-2 over PMI_FD) across 2 nodes: every rank's line as under native srun --mpi=pmi2
+  : "${PMI2_CLIENT:?set by CTest}"
+  seed=$RANDOM
+  run_bounded 60 srun --mpi=pmi2 -N2 --ntasks-per-node=2 "$PMI2_CLIENT" "$seed"
+  [ "$RUN_RC" = 0 ] || fail "native srun --mpi=pmi2 exited $RUN_RC"
+  native=$(grep '^pmi2:' <<<"$RUN_OUT" | sort)
+  [ "$(grep -c ': ok$' <<<"$native")" = 4 ] || fail "native srun --mpi=pmi2: not 4 ranks ok: $native"
+  run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=1 "${hy[@]}" -n 2 -- "$PMI2_CLIENT" "$seed"
+  [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
+  diff <(echo "$native") <(grep '^pmi2:' <<<"$RUN_OUT" | sort) \
+    || fail "the ranks' lines differ from native srun --mpi=pmi2's (< native, > hyrun)"
+  # Two hyrun tasks a node: each task is a node of its own (docs/pmix.md, "Several tasks on one
+  # machine"), so its node attributes are its own and MPICH's mapping says so.
+  run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=2 "${hy[@]}" -n 1 -- "$PMI2_CLIENT" "$seed"
+  [ "$RUN_RC" = 0 ] || fail "2 tasks a node: srun exited $RUN_RC"
+  for r in 0 1 2 3; do
+    grep -qxF "pmi2: rank $r of 4: node ranks $r-$r, mapping (vector,(0,4,1)), read 4 keys: ok" <<<"$RUN_OUT" \
+      || fail "2 tasks a node: rank $r did not read every key as a node of its own"
+  done
+  check_no_leftovers "$HYRUN" "$PMI2_CLIENT"
+  ;;
+pmi2-abort)  # PMI2_Abort on the second node ends the job with 1 (the client exits 1; PMI-2 carries no status); its hyrun names the rank
+  : "${PMI2_CLIENT:?set by CTest}"
+  run_bounded 60 srun --mpi=pmix -N2 --ntasks-per-node=1 --error="$WORK/err.%t" "${hy[@]}" -n 2 -- \
+    "$PMI2_CLIENT" "$RANDOM" --abort-rank 3
+  [ "$RUN_RC" = 1 ] || fail "srun exited $RUN_RC, expected 1"
+  grep -Eq "^hyrun\[[^]]+\]: rank 3 \(pid [0-9]+\) called MPI_Abort/PMI2_Abort with status 1: pmi2-client: aborting as asked" \
+    < <(errors_of 1) || fail "the second node's hyrun did not name rank 3's PMI2_Abort"
+  check_no_leftovers "$HYRUN" "$PMI2_CLIENT"
+  ;;
 mpich-abort)  # MPICH's MPI_Abort(comm, 7) on the second node ends the job with 7 (native srun --mpi=pmi2: 137); its hyrun names the rank
   : "${MPICH_CHECK:?set by CTest}"
   ucx=(env "UCX_TLS=sm,self")  # see the case above

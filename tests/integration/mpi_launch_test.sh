@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # MPI programs under hyrun's PMIx server, local mode (issue 23): mpi_launch_test.sh CASE.
 # MPI_CHECK (tests/integration/mpi_check.cpp) and PMIX_CLIENT are built with Debian's Open MPI
-# and libpmix; mpi4py is Debian's python3-mpi4py.
+# and libpmix; mpi4py is Debian's python3-mpi4py; PMI2_CLIENT (pmi2_client.cpp) on Slurm's libpmi2.
 source "$(dirname "$0")/lib.sh"
 MPI4PY_CHECK=$(cd "$(dirname "$0")" && pwd)/mpi4py_check.py
 case_name=$1; shift
@@ -50,6 +50,36 @@ mpi4py)  # Debian's mpi4py, unchanged: random values reduced and checked on ever
   run_job 60 "$HYRUN" -n 3 -- /usr/bin/python3 "$MPI4PY_CHECK"
   expect_rc 0
   expect_mpi_ok 3
+  ;;
+pmi2-4 | pmi2-nested | pmi2-abort)  # Slurm's libpmi2 (PMI-2 over PMI_FD): the mapping, a node attribute, every rank's key after a fence
+  : "${PMI2_CLIENT:?set by CTest}"
+  seed=$RANDOM
+  # expect_pmi2 N NODE_RANKS MAPPING: ranks 0..N-1 each said once that all N keys came back intact.
+  expect_pmi2() {
+    local n=$1 per=$2 mapping=$3 r first
+    for r in $(seq 0 $((n - 1))); do
+      first=$((r / per * per))
+      c=$(grep -cF "pmi2: rank $r of $n: node ranks $first-$((first + per - 1)), mapping $mapping, read $n keys: ok" "$OUT")
+      [ "$c" -eq 1 ] && pass "rank $r: every key, once" || { fail "rank $r said its ok line $c times"; show_output; }
+    done
+  }
+  case $case_name in
+  pmi2-4)
+    run_job 60 "$HYRUN" -n 4 -- "$PMI2_CLIENT" "$seed" --semicolons
+    expect_rc 0
+    expect_pmi2 4 4 "(vector,(0,1,4))"
+    ;;
+  pmi2-nested)  # two nodes of a hybrid job on this machine: the fence goes over the node link
+    run_job 60 "$HYRUN" -n 2 --bootstrap=none -- "$HYRUN" -n 2 -- "$PMI2_CLIENT" "$seed" --semicolons
+    expect_rc 0
+    expect_pmi2 4 2 "(vector,(0,2,2))"
+    ;;
+  pmi2-abort)  # PMI2_Abort carries no status: the client exits 1, and hyrun names the rank and its message
+    run_job 60 "$HYRUN" -n 2 -- "$PMI2_CLIENT" "$seed" --abort-rank 1
+    expect_rc 1
+    expect_stderr "rank 1 \(pid [0-9]+\) called MPI_Abort/PMI2_Abort with status 1: pmi2-client: aborting as asked"
+    ;;
+  esac
   ;;
 large-put)  # a rank's PMIx_Put of 8, then 100 MiB, read back whole by every rank (4 MiB aborted hyrun)
   for bytes in 8388608 104857600; do

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <variant>
@@ -43,6 +44,61 @@ TEST(PmiWire, AMalformedLineSaysWhy) {
 
 TEST(PmiWire, ARepliesFieldsComeInTheOrderGiven) {
   EXPECT_EQ(format_pmi_reply("get_result", {{"rc", "0"}, {"value", "v"}}), "cmd=get_result rc=0 value=v\n");
+}
+
+TEST(PmiWire, APmi2CommandIsItsLengthThenKeyValuesWithSemicolonsDoubled) {
+  std::mt19937 random(std::random_device{}());
+  for (int round = 0; round < 200; ++round) {
+    // Any bytes but a newline in a value, ';' and '=' included; keys without '=' or ';'.
+    std::string value;
+    for (std::size_t i = random() % (kPmi2MaxValue + 1); i > 0; --i) {
+      const char c = static_cast<char>(1 + random() % 255);
+      value += c == '\n' ? ';' : c;
+    }
+    const std::string key = "k" + std::to_string(random());
+    const std::string framed = format_pmi2_reply("kvs-put", {{"key", key}, {"value", value}});
+    const auto length = parse_pmi2_length(framed);
+    ASSERT_TRUE(std::holds_alternative<std::size_t>(length)) << std::get<std::string>(length);
+    ASSERT_EQ(std::get<std::size_t>(length) + kPmi2LengthField, framed.size());
+    const auto parsed = parse_pmi2_command(std::string_view(framed).substr(kPmi2LengthField));
+    ASSERT_TRUE(std::holds_alternative<PmiRequest>(parsed)) << std::get<std::string>(parsed);
+    const auto& r = std::get<PmiRequest>(parsed);
+    EXPECT_EQ(r.command, "kvs-put");
+    EXPECT_EQ(r.field("key"), key);
+    EXPECT_EQ(r.field("value"), value);
+  }
+  EXPECT_EQ(format_pmi2_reply("kvs-get-response", {{"rc", "0"}, {"value", "a;b"}}),
+            "37    cmd=kvs-get-response;rc=0;value=a;;b;");
+}
+
+TEST(PmiWire, AMalformedPmi2CommandSaysWhy) {
+  const auto why = [](std::string_view body) {
+    const auto parsed = parse_pmi2_command(body);
+    return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : std::string("(parsed)");
+  };
+  EXPECT_EQ(why("cmd=finalize;"), "(parsed)");
+  EXPECT_EQ(why(""), "it does not end with ';'");
+  EXPECT_EQ(why("cmd=finalize"), "it does not end with ';'");
+  EXPECT_EQ(why("key=a;cmd=get;"), "it does not start with cmd=NAME;");
+  EXPECT_EQ(why("cmd=;"), "it does not start with cmd=NAME;");
+  EXPECT_EQ(why("cmd=get;novalue;"), "'novalue' is not key=value;");
+  EXPECT_EQ(why("cmd=get;=v;"), "'=v' is not key=value;");
+  EXPECT_EQ(why("cmd=get;key=a;key=b;"), "the field 'key' comes twice");
+  EXPECT_EQ(why("cmd=get;key=a;;"), "a value without its closing ';'");
+  EXPECT_EQ(why("cmd=get;" + std::string(kPmi2MaxKey + 1, 'k') + "=v;"), "a key of more than 64 bytes");
+  EXPECT_EQ(why("cmd=get;key=" + std::string(kPmi2MaxValue + 1, 'v') + ";"), "a value of more than 1024 bytes");
+  const auto length = [](std::string_view head) {
+    const auto parsed = parse_pmi2_length(head);
+    return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed)
+                                                       : std::to_string(std::get<std::size_t>(parsed));
+  };
+  EXPECT_EQ(length("13    cmd=finalize;"), "13");
+  EXPECT_EQ(length("65536 "), "65536");
+  EXPECT_EQ(length("65537 "), "a PMI-2 command of 65537 bytes (1 to 65536 are allowed)");
+  EXPECT_EQ(length("0     "), "a PMI-2 command of 0 bytes (1 to 65536 are allowed)");
+  EXPECT_EQ(length("  13  "), "'  13  ' is not a PMI-2 length (digits, then spaces)");
+  EXPECT_EQ(length("1 3   "), "'1 3   ' is not a PMI-2 length (digits, then spaces)");
+  EXPECT_EQ(length("cmd=in"), "'cmd=in' is not a PMI-2 length (digits, then spaces)");
 }
 
 TEST(PmiService, TheProcessMappingIsMpichsBlocksOfNodes) {
@@ -85,6 +141,25 @@ class Rank {
   std::string ask(const std::string& line) {
     send(line + "\n");
     return reply();
+  }
+  // PMI-2, once init chose it: a command as its client frames it, and the next framed reply
+  // (its body), or "(closed)" / "(none)".
+  void send2(const std::string& body) {
+    std::string length = std::to_string(body.size());
+    length.resize(kPmi2LengthField, ' ');
+    send(length + body);
+  }
+  std::string reply2() {
+    pollfd p{fd_->get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1) return "(none)";
+    char head[kPmi2LengthField + 1] = {};
+    if (::read(fd_->get(), head, kPmi2LengthField) != static_cast<ssize_t>(kPmi2LengthField)) return "(closed)";
+    std::string body(static_cast<std::size_t>(std::atoi(head)), '\0');
+    return ::read(fd_->get(), body.data(), body.size()) == static_cast<ssize_t>(body.size()) ? body : "(short)";
+  }
+  std::string ask2(const std::string& body) {
+    send2(body);
+    return reply2();
   }
 
  private:
@@ -133,13 +208,113 @@ TEST(PmiService, APutPastThe1024ByteValueOrTheKeyLimitIsRefused) {
   EXPECT_EQ(r.ask("cmd=get kvsname=kvs key=a"), "cmd=get_result rc=-1 msg=key_not_found");  // nothing was kept
 }
 
-TEST(PmiService, PmiTwoOrACommandNotServedIsRefusedAndTheSocketStays) {
+TEST(PmiService, AnUnknownVersionOrACommandNotServedIsRefusedAndTheSocketStays) {
   PmiService service(JobLayout::uniform(1, 1), 0, "kvs");
   Rank r(service, 0);
-  EXPECT_EQ(r.ask("cmd=init pmi_version=2 pmi_subversion=0"),
+  EXPECT_EQ(r.ask("cmd=init pmi_version=3 pmi_subversion=0"),
             "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1");
   EXPECT_EQ(r.ask("cmd=spawn nprocs=2"), "cmd=spawn rc=-1 msg=not_served_by_hyrun");
   EXPECT_EQ(r.ask("cmd=get_appnum"), "cmd=appnum appnum=0 rc=0");
+}
+
+// As Slurm's libpmi2 asks (`srun --mpi=pmi2`'s plugin answers the same), with a PMI-1 rank
+// of the same job in the same fence.
+TEST(PmiService, APmi2RanksRequestsAreAnsweredAsSlurmsPluginDoes) {
+  PmiService service(JobLayout::uniform(1, 2), 0, "hyrun.test");
+  Rank one(service, 0), two(service, 1);
+  EXPECT_EQ(two.ask("cmd=init pmi_version=2 pmi_subversion=0"),
+            "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+  EXPECT_EQ(two.ask2("cmd=fullinit;pmirank=1;threaded=FALSE;"),
+            "cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=1;size=2;appnum=0;debugged=FALSE;"
+            "pmiverbose=FALSE;");
+  EXPECT_EQ(two.ask2("cmd=job-getid;"), "cmd=job-getid-response;rc=0;jobid=hyrun.test;");
+  EXPECT_EQ(two.ask2("cmd=info-getjobattr;key=PMI_process_mapping;"),
+            "cmd=info-getjobattr-response;rc=0;found=TRUE;value=(vector,(0,1,2));");
+  EXPECT_EQ(two.ask2("cmd=info-getjobattr;key=universeSize;"), "cmd=info-getjobattr-response;rc=0;found=TRUE;value=2;");
+  EXPECT_EQ(two.ask2("cmd=info-getjobattr;key=PMI_netinfo_of_task;"), "cmd=info-getjobattr-response;rc=0;found=FALSE;");
+  ASSERT_EQ(one.ask("cmd=init pmi_version=1 pmi_subversion=1"),
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
+  // Random values with ';' and '=' in them from the PMI-2 rank, read back by both after the fence.
+  std::mt19937 random(std::random_device{}());
+  std::vector<std::pair<std::string, std::string>> put;
+  for (int i = 0; i < 20; ++i) {
+    const std::string key = "k" + std::to_string(random());
+    std::string value;
+    for (std::size_t n = 1 + random() % 200; n > 0; --n) value += "ab;=c"[random() % 5];
+    std::string escaped;
+    for (const char c : value) escaped += c == ';' ? std::string(";;") : std::string(1, c);
+    ASSERT_EQ(two.ask2("cmd=kvs-put;key=" + key + ";value=" + escaped + ";"), "cmd=kvs-put-response;rc=0;");
+    put.emplace_back(key, value);
+  }
+  ASSERT_EQ(one.ask("cmd=put kvsname=hyrun.test key=from-one value=1"), "cmd=put_result rc=0");
+  two.send2("cmd=kvs-fence;thrid=0x7f00;");
+  EXPECT_EQ(two.reply2(), "(none)");  // rank 0 is not in it yet
+  EXPECT_EQ(one.ask("cmd=barrier_in"), "cmd=barrier_out rc=0");
+  EXPECT_EQ(two.reply2(), "cmd=kvs-fence-response;rc=0;thrid=0x7f00;");
+  for (const auto& [key, value] : put) {
+    std::string escaped;
+    for (const char c : value) escaped += c == ';' ? std::string(";;") : std::string(1, c);
+    EXPECT_EQ(two.ask2("cmd=kvs-get;jobid=hyrun.test;srcid=-1;key=" + key + ";"),
+              "cmd=kvs-get-response;rc=0;found=TRUE;value=" + escaped + ";");
+    if (value.find(' ') == std::string::npos && value.find(';') == std::string::npos)
+      EXPECT_EQ(one.ask("cmd=get kvsname=hyrun.test key=" + key), "cmd=get_result rc=0 value=" + value);
+  }
+  EXPECT_EQ(two.ask2("cmd=kvs-get;jobid=hyrun.test;srcid=-1;key=from-one;"),
+            "cmd=kvs-get-response;rc=0;found=TRUE;value=1;");
+  EXPECT_EQ(two.ask2("cmd=kvs-get;jobid=hyrun.test;srcid=-1;key=never-put;"), "cmd=kvs-get-response;rc=0;found=FALSE;");
+  EXPECT_EQ(two.ask2("cmd=kvs-put;key=a;value=line\nbreak;"),
+            "cmd=kvs-put-response;rc=-1;errmsg=value_missing_or_too_long;");
+  EXPECT_EQ(two.ask2("cmd=spawn;ncmds=1;"), "cmd=spawn-response;rc=-1;errmsg=not served by hyrun;");
+  EXPECT_EQ(two.ask2("cmd=finalize;thrid=0x1;"), "cmd=finalize-response;rc=0;thrid=0x1;");
+}
+
+TEST(PmiService, APmi2NodeAttributeWaitedForComesWithItsPut) {
+  PmiService service(JobLayout::uniform(1, 2), 0, "kvs");
+  Rank waiter(service, 0), putter(service, 1);
+  for (Rank* r : {&waiter, &putter})
+    ASSERT_EQ(r->ask("cmd=init pmi_version=2 pmi_subversion=0"),
+              "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+  EXPECT_EQ(waiter.ask2("cmd=info-getnodeattr;key=shm;wait=FALSE;"), "cmd=info-getnodeattr-response;rc=0;found=FALSE;");
+  waiter.send2("cmd=info-getnodeattr;key=shm;wait=TRUE;thrid=0x2;");
+  EXPECT_EQ(waiter.reply2(), "(none)");
+  EXPECT_EQ(putter.ask2("cmd=info-putnodeattr;key=shm;value=/dev/shm/x;"), "cmd=info-putnodeattr-response;rc=0;");
+  EXPECT_EQ(waiter.reply2(), "cmd=info-getnodeattr-response;rc=0;found=TRUE;value=/dev/shm/x;thrid=0x2;");
+  EXPECT_EQ(putter.ask2("cmd=info-getnodeattr;key=shm;wait=TRUE;"),
+            "cmd=info-getnodeattr-response;rc=0;found=TRUE;value=/dev/shm/x;");
+}
+
+TEST(PmiService, WhatIsNotPmi2AfterAPmi2InitClosesThatRanksSocketOnly) {
+  PmiService service(JobLayout::uniform(1, 4), 0, "kvs");
+  Rank bad_length(service, 0), bad_body(service, 1), too_long(service, 2), good(service, 3);
+  for (Rank* r : {&bad_length, &bad_body, &too_long, &good})
+    ASSERT_EQ(r->ask("cmd=init pmi_version=2 pmi_subversion=0"),
+              "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+  bad_length.send("cmd=finalize\n");  // PMI-1 after choosing PMI-2
+  EXPECT_EQ(bad_length.reply2(), "(closed)");
+  EXPECT_EQ(bad_body.ask2("cmd=fullinit;pmirank"), "(closed)");
+  too_long.send("99999999");
+  EXPECT_EQ(too_long.reply2(), "(closed)");
+  EXPECT_EQ(good.ask2("cmd=job-getid;"), "cmd=job-getid-response;rc=0;jobid=kvs;");
+}
+
+TEST(PmiService, APmi2FenceAcrossNodesBringsEveryNodesPutsAndFailsWithTheRelay) {
+  PmiService service(JobLayout::uniform(2, 1), 0, "kvs");
+  FenceRecorder relay;
+  service.relay_to(relay);
+  Rank r(service, 0);
+  ASSERT_EQ(r.ask("cmd=init pmi_version=2 pmi_subversion=0"),
+            "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+  ASSERT_EQ(r.ask2("cmd=kvs-put;key=mine;value=a;;b;"), "cmd=kvs-put-response;rc=0;");
+  r.send2("cmd=kvs-fence;");
+  ASSERT_EQ(relay.fences.size(), 1u);
+  EXPECT_EQ(relay.fences[0]->data(), "mine=a;b\n");
+  relay.fences[0]->complete("mine=a;b\ntheirs=1=2\n");
+  EXPECT_EQ(r.reply2(), "cmd=kvs-fence-response;rc=0;");
+  EXPECT_EQ(r.ask2("cmd=kvs-get;key=theirs;"), "cmd=kvs-get-response;rc=0;found=TRUE;value=1=2;");
+  r.send2("cmd=kvs-fence;");
+  ASSERT_EQ(relay.fences.size(), 2u);
+  relay.fences[1]->fail();
+  EXPECT_EQ(r.reply2(), "cmd=kvs-fence-response;rc=-1;errmsg=a fence across nodes failed;");
 }
 
 TEST(PmiService, ALineThatIsNotPmiOrTooLongClosesThatRanksSocketOnly) {

@@ -1,15 +1,19 @@
 #pragma once
-// hyrun's PMI-1 server (docs/pmix.md, "PMI-1 for MPICH"): what MPICH and its derivatives start
-// from. Each rank process gets a socket of its own as PMI_FD, with PMI_RANK and PMI_SIZE, as
-// hydra's proxy gives them; it answers the requests of pmi_wire.hpp on hyrun's loop. Puts go
-// into one key-value space of the job; a barrier completes when every rank of this node is
-// in it and, across nodes, once the relay's fence (the same authenticated node link as PMIx
-// fences) has brought every node's puts since the last one.
+// hyrun's PMI-1 and PMI-2 server (docs/pmix.md, "PMI-1 and PMI-2 for MPICH"): what MPICH and
+// its derivatives start from. Each rank process gets a socket of its own as PMI_FD, with
+// PMI_RANK and PMI_SIZE, as hydra's proxy gives them; it answers the requests of pmi_wire.hpp
+// on hyrun's loop, in PMI-1 until a rank's init asks for PMI-2. Puts of either go into one
+// key-value space of the job; a barrier (PMI-2: a fence) completes when every rank of this
+// node is in it and, across nodes, once the relay's fence (the same authenticated node link
+// as PMIx fences) has brought every node's puts since the last one. PMI-2's node attributes
+// are this node's own.
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hyrun/common/job_layout.hpp"
@@ -58,12 +62,22 @@ class PmiService final : public UntimedParticipant {
     int rank = 0;
     UniqueFd fd;
     std::string in, out;
+    int version = 1;  // 2 once its init asked for PMI-2
     bool in_barrier = false;
+    std::string thrid;                        // PMI-2: the fence's or node attribute's requester
+    std::optional<std::string> awaited_attr;  // PMI-2: the node attribute it waits for
   };
   void read_from(Connection& c);
+  void take_requests(Connection& c);
   void handle(Connection& c, std::string_view line);
+  void handle2(Connection& c, std::string_view body);
   void put(Connection& c, const PmiRequest& request);
   void get(Connection& c, const PmiRequest& request);
+  // Keeps a put of either version; says why when it is refused.
+  std::string store(std::string_view key, std::string_view value, int rank);
+  void node_attribute(Connection& c, const PmiRequest& request);
+  void reply2(Connection& c, const PmiRequest& request, std::string_view command,
+              std::vector<std::pair<std::string_view, std::string_view>> fields);
   void barrier_in(Connection& c);
   void relay_barrier();
   void end_barrier(bool ok, std::string_view joined);
@@ -77,6 +91,7 @@ class PmiService final : public UntimedParticipant {
   const std::string mapping_;
   std::vector<std::unique_ptr<Connection>> connections_;
   std::map<std::string, std::string, std::less<>> values_;
+  std::map<std::string, std::string, std::less<>> node_attributes_;  // PMI-2's, this node's
   std::size_t bytes_ = 0;
   std::string part_;  // this node's puts since the last barrier, "key=value\n" each
   bool barrier_waits_for_relay_ = false;
