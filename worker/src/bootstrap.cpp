@@ -38,6 +38,31 @@ std::vector<int> start_ranks(const RankEnvironment& contract) {
   return all;
 }
 
+// Who hands `rank` the address table at the start: rank 0 to the ranks of its own node and to
+// the first start rank of every other node, which passes it on to the rest of its node. So
+// rank 0 sends one copy a node, not one a rank (issue 39), and every rank can tell from the
+// table itself whom its copy must come from.
+int table_source(const std::vector<Peer>& table, const std::vector<int>& starting, int rank) {
+  const int node = table[static_cast<std::size_t>(rank)].node;
+  if (node == table[0].node) return 0;
+  for (int r : starting)  // ascending
+    if (table[static_cast<std::size_t>(r)].node == node) return r;
+  return 0;
+}
+
+// Sends the sealed table to each of `ranks` and waits for every send.
+void send_table(Communicator& comm, std::span<const std::byte> encoded, const std::vector<int>& ranks) {
+  const auto t = tag::make(tag::Kind::kTable, 0, 0);
+  std::vector<std::vector<std::byte>> sealed;
+  std::vector<std::pair<int, ucx::Request>> sends;
+  sealed.reserve(ranks.size());
+  for (int r : ranks) {
+    sealed.push_back(comm.seal(t, comm.id_of(r), encoded));
+    sends.emplace_back(r, comm.start_send(r, comm.endpoint_to(r), t, sealed.back(), "sending the address table"));
+  }
+  for (auto& [r, request] : sends) comm.wait(std::move(request), "sending the address table", r);
+}
+
 std::vector<std::byte> own_address(const Communicator& comm) {
   const ucx::WorkerAddress own(comm.worker());
   return {own.bytes().begin(), own.bytes().end()};
@@ -76,16 +101,13 @@ void start_root(Communicator& comm, JoinAdmission& admission) {
   }
   comm.connect_endpoints(std::move(peers));
   const auto encoded = encode_table(comm.table());
-  const auto t = tag::make(tag::Kind::kTable, 0, 0);
-  std::vector<std::vector<std::byte>> sealed;
-  std::vector<std::pair<int, ucx::Request>> sends;
-  sealed.reserve(starting.size());
-  for (int r : starting) {
-    if (r == 0) continue;
-    sealed.push_back(comm.seal(t, comm.id_of(r), encoded));
-    sends.emplace_back(r, comm.start_send(r, comm.endpoint_to(r), t, sealed.back(), "sending the address table"));
-  }
-  for (auto& [r, request] : sends) comm.wait(std::move(request), "sending the address table", r);
+  std::vector<int> to;
+  for (int r : starting)
+    if (r != 0 && (table_source(comm.table(), starting, r) == 0 || table_source(comm.table(), starting, r) == r))
+      to.push_back(r);
+  send_table(comm, encoded, to);
+  worker_log().debug("rank 0: sent the address table ({} bytes) to {} of {} start ranks", encoded.size(), to.size(),
+                     starting.size() - 1);
 }
 
 void start_member(Communicator& comm) {
@@ -104,18 +126,31 @@ void start_member(Communicator& comm) {
   const auto join =
       comm.seal(join_tag, root_id, encode({contract.rank, contract.node_rank, own, ProcessIdentity::own()}));
   comm.wait(comm.start_send(-1, root.get(), join_tag, join, "joining rank 0"), "joining rank 0");
+  // At the start, the copy comes from rank 0 or from the first start rank of this rank's node
+  // (table_source); a rank that joins late gets it from rank 0 alone (admit_rejoins).
+  const auto starting = start_ranks(contract);
   std::vector<Peer> peers;
-  comm.recv_authentic(tag::make(tag::Kind::kTable, 0, 0), tag::kFullMask, max_table_bytes(contract.world_size),
-                      "the address table from rank 0", comm.deadline(), -1,
-                      [&](const auth::Envelope& envelope, std::vector<std::byte>& bytes) -> std::string {
-                        if (envelope.source != root_id) return "not sent by rank 0";
-                        try {
-                          peers = decode_table(bytes);
-                        } catch (const Error& e) {
-                          return e.what();
-                        }
-                        return "";
-                      });
+  std::vector<std::byte> encoded;
+  int source = 0;
+  comm.recv_authentic(
+      tag::make(tag::Kind::kTable, 0, 0), tag::kFullMask, max_table_bytes(contract.world_size), "the address table",
+      comm.deadline(), -1, [&](const auth::Envelope& envelope, std::vector<std::byte>& bytes) -> std::string {
+        try {
+          peers = decode_table(bytes);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        if (static_cast<int>(peers.size()) != contract.world_size) return "";  // said below
+        source = contract.joins_late() ? 0 : table_source(peers, starting, contract.rank);
+        const std::uint64_t want = source == 0 || source == contract.rank
+                                       ? root_id
+                                       : auth::process_id(peers[static_cast<std::size_t>(source)].address);
+        if (envelope.source != want)
+          return source == 0 || source == contract.rank ? "not sent by rank 0"
+                                                        : fmt::format("not sent by rank {}", source);
+        encoded = bytes;
+        return "";
+      });
   if (static_cast<int>(peers.size()) != contract.world_size)
     throw Error(fmt::format("rank {}: the address table from rank 0 has {} entries, expected {} ({})", contract.rank,
                             peers.size(), contract.world_size, env::kWorldSize));
@@ -123,6 +158,13 @@ void start_member(Communicator& comm) {
     throw Error(fmt::format("rank {}: the address table from rank 0 does not hold this process as rank {}",
                             contract.rank, contract.rank));
   comm.connect_endpoints(std::move(peers), std::move(root));
+  if (source != contract.rank) return;
+  // The first start rank of its node: the rest of the node's start ranks get the table from it.
+  std::vector<int> to;
+  for (int r : starting)
+    if (r != contract.rank && table_source(comm.table(), starting, r) == contract.rank) to.push_back(r);
+  send_table(comm, encoded, to);
+  worker_log().debug("rank {}: passed the address table on to {} rank(s) of its node", contract.rank, to.size());
 }
 
 std::vector<World::Rejoin> admit_rejoins(Communicator& comm, JoinAdmission& admission) {
