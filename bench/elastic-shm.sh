@@ -13,6 +13,8 @@
 # Last, the transports UCX picks for each (UCX_LOG_LEVEL=info, "ep_cfg" lines).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 REPEATS=${REPEATS:-5}; TOKENS=${TOKENS:-128}; HIDDEN=${HIDDEN:-7168}; TOPK=${TOPK:-8}
 ITERS=${ITERS:-30}; WARMUP=${WARMUP:-5}
@@ -48,6 +50,7 @@ for n in "${RANKS[@]}"; do
   for ((i = 0; i < REPEATS; i++)); do run_elastic "$n" >>"$work/e"; run_plain "$n" >>"$work/p"; done
   e=$(median <"$work/e"); p=$(median <"$work/p")
   awk -v n="$n" -v e="$e" -v p="$p" 'BEGIN { printf "| %d | %.2f | %.2f | %.2f |\n", n, e, p, e / p }'
+  awk -v n="$n" -v e="$e" -v p="$p" 'BEGIN { printf "%d %.2f %.2f %.2f\n", n, e, p, e / p }' >>"$work/rows"
 done
 echo
 n=${RANKS[0]}
@@ -56,3 +59,7 @@ ITERS=2 WARMUP=0 run_elastic "$n" -x UCX_LOG_LEVEL=info >/dev/null || true
 echo "transports of the elastic run, $n ranks (UCX_LOG_LEVEL=info; count: endpoint configuration):"; transports
 ITERS=2 WARMUP=0 run_plain "$n" -x UCX_LOG_LEVEL=info >/dev/null || true
 echo "transports of the plain run, $n ranks:"; transports
+while read -r n e p ratio; do
+  bench_row "elastic EP on one node against a plain run (\`bench/elastic-shm.sh\`), $n ranks, T=$TOKENS H=$HIDDEN top-$TOPK" \
+    "elastic (ep-bench) GB/s, median of $REPEATS rounds" "$e GB/s" "$ratio of the plain run's (ep-bench-host, $p GB/s)"
+done <"$work/rows"

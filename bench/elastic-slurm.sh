@@ -8,6 +8,8 @@
 #   BUILD_DIR, ARGS, PLANS (space-separated plans), RUNS (runs per plan, default 3)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 hyrun=$build/launcher/hyrun; bench=$build/worker/ep/programs/ep-bench
 for b in "$hyrun" "$bench"; do [ -x "$b" ] || { echo "missing $b: build hyrun and ep-bench first" >&2; exit 1; }; done
@@ -15,6 +17,7 @@ ARGS=${ARGS:-"--num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 2
 PLANS=${PLANS:-"[[0,1,2,3,4,5,6,7],[0,1,2,3,4,5,-6,-7],[0,1,2,3,4,5],[0,1,2,3,4,5,6,7]] [[0,1,2,3,4,5,6,7],[0,1,-2,-3,4,5,6,7],[0,1,4,5,6,7],[0,1,2,3,4,5,6,7]]"}
 RUNS=${RUNS:-3}
 work=$(mktemp -d)
+: >"$work/rows"
 cluster=""
 cleanup() {
   [ -n "$cluster" ] && bash "$root/scripts/slurm-cluster.sh" down "$cluster" >/dev/null 2>&1
@@ -37,9 +40,9 @@ for plan in $PLANS; do
     # shellcheck disable=SC2086
     UCX_TLS=$HYRUN_CLUSTER_UCX_TLS UCX_NET_DEVICES=$HYRUN_CLUSTER_UCX_NET_DEVICES timeout 300 srun --mpi=pmix -N2 \
       --ntasks-per-node=1 "$hyrun" -n 4 -- "$bench" --plan "$plan" $ARGS >"$out" 2>&1 || { tail -20 "$out"; exit 1; }
-    python3 - "$run" "$plan" "$out" <<'PY'
+    python3 - "$run" "$plan" "$out" "$work/rows" <<'PY'
 import re, sys
-run, plan, path = sys.argv[1:]
+run, plan, path, rows_file = sys.argv[1:]
 phase, rows = {}, {}
 for line in open(path):
     if m := re.match(r"global_rank=(\d+), local_rank=\d+ -> start phase (\d+)", line):
@@ -50,6 +53,19 @@ base = sum(a for a, _ in rows[0]) / len(rows[0])
 for p in sorted(rows):
     avg = sum(a for a, _ in rows[p]) / len(rows[p])
     print(f"{run:<4} {plan:60s} {p:5d} {avg / 1000:10.1f} {min(m for _, m in rows[p]) / 1000:10.1f} {avg / base:8.2f}")
+# For the current-numbers row: the run's slowest phase after phase 0, "plan run phase avg_ms base_ms x".
+later = [(sum(a for a, _ in rows[p]) / len(rows[p]), p) for p in rows if p > 0]
+if later:
+    avg, p = max(later)
+    with open(rows_file, "a") as f:
+        f.write(f"{plan} {run} {p} {avg / 1000:.1f} {base / 1000:.1f} {avg / base:.2f}\n")
 PY
   done
+done
+# One row a plan: its last run's slowest phase after phase 0.
+for plan in $PLANS; do
+  read -r _ run phase avg base x < <(awk -v plan="$plan" '$1 == plan' "$work/rows" | tail -1) || continue
+  bench_row "elastic phase after kills on Slurm (\`bench/elastic-slurm.sh\`), 2 nodes x 4 ranks, $HYRUN_CLUSTER_UCX_TLS, plan $plan" \
+    "the slowest phase after phase 0 (phase $phase, run $run): dispatch + combine avg_t over its ranks" "$avg ms" \
+    "$x of phase 0 ($base ms)"
 done

@@ -12,6 +12,8 @@
 # timeout before a killed rank is noticed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 hyrun=$build/launcher/hyrun; bench=$build/worker/ep/programs/ep-bench; elastic=$build/worker/ep/programs/ep-elastic
 waves=$root/tests/elastic/cloudai_nixl_ep.py
@@ -55,10 +57,17 @@ for plan in no_expansion single_expansion double_expansion expansion_contraction
   "$elastic" --plan "$file" --num-processes "$n" --port "$PORT" --restart-returning $ARGS --validate-phase-failures \
     --report-dir "$work/$plan.one" >/dev/null
   staged "$file" "$work/$plan.staged"
-  python3 - "$plan" "$work/$plan.all/results.json" "$work/$plan.one/results.json" "$work/$plan.staged/results.json" <<'PY'
+  python3 - "$plan" "$work/$plan.all/results.json" "$work/$plan.one/results.json" "$work/$plan.staged/results.json" \
+    "$work/phases" <<'PY'
 import json, sys
 name = sys.argv[1]
-runs = [json.load(open(p)) for p in sys.argv[2:]]
+runs = [json.load(open(p)) for p in sys.argv[2:5]]
+# For the current-numbers row: per phase of the staged run, "phase killed phase_ms detect_ms".
+with open(sys.argv[5], "a") as rows:
+    for i, ph in enumerate(runs[2]["phases"]):
+        detect = ph["max_detect_ms"]
+        rows.write(f"{ph['phase']} {int(bool(runs[0]['phases'][i]['killed']))} {ph['duration_ms'] or 0} "
+                   f"{'-' if detect is None else detect}\n")
 fmt = lambda v: "-" if v is None else f"{v:.1f}"
 for i, ph in enumerate(runs[0]["phases"]):
     ref = []
@@ -69,3 +78,9 @@ for i, ph in enumerate(runs[0]["phases"]):
           f"{fmt(runs[2]['phases'][i]['max_detect_ms']):>11s} {fmt(runs[2]['phases'][i]['duration_ms']):>11s}  {' + '.join(ref) or '-'}")
 PY
 done
+read -r phase_ms changes < <(awk '{ ms += $3; if ($1 > 0) n++ } END { printf "%.1f %d\n", ms, n }' "$work/phases")
+bench_row "elastic phase changes (\`bench/elastic.sh\`), every plan's phases summed" "phase time (staged), one run" \
+  "$phase_ms ms" "the reference sleeps 5000 ms a phase change: $changes x 5000 = $((changes * 5000)) ms"
+kills=$(awk '$2 == 1 && $4 != "-" { printf "%s%.1f", n++ ? ", " : "", $4 }' "$work/phases")
+bench_row "the same, the kills" "death detected by the survivors (the largest over them), each kill" "${kills:--} ms" \
+  "the reference: 30000 ms timeout"

@@ -29,6 +29,8 @@
 # moving its bytes at memcpy speed could show.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 TLS=${TLS:-"shm tcp"}
 TOKENS=${TOKENS:-128}; HIDDEN=${HIDDEN:-7168}; TOPK=${TOPK:-8}; EXPERTS=${EXPERTS:-2}
@@ -117,10 +119,18 @@ for tls in $TLS; do
     : >"$work/memcpy"
     for ((i = 0; i < REPEATS; i++)); do "$memcpy_bench" "$mib" 15 | sed -n 's/.*median_gbps=\([0-9.]*\).*/\1/p' >>"$work/memcpy"; done
     mcb=$(median <"$work/memcpy")
-    awk -v n="$n" -v tls="$tls" -v e="$ep_gbps" -v us="$ep_us" -v mn="$ep_min" -v gm="$ep_gmin" -v k="$ko_gbps" \
+    first=0; [ "$n" != "${RANKS[0]}" ] || first=1
+    awk -v first="$first" -v rows="$work/rows" -v n="$n" -v tls="$tls" -v e="$ep_gbps" -v us="$ep_us" -v mn="$ep_min" -v gm="$ep_gmin" -v k="$ko_gbps" \
       -v pd="$pd" -v pc="$pc" -v D="$D" -v C="$C" -v dm="$dmsg" -v cm="$cmsg" -v mcb="$mcb" -v mib="$mib" 'BEGIN {
         w = (D + C) / (D / pd + C / pc)
         printf "| %d | %s | %.3f | %.0f | %.0f | %.3f | %.3f | %.2f (%d B) | %.2f (%d B) | %.2f | %.3f | %.3f | %.2f (%d MiB) | %.3f |\n",
-          n, tls, e, us, mn, gm, k, pd, dm, pc, cm, w, e / w, gm / w, mcb, mib, mcb / w }'
+          n, tls, e, us, mn, gm, k, pd, dm, pc, cm, w, e / w, gm / w, mcb, mib, mcb / w
+        # the current-numbers row of the first rank count: "tls n avg_t min_t reference"
+        if (first) printf "%s %d %.0f %.0f %.3f of ucx_perftest (%.2f GB/s); %.3f at min_t; memcpy bound %.3f\n",
+          tls, n, us, mn, e / w, w, gm / w, mcb / w >>rows }'
   done
 done
+while read -r tls n us mn ref; do
+  bench_row "EP host (\`bench/ep.sh\`), $n ranks over $tls, T=$TOKENS H=$HIDDEN top-$TOPK" \
+    "dispatch + combine avg_t / min_t, median of $REPEATS" "$us / $mn us" "$ref"
+done <"$work/rows"

@@ -7,10 +7,13 @@
 #
 #   bench/gpu-binding.sh --bundle DIR [--ranks "1 2 4 8"] [--out DIR]
 #
-# Output: per rank count, the plan table, the reports, and MATCH or MISMATCH per rank;
-# DIR/topology.xml, DIR/plan-N.txt, DIR/report-N.jsonl.
+# Output: per rank count, the plan table, the reports, and MATCH or MISMATCH per rank, then the
+# current-numbers row (bench/row.sh);
+# DIR/topology.xml, DIR/plan-N.txt, DIR/report-N.jsonl, DIR/matches.txt (the MATCH lines).
 # Exit codes: 0 every rank got what the plan says, 1 a mismatch or a failed run, 2 usage.
 set -uo pipefail
+# shellcheck source=bench/row.sh
+. "$(dirname "$0")/row.sh"
 bundle=""; ranks="1 2 4 8"; out=${OUT:-$PWD}/gpu-binding
 while [ $# -gt 0 ]; do
   case $1 in
@@ -28,6 +31,7 @@ bundle=$(cd "$bundle" && pwd)
 eval "$("$bundle/run" --print-env)"
 B=$bundle/bin
 mkdir -p "$out"
+: >"$out/matches.txt"
 failed=0
 if [ -x "$B/lstopo-no-graphics" ]; then
   "$B/lstopo-no-graphics" --of xml "$out/topology.xml" && echo "topology saved: $out/topology.xml" ||
@@ -59,7 +63,13 @@ for n in $ranks; do
       if (!ok) bad = 1
     }
     END { for (r in pci) if (!(r in seen)) { print "MISMATCH rank " r ": no report"; bad = 1 }
-          exit bad }' "$out/plan-$n.txt" "$out/report-$n.jsonl" || failed=1
+          exit bad }' "$out/plan-$n.txt" "$out/report-$n.jsonl" | tee -a "$out/matches.txt" || failed=1
 done
 [ "$failed" -eq 0 ] && echo "gpu-binding.sh: every rank got what the plan says" || echo "gpu-binding.sh: MISMATCH or failure (above)"
+bench_row_machine="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 | sed 's/, */, driver /'), $(nproc)-core $(hostname)"
+bench_row_bundle_commit "$bundle"
+bench_row "GPU binding (\`bench/gpu-binding.sh\`), ${ranks// /, } ranks" \
+  "ranks whose GPU, CPUs and memory nodes match hyrun's plan" \
+  "$(grep -c '^MATCH' "$out/matches.txt" || true) of $(grep -c ' rank ' "$out/matches.txt" || true)$([ "$failed" -eq 0 ] || echo ', a run FAILED')" \
+  "the plan: hyrun --dry-run --report-bindings, the same run"
 exit $failed

@@ -22,6 +22,8 @@
 # Exit codes: 0, 1 a launch failed, 2 usage, 3 no GPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 bundle=""; ranks="1 8"; rounds=2; sizes="reference cloudai"; logs=""; names=(); paths=()
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -120,4 +122,14 @@ done
       }
     }' "$work/rows"
 } | tee "$logs/table.md"
+
+# The rows: the last variant against the reference, through IPC, each size and rank count.
+bench_row_machine="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | sed 's/, */, driver /'), $(nproc)-core $(hostname)"
+bench_row_bundle_commit "$bundle"
+last=${names[${#names[@]} - 1]}
+while read -r size n med x ref_med; do
+  bench_row "EP CUDA, $last against ${names[0]} (\`bench/gpu-compare.sh\`), $n rank(s) through IPC, $size sizes" \
+    "dispatch + combine, median of $rounds round(s)" "$med us" "x ref $x: ${names[0]}'s $ref_med us over this one's"
+done < <(awk -F' *[|] *' -v ref="${names[0]}" -v last="$last" '$4 == "ipc" && $5 == ref { r[$2 " " $3] = $6 }
+  $4 == "ipc" && $5 == last { print $2, $3, $6, $11, r[$2 " " $3] }' "$logs/table.md")
 [ "$failed" -eq 0 ] || { echo "gpu-compare.sh: some launches FAILED" >&2; exit 1; }

@@ -25,6 +25,8 @@
 # Exit codes: 0 all passed, 1 a test or a run failed, 2 usage, 3 no GPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=$root/build-gpu; bundle=""; skip_build=0; build_only=0; timing_only=0; ranks="1 2 4 8"
 warmup=50; iters=200; tokens=128; hidden=7168; topk=8; experts=2; jobs=$(nproc); mps=0; cold=0
 
@@ -147,4 +149,24 @@ grep -h 'Dispatch + combine bandwidth' "$work/all.out" | head -40 || true
 echo
 echo "Send and receive halves (--kernel-only runs):"
 grep -h 'gpu-bench halves' "$work/all.out" | head -40 || true
+
+# The rows: 1 rank (the first count) and the most ranks (the last), through IPC.
+bench_row_machine="${gpu%%,*}, driver $(echo "${gpu##*,}" | tr -d ' '), $(nproc)-core $(hostname)"
+[ -z "$bundle" ] || bench_row_bundle_commit "$bundle"
+what="T=$tokens H=$hidden top-$topk, $experts experts a rank"
+[ "$mps" -eq 0 ] || what+=", under MPS"
+[ "$cold" -eq 0 ] || what+=", every call cold"
+read -r first_n _ <<<"$ranks"; for last_n in $ranks; do :; done
+for n in $(printf '%s\n' "$first_n" "$last_n" | uniq); do
+  # | n | mode | per rank | summed | dispatch | combine | median | min | max | copy | summed/copy |
+  row=$(awk -F' *[|] *' -v n="$n" '$2 == n && $3 == "ipc" { print $8, $12, $11; exit }' "$work/table")
+  [ -n "$row" ] || continue
+  read -r us ratio copy <<<"$row"
+  bench_row "EP CUDA (\`bench/gpu.sh\`), $n rank(s) sharing the GPU through IPC, $what" "dispatch + combine, median" "$us us" \
+    "summed bandwidth $ratio of a D2D copy ($copy GB/s)"
+done
+if [ "$timing_only" -eq 0 ]; then
+  bench_row "EP CUDA (\`bench/gpu.sh\`), every step: the selftest, ep-check with ${ranks// /, } rank(s) and staged, the timing runs" "PASS / FAIL" \
+    "$(if [ "$failed" -eq 0 ]; then echo 'all PASS'; else echo 'some FAIL'; fi)" "-"
+fi
 [ "$failed" -eq 0 ] && echo "bench/gpu.sh: all steps passed" || { echo "bench/gpu.sh: some steps FAILED" >&2; exit 1; }

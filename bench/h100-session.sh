@@ -36,6 +36,8 @@
 # Exit codes: 0 every step that ran passed, 1 a step failed, 2 usage, 3 no GPU.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 bundle=""; logs=""; part=all; budget=560; cap=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -271,6 +273,14 @@ for p in "${parts[@]}"; do
   esac
 done
 note "== $([ "$failed" -eq 0 ] && echo 'every step that ran passed' || echo 'some steps FAILED'); logs in $logs"
+# The rows: this session's steps, then the rows of the benches it ran (their logs).
+bench_row_machine="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), driver $driver, $(nproc)-core $(hostname)"
+bench_row_bundle_commit "$bundle"
+bench_row "EP CUDA on a GPU (\`bench/h100-session.sh\`), parts $part" "steps PASS / FAIL / NOT RUN" \
+  "$(grep -c '^PASS' "$summary") / $(grep -c '^FAIL' "$summary") / $(grep -c '^NOT RUN' "$summary")" "-" | tee -a "$summary"
+for log in "$logs"/gpu-bench*.log "$logs"/gpu-binding.log; do
+  [ -f "$log" ] && sed -n '/^current-numbers row/,$p' "$log" | grep '^| ' | tee -a "$summary"
+done
 # The device tool brings back at most 8 files from $OUT: one archive holds every step's log.
 if [ -n "${OUT:-}" ] && [[ $logs == "$OUT"/* ]]; then
   tar -czf "$OUT/h100-logs.tar.gz" -C "$(dirname "$logs")" "$(basename "$logs")" && find "$logs" -name '*.log' -delete

@@ -28,6 +28,8 @@
 # column, and its output kept; the script then exits 1.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 cluster_nodes=0 nodes="2 4" per_node="1 2 4 8" reps=5 plot="" keep="" reference="" startup_ms=0
 usage() { sed -n '2,28p' "$0" >&2; exit 2; }
@@ -152,6 +154,7 @@ for k in $nodes; do
     printf '%5s %3s %5s | %7s ms %7s ms | %8s ms %8s ms | %6s %6s%s | %s\n' "$k" "$n" $((k * n)) "$mhc" "$mhe" \
       "$mnc" "$mne" "$(ratio "$mhc" "$mnc")" "$(ratio "$mhe" "$mne")" "$ref_cols" "$fails" >>"$table"
     echo "$n $((k * n)) $mhe $mne" >>"$data"
+    echo "$k $n $mhe $mne ${mre:--}" >>"$work/cells"
     if [ ${#herr[@]} -gt 0 ]; then
       printf '%5s %3s | %11s ms %7s ms %7s ms %7s ms %7s ms %8s ms %7s ms\n' "$k" "$n" \
         "$(step 'ranks started' "${herr[@]}" | median)" "$(step 'rank 0 address' "${herr[@]}" | median)" \
@@ -204,6 +207,16 @@ plot $joined
 EOF
   echo "plot: $plot"
 fi
+# The rows: the grid's first and last cells.
+bench_row_machine="$cluster_nodes-node $HYRUN_CLUSTER_MODE Slurm testbed, $(nproc)-core $(hostname)"
+for cell in "$(head -1 "$work/cells")" "$(tail -1 "$work/cells")"; do
+  read -r k n he ne re <<<"$cell"
+  ref=""; [ -z "$reference" ] || ref="; $(ratio "$he" "$re") of the reference's ($re ms)"
+  bench_row "hybrid launch on Slurm (\`bench/launch-slurm.sh\`), $k node(s) x $n rank(s) ($((k * n))), hello, ranks start in ${startup_ms} ms" \
+    "job end (srun to return), median of $reps" "$he ms" "$(ratio "$he" "$ne") of srun native ($ne ms)$ref"
+  [ "$(wc -l <"$work/cells")" -gt 1 ] || break
+done
+
 if [ "$failed" -gt 0 ]; then
   echo "launch-slurm: $failed run(s) failed; their output: $work" >&2
   keep=$work  # keep it for the user

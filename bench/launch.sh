@@ -13,6 +13,8 @@
 #   REPS (default 9) and SIZES (default "1 2 4 8 16") from the environment.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 REPS=${REPS:-9}
 SIZES=${SIZES:-"1 2 4 8 16"}
@@ -64,4 +66,13 @@ for n in $SIZES; do
   if [ -n "$reference" ]; then rm_=$(median_ms "${r[@]}"); line+=$(printf ' | %20s | %8s' "$rm_" "$(ratio "$wm" "$rm_")"); fi
   if [ "$with_mpirun" = 1 ]; then mm=$(median_ms "${m[@]}"); line+=$(printf ' | %21s | %12s' "$mm" "$(ratio "$wm" "$mm")"); fi
   echo "$line"
+  # The row: N = 8, or the largest N when SIZES has no 8.
+  if [ "$n" = 8 ] || [ "${row_n:-}" != 8 ]; then
+    row_n=$n
+    row_ref="$(ratio "$hm" "$bm") / $(ratio "$wm" "$bm") of fork/exec ($bm ms)"
+    [ -z "$reference" ] || row_ref+="; hello $(ratio "$wm" "$rm_") of the reference's ($rm_ ms)"
+    [ "$with_mpirun" = 0 ] || row_ref+="; $(ratio "$wm" "$mm") of mpirun's MPI hello ($mm ms)"
+    row_value="$hm / $wm ms"
+  fi
 done
+bench_row "local launch (\`bench/launch.sh\`), N = $row_n" "no-op / hello wall time, median of $REPS" "$row_value" "$row_ref"

@@ -24,6 +24,8 @@
 #                runs (default "auto"; "outer link" compares the two routes)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3 fences=auto
 usage() { sed -n '2,24p' "$0" >&2; exit 2; }
@@ -99,4 +101,27 @@ for where in "same node:1:2" "next node:2:1"; do
     run native "$k" "$n" "$out/sp$k" --peer 1
   done
   pingpong_table "$out/hp$k" "$out/sp$k" hyrun native
+done
+
+# The rows: the grid's first and last cells (every route), then the 64 KiB ping-pongs.
+version="Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}')"
+bench_row_machine="$largest-node $HYRUN_CLUSTER_MODE Slurm testbed, $(nproc)-core $(hostname)"
+read -r first_k _ <<<"$nodes"; read -r first_n _ <<<"$per_node"
+for k in $nodes; do :; done; for n in $per_node; do :; done
+cells=("$first_k $first_n"); [ "$first_k $first_n" = "$k $n" ] || cells+=("$k $n")
+for cell in "${cells[@]}"; do
+  read -r k n <<<"$cell"
+  for f in $fences; do
+    h=$out/h$k.$n.$f s=$out/s$k.$n
+    bench_row "$version, hybrid mode against srun native (\`bench/mpi-slurm.sh\`), $k node(s) x $n rank(s), --fences $f" \
+      "MPI_Init / wall time, median of $reps" "$(median_col "$h" 2) / $(median_col "$h" 1) ms" \
+      "wall $(ratio "$(median_col "$h" 1)" "$(median_col "$s" 1)") of native's ($(median_col "$s" 2) / $(median_col "$s" 1) ms)"
+  done
+done
+for where in "1 node x 2 ranks (shared memory):1" "2 nodes x 1 rank (tcp):2"; do
+  IFS=: read -r label k <<<"$where"
+  hb=$(pp_median "$out/hp$k.pp" 65536 4) sb=$(pp_median "$out/sp$k.pp" 65536 4)
+  [ -n "$hb" ] && [ -n "$sb" ] || continue
+  bench_row "the same, $label" "64 KiB ping-pong between ranks 0 and 1, median of $pp_reps" "$hb MB/s" \
+    "$(ratio "$hb" "$sb") of native's ($sb MB/s)"
 done

@@ -8,6 +8,8 @@
 #   bench/mpi.sh                  MPI=openmpi|mpich SIZES="2 4" REPS=5 PP_REPS=3
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 REPS=${REPS:-5}
 PP_REPS=${PP_REPS:-3}
@@ -52,3 +54,12 @@ for _ in $(seq "$PP_REPS"); do
   run mpirun 2 "$out/mp"
 done
 pingpong_table "$out/hp" "$out/mp" hyrun "$launcher"
+hb=$(pp_median "$out/hp.pp" 65536 4) mb=$(pp_median "$out/mp.pp" 65536 4)
+if [ -n "$hb" ] && [ -n "$mb" ]; then
+  bench_row "$version under hyrun against $launcher, one node (\`bench/mpi.sh\`)" \
+    "64 KiB ping-pong between ranks 0 and 1, median of $PP_REPS" "$hb MB/s" "$(ratio "$hb" "$mb") times $launcher's ($mb MB/s)"
+fi
+for n in $SIZES; do :; done  # the last N of SIZES
+hw=$(median_col "$out/h$n" 1) mw=$(median_col "$out/m$n" 1)
+bench_row "the same" "wall time of a $n-rank job (init to finalize and exit), median of $REPS" "$hw ms" \
+  "$(ratio "$hw" "$mw") of $launcher's ($mw ms)"

@@ -4,6 +4,8 @@
 # the quadratic grouping it replaced gave (N / N0)^2. Prints medians over REPS runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 REPS=${REPS:-5}
 SIZES=${SIZES:-"10000 40000 160000"}
@@ -26,6 +28,9 @@ printf '%8s | %8s | %10s | %12s\n' N "CPU ms" "ratio" "N ratio"
 first_n=""; first_t=""
 for n in $SIZES; do
   t=$(median_cpu_ms "$n")
-  [ -z "$first_n" ] && { first_n=$n; first_t=$(( t > 0 ? t : 1 )); }
+  [ -z "$first_n" ] && { first_n=$n; first_ms=$t; first_t=$(( t > 0 ? t : 1 )); }
   printf '%8s | %8s | %10.1f | %12.1f\n' "$n" "$t" "$(echo "$t / $first_t" | bc -l)" "$(echo "$n / $first_n" | bc -l)"
+  last_n=$n last_t=$t
 done
+bench_row "binding plan (\`bench/plan.sh\`), \`hyrun -n N --dry-run\`" "CPU at N = $last_n, median of $REPS" "$last_t ms" \
+  "$(printf '%.1f' "$(echo "$last_t / $first_t" | bc -l)") x N = $first_n's ($first_ms ms); N ratio $(printf '%.1f' "$(echo "$last_n / $first_n" | bc -l)")"

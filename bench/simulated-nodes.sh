@@ -21,6 +21,8 @@
 #     --plot       also draws the root's bytes sent and CPU against N with gnuplot
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 nodes="16 32 64 128 256" per_node="1 4" reps=1 program=keys plot=""
 usage() { sed -n '2,21p' "$0" >&2; exit 2; }
@@ -83,6 +85,7 @@ for r in $per_node; do
     done
   done
 done
+row_n=$n row_r=$r  # the last cell, for the row
 
 if [ -n "$plot" ]; then
   command -v gnuplot >/dev/null || { echo "simulated-nodes: gnuplot not found (gnuplot-nox)" >&2; exit 1; }
@@ -106,3 +109,10 @@ if [ -n "$plot" ]; then
   } | gnuplot
   echo "plot: $plot"
 fi
+
+# The row: the last cell (the last R, the last N), the outer route against the link.
+o=$out/$row_n.$row_r.outer l=$out/$row_n.$row_r.link
+bench_row "simulated nodes (\`bench/simulated-nodes.sh\`), $row_n nodes x $row_r rank(s), $program" \
+  "the root hyrun's bytes sent on the node link / its CPU, median of $reps" \
+  "$(median "$o" 4) bytes / $(median "$o" 2) ms, fences through the outer launcher" \
+  "over the link: $(median "$l" 4) bytes / $(median "$l" 2) ms; wall $(median "$o" 1) against $(median "$l" 1) ms; the median node's CPU $(median "$o" 5) against $(median "$l" 5) ms"

@@ -7,6 +7,8 @@
 # Prints medians over REPS runs; ratios are torchrun / hyrun.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/row.sh
+. "$root/bench/row.sh"
 build=${BUILD_DIR:-$root/build}
 REPS=${REPS:-5}
 N=${N:-4}
@@ -58,12 +60,14 @@ failure() {
 
 ratio() { echo "scale=2; $1 / $2" | bc; }
 
-echo "hyrun vs torchrun ($("$python" -c 'import torch; print(torch.__version__)')), $N ranks, median of $REPS runs, $(nproc) cores, $(date -u +%Y-%m-%d)"
+version=$("$python" -c 'import torch; print(torch.__version__)')
+echo "hyrun vs torchrun ($version), $N ranks, median of $REPS runs, $(nproc) cores, $(date -u +%Y-%m-%d)"
 printf '%-28s | %12s | %15s | %6s\n' "job" "hyrun (ms)" "torchrun (ms)" "ratio"
 printf -- '-----------------------------+--------------+-----------------+-------\n'
 h=$(median_ms "$hyrun" -n "$N" --bootstrap=none -- /bin/true)
 t=$(median_ms "${torchrun[@]}" --standalone --nproc_per_node "$N" --no_python /bin/true)
 printf '%-28s | %12s | %15s | %6s\n' "no-op (/bin/true)" "$h" "$t" "$(ratio "$t" "$h")"
+noop_h=$h noop_t=$t
 h=$(median_ms env -u MASTER_ADDR -u MASTER_PORT "$hyrun" -n "$N" --bootstrap=none -- "$python" "$prog")
 t=$(median_ms "${torchrun[@]}" --standalone --nproc_per_node "$N" "$prog")
 printf '%-28s | %12s | %15s | %6s\n' "gloo all-reduce (python)" "$h" "$t" "$(ratio "$t" "$h")"
@@ -74,5 +78,11 @@ printf '%-10s | %16s | %11s | %18s\n' "launcher" "ended after (ms)" "exit status
 printf -- '-----------+------------------+-------------+-------------------\n'
 read -r ms rc left < <(failure "$hyrun" -n "$N" --bootstrap=none --)
 printf '%-10s | %16s | %11s | %18s\n' hyrun "$ms" "$rc" "$left"
+fail_h="$ms ms, exit $rc" left_h=$left
 read -r ms rc left < <(failure "${torchrun[@]}" --standalone --nproc_per_node "$N" --no_python)
 printf '%-10s | %16s | %11s | %18s\n' torchrun "$ms" "$rc" "$left"
+
+bench_row "hyrun against torchrun $version (\`bench/torchrun.sh\`), $N ranks" "no-op job wall time, median of $REPS" "$noop_h ms" \
+  "torchrun $noop_t ms (ratio $(ratio "$noop_t" "$noop_h")); gloo all-reduce $h ms against $t ($(ratio "$t" "$h"))"
+bench_row "the same, rank 1 exits 3" "launcher ends after (one run)" "$fail_h" \
+  "torchrun $ms ms, exit $rc; rank processes left behind: $left_h (hyrun), $left (torchrun)"

@@ -5,7 +5,7 @@
 // (worker/ep/join/join_protocol.cpp) and the worker's messages (worker/src/message_auth.cpp).
 // Nettle, not OpenSSL 3: OpenSSL's first HMAC in a process sets up its providers (about
 // 1 ms of CPU, and 0.6 ms more for its random generator), paid by every rank at its start
-// (docs/performance.md); Nettle has no global state. Nothing here names Nettle's types.
+// (docs/performance-journal.md); Nettle has no global state. Nothing here names Nettle's types.
 #include <array>
 #include <cstddef>
 #include <span>

@@ -3,7 +3,7 @@
 // skips hwloc's I/O discovery while nothing it depends on has changed. That discovery reads
 // every PCI device's config space: 3-7 ms a device on a VM, serialised by the kernel, so 16
 // launches on one host spend ~350 ms where the XML loads in well under 1 ms each
-// (docs/performance.md). Slurm's slurmd keeps a topology file for the same reason.
+// (docs/performance-journal.md). Slurm's slurmd keeps a topology file for the same reason.
 //
 // An entry holds the whole machine (discovered with HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED)
 // and is loaded as this system with its allowed resources read afresh
