@@ -141,12 +141,14 @@ void PmiService::take_requests(Connection& c) {
         return close(c, fmt::format("it sent something that is not PMI-2: {}", *why));
       const std::size_t size = std::get<std::size_t>(length);
       if (in.size() - start - kPmi2LengthField < size) break;
-      handle2(c, in.substr(start + kPmi2LengthField, size));
+      const std::string_view body = in.substr(start + kPmi2LengthField, size);
+      if (const auto request = taken(c, parse_pmi2_command(body), "PMI-2", body)) handle2(c, *request);
       start += kPmi2LengthField + size;
     } else {
       const std::size_t end = in.find('\n', start);
       if (end == std::string_view::npos) break;
-      handle(c, in.substr(start, end - start));
+      const std::string_view line = in.substr(start, end - start);
+      if (const auto request = taken(c, parse_pmi_line(line), "PMI-1", line)) handle(c, *request);
       start = end + 1;
     }
   }
@@ -166,11 +168,16 @@ void PmiService::close(Connection& c, const std::string& why) {
   c.out.clear();
 }
 
-void PmiService::handle(Connection& c, std::string_view line) {
-  auto parsed = parse_pmi_line(line);
-  if (const auto* why = std::get_if<std::string>(&parsed))
-    return close(c, fmt::format("it sent a line that is not PMI-1 ({}): '{}'", *why, line.substr(0, 80)));
-  const auto& request = std::get<PmiRequest>(parsed);
+std::optional<PmiRequest> PmiService::taken(Connection& c, std::variant<PmiRequest, std::string> parsed,
+                                            std::string_view protocol, std::string_view text) {
+  if (const auto* why = std::get_if<std::string>(&parsed)) {
+    close(c, fmt::format("it sent something that is not {} ({}): '{}'", protocol, *why, text.substr(0, 80)));
+    return std::nullopt;
+  }
+  return std::move(std::get<PmiRequest>(parsed));
+}
+
+void PmiService::handle(Connection& c, const PmiRequest& request) {
   const std::string& cmd = request.command;
   if (cmd == "init") {
     const auto version = request.field("pmi_version");

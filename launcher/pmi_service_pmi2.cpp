@@ -12,11 +12,7 @@
 
 namespace hyrun {
 
-void PmiService::handle2(Connection& c, std::string_view body) {
-  auto parsed = parse_pmi2_command(body);
-  if (const auto* why = std::get_if<std::string>(&parsed))
-    return close(c, fmt::format("it sent a command that is not PMI-2 ({}): '{}'", *why, body.substr(0, 80)));
-  const auto& request = std::get<PmiRequest>(parsed);
+void PmiService::handle2(Connection& c, const PmiRequest& request) {
   const std::string& cmd = request.command;
   if (cmd == "fullinit") {
     if (supervisor_ != nullptr) supervisor_->on_pmix_client(c.rank, RankSupervisor::PmixClientStep::kConnected, "PMI");

@@ -8,13 +8,24 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "hyrun/launcher/pmi_service.hpp"
 #include "hyrun/launcher/pmi_wire.hpp"
 
 namespace hyrun {
 namespace {
+
+// What a parser said was wrong, or "(parsed)", or the length as text.
+template <class T>
+std::string said(const std::variant<T, std::string>& parsed) {
+  if (const auto* why = std::get_if<std::string>(&parsed)) return *why;
+  if constexpr (std::is_same_v<T, std::size_t>) return std::to_string(std::get<T>(parsed));
+  return "(parsed)";
+}
 
 TEST(PmiWire, ARequestIsItsCommandAndFields) {
   const auto parsed = parse_pmi_line("cmd=put kvsname=kvs0 key=-bcast-1-0 value=2F64=x");
@@ -28,18 +39,18 @@ TEST(PmiWire, ARequestIsItsCommandAndFields) {
   EXPECT_EQ(std::get<PmiRequest>(parse_pmi_line("cmd=barrier_in")).command, "barrier_in");
 }
 
+// Each input with what its parser must say of it.
+using Said = std::vector<std::pair<std::string, std::string>>;
+
 TEST(PmiWire, AMalformedLineSaysWhy) {
-  const auto why = [](std::string_view line) {
-    const auto parsed = parse_pmi_line(line);
-    return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : std::string("(parsed)");
-  };
-  EXPECT_EQ(why(""), "an empty line");
-  EXPECT_EQ(why("put key=a"), "'put' is not key=value");
-  EXPECT_EQ(why("key=a cmd=put"), "it does not start with cmd=NAME");
-  EXPECT_EQ(why("cmd= key=a"), "it does not start with cmd=NAME");
-  EXPECT_EQ(why("cmd=get key=a key=b"), "the field 'key' comes twice");
-  EXPECT_EQ(why("cmd=get =b"), "'=b' is not key=value");
-  EXPECT_EQ(why(std::string(kPmiMaxLine + 1, 'x')), "a line of more than 4096 bytes");
+  for (const auto& [line, why] : Said{{"", "an empty line"},
+                                      {"put key=a", "'put' is not key=value"},
+                                      {"key=a cmd=put", "it does not start with cmd=NAME"},
+                                      {"cmd= key=a", "it does not start with cmd=NAME"},
+                                      {"cmd=get key=a key=b", "the field 'key' comes twice"},
+                                      {"cmd=get =b", "'=b' is not key=value"},
+                                      {std::string(kPmiMaxLine + 1, 'x'), "a line of more than 4096 bytes"}})
+    EXPECT_EQ(said(parse_pmi_line(line)), why) << line.substr(0, 40);
 }
 
 TEST(PmiWire, ARepliesFieldsComeInTheOrderGiven) {
@@ -72,33 +83,27 @@ TEST(PmiWire, APmi2CommandIsItsLengthThenKeyValuesWithSemicolonsDoubled) {
 }
 
 TEST(PmiWire, AMalformedPmi2CommandSaysWhy) {
-  const auto why = [](std::string_view body) {
-    const auto parsed = parse_pmi2_command(body);
-    return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : std::string("(parsed)");
-  };
-  EXPECT_EQ(why("cmd=finalize;"), "(parsed)");
-  EXPECT_EQ(why(""), "it does not end with ';'");
-  EXPECT_EQ(why("cmd=finalize"), "it does not end with ';'");
-  EXPECT_EQ(why("key=a;cmd=get;"), "it does not start with cmd=NAME;");
-  EXPECT_EQ(why("cmd=;"), "it does not start with cmd=NAME;");
-  EXPECT_EQ(why("cmd=get;novalue;"), "'novalue' is not key=value;");
-  EXPECT_EQ(why("cmd=get;=v;"), "'=v' is not key=value;");
-  EXPECT_EQ(why("cmd=get;key=a;key=b;"), "the field 'key' comes twice");
-  EXPECT_EQ(why("cmd=get;key=a;;"), "a value without its closing ';'");
-  EXPECT_EQ(why("cmd=get;" + std::string(kPmi2MaxKey + 1, 'k') + "=v;"), "a key of more than 64 bytes");
-  EXPECT_EQ(why("cmd=get;key=" + std::string(kPmi2MaxValue + 1, 'v') + ";"), "a value of more than 1024 bytes");
-  const auto length = [](std::string_view head) {
-    const auto parsed = parse_pmi2_length(head);
-    return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed)
-                                                       : std::to_string(std::get<std::size_t>(parsed));
-  };
-  EXPECT_EQ(length("13    cmd=finalize;"), "13");
-  EXPECT_EQ(length("65536 "), "65536");
-  EXPECT_EQ(length("65537 "), "a PMI-2 command of 65537 bytes (1 to 65536 are allowed)");
-  EXPECT_EQ(length("0     "), "a PMI-2 command of 0 bytes (1 to 65536 are allowed)");
-  EXPECT_EQ(length("  13  "), "'  13  ' is not a PMI-2 length (digits, then spaces)");
-  EXPECT_EQ(length("1 3   "), "'1 3   ' is not a PMI-2 length (digits, then spaces)");
-  EXPECT_EQ(length("cmd=in"), "'cmd=in' is not a PMI-2 length (digits, then spaces)");
+  for (const auto& [body, why] :
+       Said{{"cmd=finalize;", "(parsed)"},
+            {"", "it does not end with ';'"},
+            {"cmd=finalize", "it does not end with ';'"},
+            {"key=a;cmd=get;", "it does not start with cmd=NAME;"},
+            {"cmd=;", "it does not start with cmd=NAME;"},
+            {"cmd=get;novalue;", "'novalue' is not key=value;"},
+            {"cmd=get;=v;", "'=v' is not key=value;"},
+            {"cmd=get;key=a;key=b;", "the field 'key' comes twice"},
+            {"cmd=get;key=a;;", "a value without its closing ';'"},
+            {"cmd=get;" + std::string(kPmi2MaxKey + 1, 'k') + "=v;", "a key of more than 64 bytes"},
+            {"cmd=get;key=" + std::string(kPmi2MaxValue + 1, 'v') + ";", "a value of more than 1024 bytes"}})
+    EXPECT_EQ(said(parse_pmi2_command(body)), why) << body.substr(0, 40);
+  for (const auto& [head, why] : Said{{"13    cmd=finalize;", "13"},
+                                      {"65536 ", "65536"},
+                                      {"65537 ", "a PMI-2 command of 65537 bytes (1 to 65536 are allowed)"},
+                                      {"0     ", "a PMI-2 command of 0 bytes (1 to 65536 are allowed)"},
+                                      {"  13  ", "'  13  ' is not a PMI-2 length (digits, then spaces)"},
+                                      {"1 3   ", "'1 3   ' is not a PMI-2 length (digits, then spaces)"},
+                                      {"cmd=in", "'cmd=in' is not a PMI-2 length (digits, then spaces)"}})
+    EXPECT_EQ(said(parse_pmi2_length(head)), why) << head;
 }
 
 TEST(PmiService, TheProcessMappingIsMpichsBlocksOfNodes) {
@@ -167,6 +172,15 @@ class Rank {
   std::shared_ptr<UniqueFd> fd_;
 };
 
+// Each request in turn, PMI-1 or (once init chose it) PMI-2, with the reply it must get.
+void converse(Rank& r, const Said& dialogue, bool pmi2 = false) {
+  for (const auto& [request, reply] : dialogue) EXPECT_EQ(pmi2 ? r.ask2(request) : r.ask(request), reply) << request;
+}
+void start_pmi2(Rank& r) {
+  converse(r,
+           {{"cmd=init pmi_version=2 pmi_subversion=0", "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"}});
+}
+
 TEST(PmiService, ARanksRequestsAreAnsweredAsHydraDoes) {
   PmiService service(JobLayout::uniform(1, 2), 0, "hyrun.test");
   Rank r0(service, 0), r1(service, 1);
@@ -211,10 +225,9 @@ TEST(PmiService, APutPastThe1024ByteValueOrTheKeyLimitIsRefused) {
 TEST(PmiService, AnUnknownVersionOrACommandNotServedIsRefusedAndTheSocketStays) {
   PmiService service(JobLayout::uniform(1, 1), 0, "kvs");
   Rank r(service, 0);
-  EXPECT_EQ(r.ask("cmd=init pmi_version=3 pmi_subversion=0"),
-            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1");
-  EXPECT_EQ(r.ask("cmd=spawn nprocs=2"), "cmd=spawn rc=-1 msg=not_served_by_hyrun");
-  EXPECT_EQ(r.ask("cmd=get_appnum"), "cmd=appnum appnum=0 rc=0");
+  converse(r, {{"cmd=init pmi_version=3 pmi_subversion=0", "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1"},
+               {"cmd=spawn nprocs=2", "cmd=spawn rc=-1 msg=not_served_by_hyrun"},
+               {"cmd=get_appnum", "cmd=appnum appnum=0 rc=0"}});
 }
 
 // As Slurm's libpmi2 asks (`srun --mpi=pmi2`'s plugin answers the same), with a PMI-1 rank
@@ -222,8 +235,7 @@ TEST(PmiService, AnUnknownVersionOrACommandNotServedIsRefusedAndTheSocketStays) 
 TEST(PmiService, APmi2RanksRequestsAreAnsweredAsSlurmsPluginDoes) {
   PmiService service(JobLayout::uniform(1, 2), 0, "hyrun.test");
   Rank one(service, 0), two(service, 1);
-  EXPECT_EQ(two.ask("cmd=init pmi_version=2 pmi_subversion=0"),
-            "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+  start_pmi2(two);
   EXPECT_EQ(two.ask2("cmd=fullinit;pmirank=1;threaded=FALSE;"),
             "cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=1;size=2;appnum=0;debugged=FALSE;"
             "pmiverbose=FALSE;");
@@ -259,21 +271,19 @@ TEST(PmiService, APmi2RanksRequestsAreAnsweredAsSlurmsPluginDoes) {
     if (value.find(' ') == std::string::npos && value.find(';') == std::string::npos)
       EXPECT_EQ(one.ask("cmd=get kvsname=hyrun.test key=" + key), "cmd=get_result rc=0 value=" + value);
   }
-  EXPECT_EQ(two.ask2("cmd=kvs-get;jobid=hyrun.test;srcid=-1;key=from-one;"),
-            "cmd=kvs-get-response;rc=0;found=TRUE;value=1;");
-  EXPECT_EQ(two.ask2("cmd=kvs-get;jobid=hyrun.test;srcid=-1;key=never-put;"), "cmd=kvs-get-response;rc=0;found=FALSE;");
-  EXPECT_EQ(two.ask2("cmd=kvs-put;key=a;value=line\nbreak;"),
-            "cmd=kvs-put-response;rc=-1;errmsg=value_missing_or_too_long;");
-  EXPECT_EQ(two.ask2("cmd=spawn;ncmds=1;"), "cmd=spawn-response;rc=-1;errmsg=not served by hyrun;");
-  EXPECT_EQ(two.ask2("cmd=finalize;thrid=0x1;"), "cmd=finalize-response;rc=0;thrid=0x1;");
+  converse(two,
+           {{"cmd=kvs-get;jobid=hyrun.test;srcid=-1;key=from-one;", "cmd=kvs-get-response;rc=0;found=TRUE;value=1;"},
+            {"cmd=kvs-get;jobid=hyrun.test;srcid=-1;key=never-put;", "cmd=kvs-get-response;rc=0;found=FALSE;"},
+            {"cmd=kvs-put;key=a;value=line\nbreak;", "cmd=kvs-put-response;rc=-1;errmsg=value_missing_or_too_long;"},
+            {"cmd=spawn;ncmds=1;", "cmd=spawn-response;rc=-1;errmsg=not served by hyrun;"},
+            {"cmd=finalize;thrid=0x1;", "cmd=finalize-response;rc=0;thrid=0x1;"}},
+           true);
 }
 
 TEST(PmiService, APmi2NodeAttributeWaitedForComesWithItsPut) {
   PmiService service(JobLayout::uniform(1, 2), 0, "kvs");
   Rank waiter(service, 0), putter(service, 1);
-  for (Rank* r : {&waiter, &putter})
-    ASSERT_EQ(r->ask("cmd=init pmi_version=2 pmi_subversion=0"),
-              "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+  for (Rank* r : {&waiter, &putter}) start_pmi2(*r);
   EXPECT_EQ(waiter.ask2("cmd=info-getnodeattr;key=shm;wait=FALSE;"), "cmd=info-getnodeattr-response;rc=0;found=FALSE;");
   waiter.send2("cmd=info-getnodeattr;key=shm;wait=TRUE;thrid=0x2;");
   EXPECT_EQ(waiter.reply2(), "(none)");
@@ -286,9 +296,7 @@ TEST(PmiService, APmi2NodeAttributeWaitedForComesWithItsPut) {
 TEST(PmiService, WhatIsNotPmi2AfterAPmi2InitClosesThatRanksSocketOnly) {
   PmiService service(JobLayout::uniform(1, 4), 0, "kvs");
   Rank bad_length(service, 0), bad_body(service, 1), too_long(service, 2), good(service, 3);
-  for (Rank* r : {&bad_length, &bad_body, &too_long, &good})
-    ASSERT_EQ(r->ask("cmd=init pmi_version=2 pmi_subversion=0"),
-              "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+  for (Rank* r : {&bad_length, &bad_body, &too_long, &good}) start_pmi2(*r);
   bad_length.send("cmd=finalize\n");  // PMI-1 after choosing PMI-2
   EXPECT_EQ(bad_length.reply2(), "(closed)");
   EXPECT_EQ(bad_body.ask2("cmd=fullinit;pmirank"), "(closed)");
@@ -302,8 +310,7 @@ TEST(PmiService, APmi2FenceAcrossNodesBringsEveryNodesPutsAndFailsWithTheRelay) 
   FenceRecorder relay;
   service.relay_to(relay);
   Rank r(service, 0);
-  ASSERT_EQ(r.ask("cmd=init pmi_version=2 pmi_subversion=0"),
-            "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+  start_pmi2(r);
   ASSERT_EQ(r.ask2("cmd=kvs-put;key=mine;value=a;;b;"), "cmd=kvs-put-response;rc=0;");
   r.send2("cmd=kvs-fence;");
   ASSERT_EQ(relay.fences.size(), 1u);

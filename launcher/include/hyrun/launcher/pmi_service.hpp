@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "hyrun/common/job_layout.hpp"
@@ -69,8 +70,11 @@ class PmiService final : public UntimedParticipant {
   };
   void read_from(Connection& c);
   void take_requests(Connection& c);
-  void handle(Connection& c, std::string_view line);
-  void handle2(Connection& c, std::string_view body);
+  // The parsed request, or nullopt after closing the rank's socket with why it is not one.
+  std::optional<PmiRequest> taken(Connection& c, std::variant<PmiRequest, std::string> parsed,
+                                  std::string_view protocol, std::string_view text);
+  void handle(Connection& c, const PmiRequest& request);
+  void handle2(Connection& c, const PmiRequest& request);
   void put(Connection& c, const PmiRequest& request);
   void get(Connection& c, const PmiRequest& request);
   // Keeps a put of either version; says why when it is refused.
