@@ -12,10 +12,8 @@
 # ep-bench-host's average over ranks), medians of the rounds; ratio = elastic / plain.
 # Last, the transports UCX picks for each (UCX_LOG_LEVEL=info, "ep_cfg" lines).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 REPEATS=${REPEATS:-5}; TOKENS=${TOKENS:-128}; HIDDEN=${HIDDEN:-7168}; TOPK=${TOPK:-8}
 ITERS=${ITERS:-30}; WARMUP=${WARMUP:-5}
 RANKS=("$@"); [ ${#RANKS[@]} -gt 0 ] || RANKS=(2 4)

@@ -7,10 +7,8 @@
 #   HYRUN_CLUSTER_DIR=DIR  use that cluster (scripts/slurm-cluster.sh up); else one is started
 #   BUILD_DIR, ARGS, PLANS (space-separated plans), RUNS (runs per plan, default 3)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 hyrun=$build/launcher/hyrun; bench=$build/worker/ep/programs/ep-bench
 for b in "$hyrun" "$bench"; do [ -x "$b" ] || { echo "missing $b: build hyrun and ep-bench first" >&2; exit 1; }; done
 ARGS=${ARGS:-"--num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 --iters 20"}

@@ -11,10 +11,8 @@
 # next to what the reference spends there: a fixed 5 s sleep per phase change, and a 30 s
 # timeout before a killed rank is noticed.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 hyrun=$build/launcher/hyrun; bench=$build/worker/ep/programs/ep-bench; elastic=$build/worker/ep/programs/ep-elastic
 waves=$root/tests/elastic/cloudai_nixl_ep.py
 for b in "$hyrun" "$bench" "$elastic"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh first" >&2; exit 1; }; done

@@ -28,10 +28,8 @@
 # "bound ratio" = memcpy(D + C) / perftest is the highest ratio EP/perftest that a rank
 # moving its bytes at memcpy speed could show.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 TLS=${TLS:-"shm tcp"}
 TOKENS=${TOKENS:-128}; HIDDEN=${HIDDEN:-7168}; TOPK=${TOPK:-8}; EXPERTS=${EXPERTS:-2}
 ITERS=${ITERS:-30}; WARMUP=${WARMUP:-5}; PERF_ITERS=${PERF_ITERS:-5000}; REPEATS=${REPEATS:-3}

@@ -21,9 +21,8 @@
 # temporary folder, removed at exit).
 # Exit codes: 0, 1 a launch failed, 2 usage, 3 no GPU.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
+. "$(dirname "$0")/row.sh"
 bundle=""; ranks="1 8"; rounds=2; sizes="reference cloudai"; logs=""; names=(); paths=()
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do

@@ -24,9 +24,8 @@
 # timed runs pass --mps off to hyrun (which would otherwise start a daemon of its own).
 # Exit codes: 0 all passed, 1 a test or a run failed, 2 usage, 3 no GPU.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
+. "$(dirname "$0")/row.sh"
 build=$root/build-gpu; bundle=""; skip_build=0; build_only=0; timing_only=0; ranks="1 2 4 8"
 warmup=50; iters=200; tokens=128; hidden=7168; topk=8; experts=2; jobs=$(nproc); mps=0; cold=0
 

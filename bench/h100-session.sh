@@ -35,9 +35,8 @@
 # are then packed into $OUT/h100-logs.tar.gz), else ./h100-logs.
 # Exit codes: 0 every step that ran passed, 1 a step failed, 2 usage, 3 no GPU.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
+. "$(dirname "$0")/row.sh"
 bundle=""; logs=""; part=all; budget=560; cap=
 while [ $# -gt 0 ]; do
   case $1 in

@@ -27,10 +27,8 @@
 # Every run is bounded (timeout 300 s). A failed run is counted in the table's "failed"
 # column, and its output kept; the script then exits 1.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 cluster_nodes=0 nodes="2 4" per_node="1 2 4 8" reps=5 plot="" keep="" reference="" startup_ms=0
 usage() { sed -n '2,28p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do

@@ -12,10 +12,8 @@
 #                      (bench/mpi-pingpong --no-pingpong), and the ratio hyrun hello/mpirun
 #   REPS (default 9) and SIZES (default "1 2 4 8 16") from the environment.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 REPS=${REPS:-9}
 SIZES=${SIZES:-"1 2 4 8 16"}
 reference="" with_mpirun=0

@@ -23,10 +23,8 @@
 #   --fences F   hyrun's --fences for the grid, each beside the native launch in the same
 #                runs (default "auto"; "outer link" compares the two routes)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3 fences=auto
 usage() { sed -n '2,24p' "$0" >&2; exit 2; }
 # shellcheck source=bench/options.sh

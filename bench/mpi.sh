@@ -7,10 +7,8 @@
 # hyrun/launcher (bandwidth: higher is better).
 #   bench/mpi.sh                  MPI=openmpi|mpich SIZES="2 4" REPS=5 PP_REPS=3
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 REPS=${REPS:-5}
 PP_REPS=${PP_REPS:-3}
 SIZES=${SIZES:-"2 4"}

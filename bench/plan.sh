@@ -3,10 +3,8 @@
 # smallest N measured in the same run. Near-linear code gives a ratio close to N / N0;
 # the quadratic grouping it replaced gave (N / N0)^2. Prints medians over REPS runs.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 REPS=${REPS:-5}
 SIZES=${SIZES:-"10000 40000 160000"}
 hyrun=$build/launcher/hyrun

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Sourced by every bench that prints a table, before it reads its options (so that it keeps
-# the command line as run). bench_row BENCHMARK METRIC VALUE REFERENCE prints one row of the
+# Sourced by every bench that prints a table, first, before it reads its options (so that it
+# keeps the command line as run): the repository's root ($root) and the build to measure
+# ($build: $BUILD_DIR, else build/ of the root), and the bench's row. bench_row BENCHMARK METRIC VALUE REFERENCE prints one row of the
 # current-numbers table of docs/performance.md, in its columns:
 #   | benchmark | metric | value | against the reference of the same run | machine | date | commit | command |
 # the first call after the line "current-numbers row (docs/performance.md):".
@@ -14,6 +15,8 @@
 # A "|" in a field is written "\|" (the table's cells).
 
 bench_row_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC2034  # for the bench that sources this file
+root=$bench_row_root build=${BUILD_DIR:-$bench_row_root/build}
 # The script's own arguments: sourced without arguments, this file sees the script's.
 bench_row_words=("bench/${0##*/}" "$@")
 bench_row_env="BUILD_DIR REPS SIZES PP_REPS MPI N TLS TOKENS HIDDEN TOPK EXPERTS ITERS WARMUP PERF_ITERS REPEATS ARGS PLANS RUNS HYRUN_CLUSTER_DIR"

@@ -20,10 +20,8 @@
 #                  library's hello (UCX bootstrap through rank 0's address)
 #     --plot       also draws the root's bytes sent and CPU against N with gnuplot
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 nodes="16 32 64 128 256" per_node="1 4" reps=1 program=keys plot=""
 usage() { sed -n '2,21p' "$0" >&2; exit 2; }
 # shellcheck source=bench/options.sh

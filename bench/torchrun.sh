@@ -6,10 +6,8 @@
 #    launcher has returned, the job's exit status, and whether a rank process is left behind.
 # Prints medians over REPS runs; ratios are torchrun / hyrun.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/row.sh
-. "$root/bench/row.sh"
-build=${BUILD_DIR:-$root/build}
+. "$(dirname "$0")/row.sh"
 REPS=${REPS:-5}
 N=${N:-4}
 hyrun=$build/launcher/hyrun
