@@ -65,6 +65,16 @@ bad-binding-input)
   run_job 30 "$HYRUN" -n 2 --topology "$WORK/missing.xml" --dry-run -- /bin/true
   expect_rc 2
   expect_stderr "missing.xml"
+  # A word the option does not know is named with the words it knows; any case of one is taken.
+  run_job 30 "$HYRUN" -n 2 --bind-to bogus -- /bin/true
+  expect_rc 2
+  expect_stderr "^hyrun: --bind-to: 'bogus' is not one of core, none, numa, partition; see hyrun --help$"
+  run_job 30 "$HYRUN" -n 2 --mem-bind maybe -- /bin/true
+  expect_rc 2
+  expect_stderr "^hyrun: --mem-bind: 'maybe' is not one of off, on; see hyrun --help$"
+  run_job 30 "$HYRUN" -n 2 --bind-to NUMA --mem-bind OFF --topology 'pack:1 core:4 pu:1' --dry-run --report-bindings -- /bin/true
+  expect_rc 0
+  expect_stdout "numa: .*memory not bound \(--mem-bind off\)"
   ;;
 topology-cache-cgroup)  # a cached topology is restricted by the job's cpuset cgroup exactly as a discovered one
   [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to make a cpuset cgroup"; exit 77; }
