@@ -204,12 +204,21 @@ void NodeLink::on_readable(Peer& peer) {
       if (peer.task >= 0) peer.heard = Clock::now();  // an unidentified peer's deadline runs from accept
       const std::size_t searched = peer.in.size();    // a long line is searched for its end once
       peer.in.append(buffer.data(), static_cast<std::size_t>(n));
-      for (auto nl = peer.in.find('\n', searched); nl != std::string::npos && !peer.gone; nl = peer.in.find('\n')) {
-        const std::string line = peer.in.substr(0, nl);
-        peer.in.erase(0, nl + 1);
+      // The lines of this read are taken in place and cut off once: erasing each from the front
+      // would move the rest of the buffer once a line.
+      std::size_t start = 0;
+      for (auto nl = peer.in.find('\n', searched); nl != std::string::npos && !peer.gone;
+           nl = peer.in.find('\n', start)) {
+        const std::string line = peer.in.substr(start, nl - start);
+        start = nl + 1;
+        if (peer.task < 0) {  // a hello: on_line hands what follows it to the task's own slot
+          peer.in.erase(0, start);
+          start = 0;
+        }
         on_line(peer, line);
       }
       if (peer.gone) return;
+      peer.in.erase(0, start);
       if (peer.in.size() > (peer.task < 0 ? kMaxLine : kMaxSealedLine)) {
         if (peer.task < 0) return close_quietly(peer);
         return lose(peer, "it sent something that is not the node link's protocol");
