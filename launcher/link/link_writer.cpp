@@ -11,15 +11,11 @@
 namespace hyrun {
 namespace {
 constexpr std::size_t kMaxPending = 4096;  // a peer that takes nothing: no more heartbeats for it
-// Messages are dropped only past this: a peer that took none of several of the largest fences
-// (pmix_relay.hpp: 256 MiB, twice that as hex). A peer that reads nothing is judged by its
-// silence, and the job's fences wait for it anyway.
-constexpr std::size_t kMaxPendingMessages = std::size_t{4} << 30;
 // Pieces handed to one sendmsg.
 constexpr std::size_t kMaxIov = 64;
 }  // namespace
 
-LinkWriter::LinkWriter(std::chrono::milliseconds heartbeat) {
+LinkWriter::LinkWriter(std::chrono::milliseconds heartbeat, std::size_t max_queued) : max_queued_(max_queued) {
   // The thread takes no signal meant for hyrun (its signal fd reads them on the main thread).
   sigset_t all, previous;
   sigfillset(&all);
@@ -74,23 +70,27 @@ std::uint64_t LinkWriter::bytes_sent() const {
   return total;
 }
 
-void LinkWriter::send(int task, std::string_view body) {
+bool LinkWriter::send(int task, std::string_view body) {
   std::lock_guard lock(mutex_);
   auto it = peers_.find(task);
-  if (it == peers_.end() || it->second.pending_bytes > kMaxPendingMessages) return;
+  if (it == peers_.end()) return true;  // removed: nothing goes to it any more
+  if (it->second.pending_bytes > max_queued_) return false;
   queue_locked(it->second, Piece{it->second.seal->seal(body) + '\n', nullptr});
   flush_locked(it->second);
+  return true;
 }
 
-void LinkWriter::send(int task, std::shared_ptr<const std::string> body) {
+bool LinkWriter::send(int task, std::shared_ptr<const std::string> body) {
   std::lock_guard lock(mutex_);
   auto it = peers_.find(task);
-  if (it == peers_.end() || it->second.pending_bytes > kMaxPendingMessages) return;
+  if (it == peers_.end()) return true;
   Out& out = it->second;
+  if (out.pending_bytes > max_queued_) return false;
   queue_locked(out, Piece{out.seal->seal_head(*body), nullptr});
   queue_locked(out, Piece{{}, std::move(body)});
   queue_locked(out, Piece{"\n", nullptr});
   flush_locked(out);
+  return true;
 }
 
 void LinkWriter::send_hello(int task, std::string_view line) {

@@ -43,11 +43,11 @@ std::chrono::milliseconds NodeLink::heartbeat_for(std::chrono::milliseconds sile
   return std::clamp(silence_limit / 5, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
 }
 
-NodeLink::NodeLink(std::chrono::milliseconds silence_limit)
-    : silence_limit_(silence_limit), writer_(std::make_unique<LinkWriter>(heartbeat_for(silence_limit))) {}
+NodeLink::NodeLink(std::chrono::milliseconds silence_limit, std::size_t max_queued)
+    : silence_limit_(silence_limit), writer_(std::make_unique<LinkWriter>(heartbeat_for(silence_limit), max_queued)) {}
 
-NodeLink NodeLink::listen(std::chrono::milliseconds silence_limit) {
-  NodeLink link(silence_limit);
+NodeLink NodeLink::listen(std::chrono::milliseconds silence_limit, std::size_t max_queued) {
+  NodeLink link(silence_limit, max_queued);
   link.root_ = true;
   link.listener_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!link.listener_) throw SystemError("socket (the node link)", errno);
@@ -84,8 +84,8 @@ void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::stri
 }
 
 NodeLink NodeLink::connect(const std::string& address, int port, int self, std::string root_host, std::string token,
-                           std::chrono::milliseconds silence_limit) {
-  NodeLink link(silence_limit);
+                           std::chrono::milliseconds silence_limit, std::size_t max_queued) {
+  NodeLink link(silence_limit, max_queued);
   link.self_ = self;
   link.token_ = std::move(token);
   Peer root;
@@ -310,10 +310,14 @@ void NodeLink::on(LinkKind kind, Handler handler) {
 void NodeLink::broadcast(std::string body) {
   const auto shared = std::make_shared<const std::string>(std::move(body));  // one copy for every peer's queue
   for (auto& peer : peers_)
-    if (peer.fd && !peer.gone && !peer.said_bye) writer_->send(peer.task, shared);
+    if (peer.fd && !peer.gone && !peer.said_bye && !writer_->send(peer.task, shared)) peer.overflowed = true;
 }
 
-void NodeLink::send(Peer& peer, const std::string& line) { writer_->send(peer.task, line); }
+// A message the writer cannot queue is not dropped in silence: the peer is lost at the next
+// tick (not here, inside whatever is sending), and the job learns why.
+void NodeLink::send(Peer& peer, const std::string& line) {
+  if (!writer_->send(peer.task, line)) peer.overflowed = true;
+}
 
 void NodeLink::send_to(int task, const std::string& body) {
   for (auto& peer : peers_)
@@ -322,8 +326,10 @@ void NodeLink::send_to(int task, const std::string& body) {
 
 NodeLink::Clock::time_point NodeLink::wake_by() const {
   auto t = Clock::now() + silence_limit_;
-  for (const auto& p : peers_)
+  for (const auto& p : peers_) {
+    if (!p.gone && p.overflowed) return Clock::now();
     if (!p.gone && !p.said_bye) t = std::min(t, (p.fd ? p.heard + silence_limit_ : connect_deadline_));
+  }
   for (const auto& p : unidentified_)
     if (!p.gone) t = std::min(t, p.heard + hello_limit());
   if (listener_ && accept_paused_until_ > Clock::now()) t = std::min(t, accept_paused_until_);
@@ -333,6 +339,11 @@ NodeLink::Clock::time_point NodeLink::wake_by() const {
 void NodeLink::on_tick() {
   const auto now = Clock::now();
   for (auto& p : peers_) {
+    if (!p.gone && p.overflowed) {
+      lose(p, fmt::format("it took none of the {} MiB queued for it on the node link: its hyrun reads nothing",
+                          writer_->max_queued() >> 20));
+      continue;
+    }
     if (p.gone || p.said_bye) continue;
     if (!p.fd && now >= connect_deadline_)
       lose(p, fmt::format("it did not connect within {} of the fence",

@@ -149,6 +149,30 @@ TEST(NodeLink, ABusyNodeIsNotLost) {
   EXPECT_FALSE(pair.node_loss) << pair.node_loss->why;
 }
 
+TEST(NodeLink, ANodeThatReadsNothingPastTheQueuesBoundIsLostNotSkipped) {
+  // The node's main loop reads nothing (its heartbeat thread still beats, so it is not
+  // silent) while the root sends it more than its queue may hold: the root loses it, named
+  // and with why. Before, each message past the bound was dropped without a word, and a fence
+  // would have waited for ever for a node that never got its part.
+  NodeLink root = NodeLink::listen(kLimit, std::size_t{1} << 20);
+  root.expect({"n1", "n2"}, 0, kToken);
+  std::optional<Loss> loss;
+  root.on_loss([&](const NodeLink::Loss& l) { return loss = Loss{l.host, l.why}, false; });
+  std::optional<NodeLink> node(NodeLink::connect("127.0.0.1", root.port(), 1, "n1", kToken, kLimit));
+  pump(
+      {&root, &*node}, [] { return false; }, std::chrono::milliseconds(300));
+  ASSERT_FALSE(loss) << loss->why;
+  const std::string body = "fenced 0 " + std::string(64 * 1024, 'f');
+  for (int i = 0; i < 256 && !loss; ++i) {  // 16 MiB: past any socket's buffers and the 1 MiB bound
+    root.send_to(1, body);
+    pump(
+        {&root}, [] { return false; }, std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(pump({&root}, [&] { return loss.has_value(); }));
+  EXPECT_EQ(loss->host, "n2");
+  EXPECT_EQ(loss->why, "it took none of the 1 MiB queued for it on the node link: its hyrun reads nothing");
+}
+
 TEST(NodeLink, ASilentNodeIsLostAfterTheSilenceLimit) {
   // The node's hyrun is a process of its own, linked, then stopped (SIGSTOP): nothing of it
   // runs, as when its node is off the network. The root loses it by name after the limit.

@@ -24,8 +24,13 @@ namespace hyrun {
 
 class LinkWriter {
  public:
-  /// Starts the thread, which sends "alive" to every registered peer each `heartbeat`.
-  explicit LinkWriter(std::chrono::milliseconds heartbeat);
+  /// The most bytes of messages queued for one peer: a peer that took none of several of the
+  /// largest fences (pmix_relay.hpp: 256 MiB, twice that as hex).
+  static constexpr std::size_t kMaxQueuedBytes = std::size_t{4} << 30;
+
+  /// Starts the thread, which sends "alive" to every registered peer each `heartbeat`;
+  /// `max_queued` bounds each peer's queue (send()).
+  explicit LinkWriter(std::chrono::milliseconds heartbeat, std::size_t max_queued = kMaxQueuedBytes);
   /// Stops the thread; the sockets stay their owners'.
   ~LinkWriter();
   LinkWriter(const LinkWriter&) = delete;
@@ -41,10 +46,11 @@ class LinkWriter {
   void remove(int task);
   /// Queues `body` sealed and a newline for `task` and sends what the socket takes now. A
   /// peer that has taken nothing for 4 KiB gets no more heartbeats (its silence is judged by
-  /// what we hear).
-  void send(int task, std::string_view body);
+  /// what we hear). Returns false, queueing nothing, when the peer's queue already holds more
+  /// than the bound: a peer that reads nothing (the caller ends its link).
+  bool send(int task, std::string_view body);
   /// The same with a body that other peers' queues may hold too.
-  void send(int task, std::shared_ptr<const std::string> body);
+  bool send(int task, std::shared_ptr<const std::string> body);
   /// The same for the one line that goes unsealed: a node's hello.
   void send_hello(int task, std::string_view line);
   /// Sends what is queued for `task` (its socket became writable).
@@ -53,6 +59,7 @@ class LinkWriter {
   bool wants_out(int task) const;
   /// No more heartbeats to `task` (it said bye, or we did).
   void stop_heartbeats(int task);
+  std::size_t max_queued() const { return max_queued_; }
   /// Bytes written to every peer's socket so far (--timings).
   std::uint64_t bytes_sent() const;
 
@@ -78,6 +85,7 @@ class LinkWriter {
   static void flush_locked(Out& out);
   static void check_connected_locked(Out& out);
 
+  const std::size_t max_queued_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

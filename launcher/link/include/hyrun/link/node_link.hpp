@@ -59,7 +59,9 @@ class NodeLink : public PollParticipant {
 
   /// The root's listening socket on every address, any free port; a peer silent for
   /// `silence_limit` is lost. Throws SystemError.
-  static NodeLink listen(std::chrono::milliseconds silence_limit);
+  /// `max_queued`: the most bytes queued for one peer (LinkWriter); a peer past it reads
+  /// nothing and is lost, named so, rather than a message to it dropped. Tests set less.
+  static NodeLink listen(std::chrono::milliseconds silence_limit, std::size_t max_queued = LinkWriter::kMaxQueuedBytes);
   int port() const { return port_; }
 
   /// Root: awaits a connection from every task but `self` of `hosts` (host name per task);
@@ -67,7 +69,8 @@ class NodeLink : public PollParticipant {
   void expect(const std::vector<std::string>& hosts, int self, std::string token);
   /// Other nodes: connects (without blocking) to the root at `address`:`port`, as `self`.
   static NodeLink connect(const std::string& address, int port, int self, std::string root_host, std::string token,
-                          std::chrono::milliseconds silence_limit);
+                          std::chrono::milliseconds silence_limit,
+                          std::size_t max_queued = LinkWriter::kMaxQueuedBytes);
 
   void on_loss(LossHandler handler) { on_loss_ = std::move(handler); }
   /// Takes the lines of `kind` (a kind the link does not take itself: not alive, bye or
@@ -117,11 +120,12 @@ class NodeLink : public PollParticipant {
     bool connecting = false;  // our non-blocking connect is in progress
     bool said_bye = false;
     bool gone = false;          // lost, or closed after its bye
+    bool overflowed = false;    // its queue passed the writer's bound: lost at the next tick
     Clock::time_point heard{};  // identified: the last bytes read; unidentified: accepted
     std::string in;
     std::optional<LinkSeal> seal;  // identified: opens the lines it sends
   };
-  explicit NodeLink(std::chrono::milliseconds silence_limit);
+  NodeLink(std::chrono::milliseconds silence_limit, std::size_t max_queued);
 
   void accept_all();
   /// At kMaxUnidentified: reads the hellos that came, then closes the oldest still waiting.
