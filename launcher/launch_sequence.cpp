@@ -20,6 +20,7 @@
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/outer_fence.hpp"
 #include "hyrun/launcher/pending_directory.hpp"
+#include "hyrun/launcher/pmi_service.hpp"
 #include "hyrun/launcher/pmix_relay.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
@@ -207,10 +208,10 @@ void Launch::serve_pmix() {
   const auto job = exchange_.served_job();
   if (!job) return;
   pmi_ = std::make_unique<PmiService>(layout_, task_, job->nspace);
-  node_->set_pmi(pmi_.get());
+  node_->add_service(*pmi_);
   try {
     pmix_ = PmixService::start(*job, layout_, task_, node_->plan());
-    node_->set_pmix(pmix_.get());
+    node_->add_service(*pmix_);
     timings_.mark("pmix server");
   } catch (const Error& e) {
     spdlog::warn("hyrun's PMIx server is not available, so MPI programs would run as singletons: {}", e.what());

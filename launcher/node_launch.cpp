@@ -126,15 +126,11 @@ std::vector<std::string> NodeLaunch::environment_of(
   auto own = placement.environment;  // the user's -x exports still win over these
   const auto identity = OuterIdentity::of_this_process(e.world_size, e.local_world_size).for_rank(e.rank, local_rank);
   own.insert(own.end(), identity.begin(), identity.end());
-  if (pmix_ != nullptr) {
-    const auto server = pmix_->rank_variables(e.rank);
-    own.insert(own.end(), server.begin(), server.end());
-    const auto mpi = pmix_->rank_defaults();
-    defaults.insert(defaults.end(), mpi.begin(), mpi.end());
-  }
-  if (pmi_ != nullptr) {
-    const auto pmi = pmi_->rank_variables(e.rank);
-    own.insert(own.end(), pmi.begin(), pmi.end());
+  for (const RankService* service : services_) {
+    const auto variables = service->rank_variables(e.rank);
+    own.insert(own.end(), variables.begin(), variables.end());
+    const auto service_defaults = service->rank_defaults();
+    defaults.insert(defaults.end(), service_defaults.begin(), service_defaults.end());
   }
   return build_rank_environment(e, own, exports_, defaults);
 }
@@ -150,8 +146,8 @@ RankLaunch NodeLaunch::rank(int local_rank, bool publishes_address, int incarnat
   launch.publishes_address = publishes_address;
   launch.incarnation = incarnation;
   launch.own_pid_variable = OuterIdentity::of_this_process(e.world_size, e.local_world_size).pid_variable();
-  if (pmi_ != nullptr) try {
-      launch.inherited_fds.emplace_back(pmi_->open(e.rank), PmiService::kChildFd);
+  for (RankService* service : services_) try {
+      if (auto descriptor = service->rank_descriptor(e.rank)) launch.inherited_fds.push_back(std::move(*descriptor));
     } catch (const SystemError& error) {
       if (error.errnum() != EMFILE && error.errnum() != ENFILE) throw;
       throw Error(describe_fd_exhaustion(e.rank), exit_code::kLauncherError);

@@ -4,13 +4,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hyrun/binding/binding_plan.hpp"
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/launcher/launch_options.hpp"
 #include "hyrun/launcher/mps_daemon.hpp"
-#include "hyrun/launcher/pmi_service.hpp"
-#include "hyrun/launcher/pmix_service.hpp"
+#include "hyrun/launcher/rank_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 
 namespace hyrun {
@@ -54,10 +54,9 @@ class NodeLaunch {
   void set_rendezvous(std::string master_addr, int master_port, std::string run_id, std::string interface);
   const RankEnvironment& contract() const { return contract_; }
   const binding::BindingPlan& plan() const { return plan_; }
-  /// Ranks get what they need to reach hyrun's PMIx server (`service` outlives this object).
-  void set_pmix(const PmixService* service) { pmix_ = service; }
-  /// Each rank process gets a PMI socket of `service`'s (MPICH's PMI_FD).
-  void set_pmi(PmiService* service) { pmi_ = service; }
+  /// Ranks get what they need to reach `service` (hyrun's PMIx or PMI server), in the order
+  /// the services were added; `service` outlives this object.
+  void add_service(RankService& service) { services_.push_back(&service); }
 
   /// The launch of one local rank: its environment (binding, exports, contract) and the
   /// binding to apply in the child.
@@ -83,8 +82,7 @@ class NodeLaunch {
   int node_tasks_ = 1;                                        // hyrun tasks of the job on this node
   std::unique_ptr<MpsDaemon> mps_;                            // a private daemon (--mps)
   std::vector<std::pair<std::string, std::string>> mps_env_;  // its client variables for the ranks
-  const PmixService* pmix_ = nullptr;
-  PmiService* pmi_ = nullptr;
+  std::vector<RankService*> services_;
   // While the root is deferred: the contract and node defaults the early ranks started with.
   struct EarlyStart {
     RankEnvironment contract;

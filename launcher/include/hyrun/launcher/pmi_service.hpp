@@ -23,12 +23,13 @@
 #include "hyrun/launcher/pmix_relay.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
 #include "hyrun/launcher/rank_environment.hpp"
+#include "hyrun/launcher/rank_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 #include "hyrun/process/poll_participant.hpp"
 
 namespace hyrun {
 
-class PmiService final : public UntimedParticipant {
+class PmiService final : public UntimedParticipant, public RankService {
  public:
   /// The descriptor number a rank finds its PMI socket at (after the publish and control fds).
   static constexpr int kChildFd = 5;
@@ -45,7 +46,11 @@ class PmiService final : public UntimedParticipant {
   /// Throws SystemError when the system has none to give.
   std::shared_ptr<UniqueFd> open(int global_rank);
   /// PMI_FD, PMI_RANK and PMI_SIZE for `global_rank`.
-  EnvironmentEntries rank_variables(int global_rank) const;
+  EnvironmentEntries rank_variables(int global_rank) const override;
+  /// open()'s end, as kChildFd.
+  std::optional<std::pair<std::shared_ptr<UniqueFd>, int>> rank_descriptor(int global_rank) override {
+    return std::pair{open(global_rank), kChildFd};
+  }
   /// MPICH's PMI_process_mapping of the layout ("(vector,(0,2,4))": from node 0, 2 nodes of
   /// 4 ranks), or "" when its nodes do not hold blocks of ranks in order.
   static std::string process_mapping(const JobLayout& layout);

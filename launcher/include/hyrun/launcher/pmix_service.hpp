@@ -14,6 +14,7 @@
 #include "hyrun/binding/binding_plan.hpp"
 #include "hyrun/common/job_layout.hpp"
 #include "hyrun/launcher/rank_environment.hpp"
+#include "hyrun/launcher/rank_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 #include "hyrun/launcher/root_exchange.hpp"
 #include "hyrun/pmix/server.hpp"
@@ -34,7 +35,7 @@ class CrossNodeRequests {
   virtual void local_data(std::uint64_t id, bool ok, std::string data) = 0;
 };
 
-class PmixService final : public UntimedParticipant {
+class PmixService final : public UntimedParticipant, public RankService {
  public:
   /// The service for task `task` of `job` (one namespace for every task), laid out as
   /// `layout` (job.hosts: each task's host), this task's ranks bound as `plan` says. Throws
@@ -46,10 +47,10 @@ class PmixService final : public UntimedParticipant {
   /// What a rank needs to reach the server as `global_rank`, and where Open MPI keeps its
   /// shared-memory segments: this task's private directory, made inside the directory that
   /// OMPI_MCA_btl_vader_backing_directory named when hyrun started, if it names one.
-  EnvironmentEntries rank_variables(int global_rank) const;
+  EnvironmentEntries rank_variables(int global_rank) const override;
   /// Defaults for MPI libraries (a variable the user set wins): Open MPI's PMIx launch
   /// component outside Slurm.
-  EnvironmentEntries rank_defaults() const;
+  EnvironmentEntries rank_defaults() const override;
 
   /// From now on the server's events reach `supervisor`, which must outlive this service's
   /// part in its loop.
