@@ -298,7 +298,7 @@ void PmiService::end_barrier(bool ok, std::string_view joined) {
       reply(*c, rc_reply("barrier_out", ok, "barrier_failed"));
     } else {
       PmiRequest fence;
-      if (!c->thrid.empty()) fence.fields.emplace("thrid", c->thrid);
+      if (!c->fence_thrid.empty()) fence.fields.emplace("thrid", c->fence_thrid);
       if (ok)
         reply2(*c, fence, "kvs-fence-response", {{"rc", "0"}});
       else

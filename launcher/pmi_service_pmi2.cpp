@@ -49,7 +49,7 @@ void PmiService::handle2(Connection& c, const PmiRequest& request) {
     return reply2(c, request, "kvs-get-response", {{"rc", "0"}, {"found", "TRUE"}, {"value", it->second}});
   }
   if (cmd == "kvs-fence") {
-    c.thrid = std::string(request.field("thrid").value_or(""));
+    c.fence_thrid = std::string(request.field("thrid").value_or(""));
     return barrier_in(c);
   }
   if (cmd == "finalize") {
@@ -87,7 +87,7 @@ void PmiService::node_attribute(Connection& c, const PmiRequest& request) {
       if (!waiting->fd || waiting->awaited_attr != key) continue;
       waiting->awaited_attr.reset();
       PmiRequest asked;
-      if (!waiting->thrid.empty()) asked.fields.emplace("thrid", waiting->thrid);
+      if (!waiting->attr_thrid.empty()) asked.fields.emplace("thrid", waiting->attr_thrid);
       reply2(*waiting, asked, "info-getnodeattr-response", {{"rc", "0"}, {"found", "TRUE"}, {"value", kept}});
     }
     return;
@@ -98,7 +98,7 @@ void PmiService::node_attribute(Connection& c, const PmiRequest& request) {
   if (request.field("wait") != "TRUE")
     return reply2(c, request, "info-getnodeattr-response", {{"rc", "0"}, {"found", "FALSE"}});
   c.awaited_attr = key;  // answered by the put
-  c.thrid = std::string(request.field("thrid").value_or(""));
+  c.attr_thrid = std::string(request.field("thrid").value_or(""));
 }
 
 // A threaded MPICH names the requesting thread (thrid): the reply names it back.

@@ -285,10 +285,15 @@ TEST(PmiService, APmi2NodeAttributeWaitedForComesWithItsPut) {
   Rank waiter(service, 0), putter(service, 1);
   for (Rank* r : {&waiter, &putter}) start_pmi2(*r);
   EXPECT_EQ(waiter.ask2("cmd=info-getnodeattr;key=shm;wait=FALSE;"), "cmd=info-getnodeattr-response;rc=0;found=FALSE;");
+  // Two threads of a threaded client wait at once, one for the attribute, one in a fence:
+  // each reply names its own thread.
   waiter.send2("cmd=info-getnodeattr;key=shm;wait=TRUE;thrid=0x2;");
+  waiter.send2("cmd=kvs-fence;thrid=0x3;");
   EXPECT_EQ(waiter.reply2(), "(none)");
   EXPECT_EQ(putter.ask2("cmd=info-putnodeattr;key=shm;value=/dev/shm/x;"), "cmd=info-putnodeattr-response;rc=0;");
   EXPECT_EQ(waiter.reply2(), "cmd=info-getnodeattr-response;rc=0;found=TRUE;value=/dev/shm/x;thrid=0x2;");
+  EXPECT_EQ(putter.ask2("cmd=kvs-fence;"), "cmd=kvs-fence-response;rc=0;");
+  EXPECT_EQ(waiter.reply2(), "cmd=kvs-fence-response;rc=0;thrid=0x3;");
   EXPECT_EQ(putter.ask2("cmd=info-getnodeattr;key=shm;wait=TRUE;"),
             "cmd=info-getnodeattr-response;rc=0;found=TRUE;value=/dev/shm/x;");
 }

@@ -70,7 +70,7 @@ class PmiService final : public UntimedParticipant, public RankService {
     std::string in, out;
     int version = 1;  // 2 once its init asked for PMI-2
     bool in_barrier = false;
-    std::string thrid;                        // PMI-2: the fence's or node attribute's requester
+    std::string fence_thrid, attr_thrid;      // PMI-2: the requesters of a held fence and node attribute
     std::optional<std::string> awaited_attr;  // PMI-2: the node attribute it waits for
   };
   void read_from(Connection& c);
