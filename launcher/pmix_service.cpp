@@ -4,9 +4,12 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <system_error>
+
+#include "hyrun/pmix/admitted_connections.hpp"
 
 namespace hyrun {
 namespace {
@@ -105,6 +108,21 @@ bool PmixService::on_poll(const pollfd& p) {
   if (p.fd != server_.event_fd()) return false;
   settle();
   return true;
+}
+
+std::chrono::steady_clock::time_point PmixService::wake_by() const {
+  return pmix::any_admitted_unjudged() ? std::max(next_judging_, std::chrono::steady_clock::now())
+                                       : std::chrono::steady_clock::time_point::max();
+}
+
+void PmixService::on_tick() {
+  const auto now = std::chrono::steady_clock::now();
+  if (supervisor_ == nullptr || now < next_judging_) return;
+  next_judging_ = now + std::chrono::seconds(1);
+  settle();  // the connections completed so far count
+  pmix::judge_admitted([this](const pmix::AdmittedConnection& c) {
+    return !c.child || supervisor_->judge_pmix_handshake(*c.child, c.admitted);
+  });
 }
 
 void PmixService::settle() {

@@ -352,6 +352,23 @@ void RankSupervisor::on_pmix_abort(int global_rank, int status, const std::strin
                  exit_code::of_failure_status(status));
 }
 
+bool RankSupervisor::judge_pmix_handshake(pid_t pid, Clock::time_point admitted) {
+  const auto rank = std::find_if(processes_.all().begin(), processes_.all().end(),
+                                 [pid](const RankProcess& r) { return r.pid == pid; });
+  if (rank == processes_.all().end() || !rank->alive() || rank->pmix_connected) return true;
+  const auto waited = Clock::now() - admitted;
+  if (waited < options_.bootstrap_timeout) return false;
+  if (!policy_.exit_code())
+    report_failure(*rank,
+                   fmt::format("connected to hyrun's PMIx server {:.1f} s ago, and libpmix has not completed its "
+                               "handshake (--bootstrap-timeout); libpmix 4.2.2 never does after a handshake in the "
+                               "rank's name failed half-way (one forged by a process of the job), or while a process "
+                               "of the job holds its handshake thread (docs/pmix.md)",
+                               std::chrono::duration<double>(waited).count()),
+                   exit_code::kTimeout);
+  return true;
+}
+
 bool RankSupervisor::root_is_pmix_client() const {
   const RankProcess* root = processes_.latest(0);
   return root != nullptr && root->pmix_connected;

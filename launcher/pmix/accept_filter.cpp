@@ -9,6 +9,7 @@
 // user's (socket_owner.hpp) or is not held by a process of the job (socket_holder.hpp: a
 // handshake that fails half-way leaves libpmix 4.2.2 broken), rate-limited in the log. The listener is non-blocking, so
 // a refused connection ends in EAGAIN, which libpmix's listener takes as "no more for now".
+// Each admitted one is recorded with the child of hyrun's it came from (admitted_connections.hpp).
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <sys/socket.h>
@@ -18,8 +19,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "hyrun/common/warning_limiter.hpp"
+#include "hyrun/pmix/admitted_connections.hpp"
 #include "hyrun/pmix/socket_holder.hpp"
 #include "hyrun/pmix/socket_owner.hpp"
 
@@ -39,15 +42,17 @@ void say_refused(const std::string& why) {
   refusals.warn(fmt::format("refused a connection to the job's PMIx server from {}", why));
 }
 
-// Why the peer of `fd` is not one of the job's processes, or nullopt when it is.
-std::optional<std::string> not_the_jobs(int fd) {
+// Whose the peer of `fd` is, when it is one of the job's processes: the child of hyrun's it
+// is under (none known without the kernel's children lists); otherwise why it is not.
+std::variant<std::optional<pid_t>, std::string> peer_in_job(int fd) {
   const auto peer = hyrun::pmix::local_peer(fd);
   if (!peer) return "a socket of no local user";
   if (peer->uid != ::getuid()) return fmt::format("uid {}", peer->uid);
+  const auto holder = hyrun::pmix::find_holder(peer->inode);
   // Unknown (a kernel without children lists): the owner's rule alone, as before.
-  if (!hyrun::pmix::held_by_descendant(peer->inode).value_or(true))
+  if (holder.known && !holder.child)
     return "a process of this user that is not one of the job's (none of hyrun's descendants holds its socket)";
-  return std::nullopt;
+  return holder.child;
 }
 
 }  // namespace
@@ -61,9 +66,12 @@ extern "C" int accept(int listening_fd, sockaddr* address, socklen_t* length) {
   for (;;) {
     const int fd = next(listening_fd, address, length);
     if (fd < 0) return fd;
-    const auto why = not_the_jobs(fd);
-    if (!why) return fd;
+    const auto peer = peer_in_job(fd);
+    if (const auto* child = std::get_if<std::optional<pid_t>>(&peer)) {
+      hyrun::pmix::remember_admitted(fd, *child);
+      return fd;
+    }
     ::close(fd);
-    say_refused(*why);
+    say_refused(std::get<std::string>(peer));
   }
 }

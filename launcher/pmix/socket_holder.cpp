@@ -52,19 +52,25 @@ bool holds(pid_t pid, std::string_view wanted) {
 
 }  // namespace
 
-std::optional<bool> held_by_descendant(ino_t inode) {
+SocketHolder find_holder(ino_t inode) {
   const std::string wanted = fmt::format("socket:[{}]", inode);
-  std::deque<pid_t> to_visit;
-  if (!add_children(::getpid(), to_visit)) return std::nullopt;
+  std::deque<pid_t> children;
+  if (!add_children(::getpid(), children)) return {.known = false, .child = std::nullopt};
+  // Breadth first, each process with the child of this one it descends from.
+  std::deque<std::pair<pid_t, pid_t>> to_visit;
+  for (const pid_t child : children) to_visit.emplace_back(child, child);
   std::set<pid_t> seen;
+  std::deque<pid_t> found;
   while (!to_visit.empty() && seen.size() < kMaxProcesses) {
-    const pid_t pid = to_visit.front();
+    const auto [pid, child] = to_visit.front();
     to_visit.pop_front();
     if (!seen.insert(pid).second) continue;
-    if (holds(pid, wanted)) return true;
-    add_children(pid, to_visit);
+    if (holds(pid, wanted)) return {.known = true, .child = child};
+    found.clear();
+    add_children(pid, found);
+    for (const pid_t grandchild : found) to_visit.emplace_back(grandchild, child);
   }
-  return false;
+  return {};
 }
 
 }  // namespace hyrun::pmix

@@ -105,7 +105,7 @@ TEST(SocketOwner, AConnectionOfAnotherUserIsTheirs) {
 }
 
 // Whose the peer's socket is: this process's own (not a descendant's), a child's, a child's
-// child's; and once the holder has gone, nobody's.
+// child's (each found under that child); and once the holder has gone, nobody's.
 TEST(SocketHolder, OnlyADescendantsSocketIsTheJobs) {
   Loopback l = listen_on_loopback();
   // This process's own connection: the peer is held here, by no descendant.
@@ -114,7 +114,8 @@ TEST(SocketHolder, OnlyADescendantsSocketIsTheJobs) {
   UniqueFd accepted_own(::accept4(l.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
   const auto mine = local_peer(accepted_own.get());
   ASSERT_TRUE(mine);
-  EXPECT_EQ(held_by_descendant(mine->inode), std::optional<bool>(false));
+  EXPECT_TRUE(find_holder(mine->inode).known);
+  EXPECT_EQ(find_holder(mine->inode).child, std::nullopt);
   for (const int depth : {1, 2}) {
     int ready[2];
     ASSERT_EQ(::pipe(ready), 0);
@@ -136,11 +137,11 @@ TEST(SocketHolder, OnlyADescendantsSocketIsTheJobs) {
     UniqueFd accepted(::accept4(l.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     const auto peer = local_peer(accepted.get());
     ASSERT_TRUE(peer) << "depth " << depth;
-    EXPECT_EQ(held_by_descendant(peer->inode), std::optional<bool>(true)) << "depth " << depth;
+    EXPECT_EQ(find_holder(peer->inode).child, std::optional<pid_t>(child)) << "depth " << depth;
     ::kill(-child, SIGKILL);
     ::kill(child, SIGKILL);  // before its setpgid, if it came to none
     ::waitpid(child, nullptr, 0);
-    if (depth == 1) EXPECT_EQ(held_by_descendant(peer->inode), std::optional<bool>(false)) << "its holder is gone";
+    if (depth == 1) EXPECT_EQ(find_holder(peer->inode).child, std::nullopt) << "its holder is gone";
   }
 }
 

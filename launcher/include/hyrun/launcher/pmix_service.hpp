@@ -5,8 +5,10 @@
 // server's events in the rank supervisor's loop (fences and direct modex across nodes go to
 // the relay, pmix_relay.hpp). MPI programs then run under hyrun without a flag: rank 0's
 // PMIx_Init tells hyrun to start the others without waiting for a UCX address, MPI_Abort
-// ends the job with its status, and a rank that exits without MPI_Finalize fails it.
+// ends the job with its status, a rank that exits without MPI_Finalize fails it, and so does
+// one whose handshake libpmix never completes (admitted_connections.hpp).
 // Everything it made goes when it does: the server first, then the directories.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,7 +37,7 @@ class CrossNodeRequests {
   virtual void local_data(std::uint64_t id, bool ok, std::string data) = 0;
 };
 
-class PmixService final : public UntimedParticipant, public RankService {
+class PmixService final : public PollParticipant, public RankService {
  public:
   /// The service for task `task` of `job` (one namespace for every task), laid out as
   /// `layout` (job.hosts: each task's host), this task's ranks bound as `plan` says. Throws
@@ -70,6 +72,10 @@ class PmixService final : public UntimedParticipant, public RankService {
 
   void add_poll_fds(std::vector<pollfd>& fds) override;
   bool on_poll(const pollfd& p) override;
+  /// Once a second while a connection's handshake waits to be judged.
+  std::chrono::steady_clock::time_point wake_by() const override;
+  /// Has the supervisor judge the connections whose handshake has not completed.
+  void on_tick() override;
   void settle() override;
 
  private:
@@ -85,6 +91,7 @@ class PmixService final : public UntimedParticipant, public RankService {
   CrossNodeRequests* relay_ = nullptr;
   // Requests that came before the relay: they fail, if still here, before the server goes.
   std::vector<pmix::ClientEvent> held_;
+  std::chrono::steady_clock::time_point next_judging_{};
 };
 
 }  // namespace hyrun

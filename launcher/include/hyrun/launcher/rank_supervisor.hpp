@@ -67,6 +67,13 @@ class RankSupervisor {
   /// A rank called PMIx_Abort or PMI_Abort (MPI_Abort): the job fails with `status` (1 for
   /// 0), naming it.
   void on_pmix_abort(int global_rank, int status, const std::string& message, const char* api = "PMIx");
+  /// A connection to hyrun's PMIx server from the process tree of this node's rank process
+  /// `pid`, taken by libpmix at `admitted`, is still open. When that rank's PMIx_Init has not
+  /// completed past --bootstrap-timeout, the job fails (exit 124), naming the rank: libpmix
+  /// 4.2.2 never admits a rank after a handshake in its name failed half-way (docs/pmix.md).
+  /// Returns whether the connection needs no more judging (the rank connected, it is not a
+  /// running rank of this node, or the job failed for it now).
+  bool judge_pmix_handshake(pid_t pid, std::chrono::steady_clock::time_point admitted);
   /// Rank 0 connected to hyrun's PMIx server: an MPI program, which never publishes an address.
   bool root_is_pmix_client() const;
 

@@ -1,6 +1,7 @@
 #pragma once
 // Whether a socket is held by a process of this job: one of this process's descendants (the
-// ranks it started and whatever they started; an orphan comes back to hyrun, a subreaper).
+// ranks it started and whatever they started; an orphan comes back to hyrun, a subreaper),
+// and under which of its children.
 // hyrun's PMIx server admits only those: libpmix 4.2.2 takes a handshake that fails half-way
 // after it admitted the rank (a client that sends its connect-ack and goes, a credential
 // that does not check) down an error path that releases the rank's record twice, after which
@@ -11,10 +12,15 @@
 
 namespace hyrun::pmix {
 
-/// True when a descendant of this process has the socket of inode `inode` open; false when
-/// none has; nullopt when the kernel does not list a process's children
-/// (/proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN). Reads /proc: a descendant whose
-/// descriptors this process cannot read (another user's) holds nothing.
-std::optional<bool> held_by_descendant(ino_t inode);
+/// Who of this process's descendants holds a socket.
+struct SocketHolder {
+  bool known = true;           ///< false: the kernel does not list a process's children, so none can be found
+  std::optional<pid_t> child;  ///< the child of this process whose tree (itself included) holds it
+};
+/// Looks for a descendant of this process that has the socket of inode `inode` open. `known`
+/// is false when the kernel does not list a process's children (/proc/PID/task/TID/children
+/// needs CONFIG_PROC_CHILDREN). Reads /proc: a descendant whose descriptors this process
+/// cannot read (another user's) holds nothing.
+SocketHolder find_holder(ino_t inode);
 
 }  // namespace hyrun::pmix

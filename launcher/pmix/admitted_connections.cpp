@@ -1,0 +1,53 @@
+#include "hyrun/pmix/admitted_connections.hpp"
+
+#include <sys/stat.h>
+
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+namespace hyrun::pmix {
+namespace {
+
+std::mutex mutex;
+std::unordered_map<int, ino_t> admitted_inodes;  // by descriptor, kept after judging: one per descriptor
+std::list<AdmittedConnection> unjudged;          // bounded by the descriptors libpmix holds
+
+std::optional<ino_t> inode_of(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return std::nullopt;
+  return st.st_ino;
+}
+
+bool still_held(const AdmittedConnection& c) { return inode_of(c.fd) == c.inode; }
+
+}  // namespace
+
+void remember_admitted(int fd, std::optional<pid_t> child) {
+  const auto inode = inode_of(fd);
+  if (!inode) return;
+  std::lock_guard lock(mutex);
+  admitted_inodes[fd] = *inode;
+  std::erase_if(unjudged, [fd](const AdmittedConnection& c) { return c.fd == fd; });  // a reused number
+  unjudged.push_back({.fd = fd, .inode = *inode, .admitted = std::chrono::steady_clock::now(), .child = child});
+}
+
+bool is_admitted(int fd) {
+  const auto inode = inode_of(fd);
+  if (!inode) return false;
+  std::lock_guard lock(mutex);
+  const auto it = admitted_inodes.find(fd);
+  return it != admitted_inodes.end() && it->second == *inode;
+}
+
+bool any_admitted_unjudged() {
+  std::lock_guard lock(mutex);
+  return !unjudged.empty();
+}
+
+void judge_admitted(const std::function<bool(const AdmittedConnection&)>& judge) {
+  std::lock_guard lock(mutex);
+  std::erase_if(unjudged, [&judge](const AdmittedConnection& c) { return !still_held(c) || judge(c); });
+}
+
+}  // namespace hyrun::pmix

@@ -1,0 +1,64 @@
+// The PMIx server's record of the connections it admitted: a descriptor counts only while it
+// names the socket admitted (numbers are reused), a judged connection leaves the record but
+// stays admitted, and one libpmix closed leaves it unjudged.
+#include "hyrun/pmix/admitted_connections.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "hyrun/common/unique_fd.hpp"
+
+namespace hyrun::pmix {
+namespace {
+
+struct Pair {
+  UniqueFd ours, theirs;
+};
+
+Pair socket_pair() {
+  int fds[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+// The children of the connections judged now, each kept unless `verdict` says it is done.
+std::vector<pid_t> judge_all(bool verdict) {
+  std::vector<pid_t> judged;
+  judge_admitted([&](const AdmittedConnection& c) {
+    judged.push_back(c.child.value_or(-1));
+    return verdict;
+  });
+  return judged;
+}
+
+TEST(AdmittedConnections, ADescriptorCountsWhileItNamesTheSocketAdmitted) {
+  judge_all(true);  // whatever an earlier test left
+  ASSERT_FALSE(any_admitted_unjudged());
+  Pair a = socket_pair();
+  remember_admitted(a.ours.get(), 42);
+  EXPECT_TRUE(is_admitted(a.ours.get()));
+  EXPECT_FALSE(is_admitted(a.theirs.get()));
+  EXPECT_TRUE(any_admitted_unjudged());
+  EXPECT_EQ(judge_all(false), std::vector<pid_t>{42});
+  EXPECT_EQ(judge_all(false), std::vector<pid_t>{42}) << "kept while not judged done";
+
+  // libpmix closes it; the next socket takes its number.
+  const int number = a.ours.get();
+  a.ours.reset();
+  Pair b = socket_pair();
+  ASSERT_EQ(b.ours.get(), number);
+  EXPECT_FALSE(is_admitted(b.ours.get())) << "another socket under the same number";
+  EXPECT_TRUE(judge_all(false).empty()) << "a closed connection is dropped unjudged";
+  EXPECT_FALSE(any_admitted_unjudged());
+
+  remember_admitted(b.ours.get(), std::nullopt);
+  EXPECT_EQ(judge_all(true), std::vector<pid_t>{-1});
+  EXPECT_FALSE(any_admitted_unjudged());
+  EXPECT_TRUE(is_admitted(b.ours.get())) << "judged, still admitted: its handshake's answers are recognised";
+}
+
+}  // namespace
+}  // namespace hyrun::pmix
