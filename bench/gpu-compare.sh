@@ -24,7 +24,7 @@ set -euo pipefail
 # shellcheck source=bench/row.sh
 . "$(dirname "$0")/row.sh"
 bundle=""; ranks="1 8"; rounds=2; sizes="reference cloudai"; logs=""; names=(); paths=()
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { bench_usage; }
 while [ $# -gt 0 ]; do
   case $1 in
   --bundle) bundle=$2; shift 2 ;;

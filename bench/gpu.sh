@@ -29,7 +29,7 @@ set -euo pipefail
 build=$root/build-gpu; bundle=""; skip_build=0; build_only=0; timing_only=0; ranks="1 2 4 8"
 warmup=50; iters=200; tokens=128; hidden=7168; topk=8; experts=2; jobs=$(nproc); mps=0; cold=0
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { bench_usage; }
 while [ $# -gt 0 ]; do
   case $1 in
   --build-dir) build=$2; shift 2 ;;

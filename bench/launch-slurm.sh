@@ -30,7 +30,7 @@ set -euo pipefail
 # shellcheck source=bench/row.sh
 . "$(dirname "$0")/row.sh"
 cluster_nodes=0 nodes="2 4" per_node="1 2 4 8" reps=5 plot="" keep="" reference="" startup_ms=0
-usage() { sed -n '2,28p' "$0" >&2; exit 2; }
+usage() { bench_usage >&2; exit 2; }
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage
   case $1 in

@@ -26,7 +26,7 @@ set -euo pipefail
 # shellcheck source=bench/row.sh
 . "$(dirname "$0")/row.sh"
 nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3 fences=auto
-usage() { sed -n '2,24p' "$0" >&2; exit 2; }
+usage() { bench_usage >&2; exit 2; }
 # shellcheck source=bench/options.sh
 . "$root/bench/options.sh"
 bench_options "--nodes:nodes --per-node:per_node --reps:reps --pp-reps:pp_reps --fences:fences" "$@"

@@ -22,6 +22,10 @@ bench_row_words=("bench/${0##*/}" "$@")
 bench_row_env="BUILD_DIR REPS SIZES PP_REPS MPI N TLS TOKENS HIDDEN TOPK EXPERTS ITERS WARMUP PERF_ITERS REPEATS ARGS PLANS RUNS HYRUN_CLUSTER_DIR"
 bench_row_printed=0
 
+# bench_usage: the bench's header comment (line 2 to the first line that is not a comment),
+# without the comment marks: its usage, whatever its length.
+bench_usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
 # bench_row_quote WORD: WORD as a shell word (in double quotes unless it needs none).
 bench_row_quote() {
   local w=$1

@@ -23,7 +23,7 @@ set -euo pipefail
 # shellcheck source=bench/row.sh
 . "$(dirname "$0")/row.sh"
 nodes="16 32 64 128 256" per_node="1 4" reps=1 program=keys plot=""
-usage() { sed -n '2,21p' "$0" >&2; exit 2; }
+usage() { bench_usage >&2; exit 2; }
 # shellcheck source=bench/options.sh
 . "$root/bench/options.sh"
 bench_options "--nodes:nodes --per-node:per_node --reps:reps --program:program --plot:plot" "$@"

@@ -18,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 main_runs=0 ctest_regex="" ctest_repeat=10 hybrid_nodes=0 hybrid_runs=10 per_node=4 load=both keep=""
-usage() { sed -n '2,17p' "$0" >&2; exit 2; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --main) main_runs=$2; shift 2 ;;
