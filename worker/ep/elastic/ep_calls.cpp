@@ -21,7 +21,7 @@ struct EpCalls::Device : cuda::DeviceTensors {
     cudaEventDestroy(stop);
     cudaEventDestroy(mid);
   }
-  Array<uint8_t> l2;  // written before each timed call: evicts the L2 (256 MiB > 50 MiB L2)
+  cuda::DeviceArray<uint8_t> l2;  // written before each timed call: evicts the L2 (256 MiB > 50 MiB L2)
   cudaEvent_t start = nullptr, stop = nullptr, mid = nullptr;  // mid: between dispatch and combine
   int flushes = 0;
 };

@@ -8,27 +8,15 @@
 
 #include "buffer_host.hpp"
 #include "hyrun/ep/cuda_memory.hpp"
+#include "hyrun/ep/device_tensors.hpp"
 
 namespace hyrun::ep {
 namespace {
 
-using cuda::PinnedArray;
-
 class CudaStagedPath final : public HostPath {
  public:
   CudaStagedPath(World& world, const BufferOptions& o)
-      : HostPath(world, o),
-        x_(static_cast<std::size_t>(o.shape.max_tokens) * o.shape.hidden),
-        idx_(static_cast<std::size_t>(o.shape.max_tokens) * o.shape.topk),
-        w_(idx_.size()),
-        recv_x_(recv_x_bytes(o.shape, Format::kBF16)),  // room for either format
-        scales_(recv_scales_count(o.shape)),
-        tok_(recv_rows(o.shape)),
-        topk_(recv_rows(o.shape)),
-        layout_(static_cast<std::size_t>(o.shape.experts_per_rank) * o.shape.max_ranks),
-        count_(static_cast<std::size_t>(o.shape.experts_per_rank)),
-        expert_out_(recv_rows(o.shape) * o.shape.hidden),
-        y_(x_.size()) {}
+      : HostPath(world, o), pinned_(o.shape, Format::kBF16) {}  // room for either format
 
   Backend backend() const override { return Backend::kCudaStaged; }
   CUstream_st* stream() const override { return stream_.ep(); }
@@ -36,21 +24,22 @@ class CudaStagedPath final : public HostPath {
   void launch_dispatch(const uint16_t* x, const int64_t* topk_idx, int num_tokens, const Routing& routing, Format f,
                        const DispatchOutput& out) override {
     const Shape& s = shape_;
-    d2h(x_.get(), x, sizeof(uint16_t) * num_tokens * s.hidden);
-    d2h(idx_.get(), topk_idx, sizeof(int64_t) * num_tokens * s.topk);
+    d2h(pinned_.x.get(), x, sizeof(uint16_t) * num_tokens * s.hidden);
+    d2h(pinned_.topk_idx.get(), topk_idx, sizeof(int64_t) * num_tokens * s.topk);
     stream_.sync();
-    const DispatchOutput pin{recv_x_.get(), scales_.get(), tok_.get(), topk_.get(), layout_.get(), count_.get()};
-    backend_->dispatch(x_.get(), idx_.get(), num_tokens, routing, f, pin);
+    const DispatchOutput pin = pinned_.view();
+    backend_->dispatch(pinned_.x.get(), pinned_.topk_idx.get(), num_tokens, routing, f, pin);
     // Sizes of the current shape (after a rearm the caller's outputs may be smaller).
-    h2d(out.layout_count, layout_.get(), sizeof(int32_t) * s.experts_per_rank * s.max_ranks);
-    h2d(out.recv_count, count_.get(), sizeof(int32_t) * s.experts_per_rank);
+    h2d(out.layout_count, pinned_.layout_count.get(), sizeof(int32_t) * s.experts_per_rank * s.max_ranks);
+    h2d(out.recv_count, pinned_.recv_count.get(), sizeof(int32_t) * s.experts_per_rank);
     const std::size_t row_bytes = static_cast<std::size_t>(s.hidden) * (f == Format::kFP8 ? 1 : 2);
     const std::size_t nb = static_cast<std::size_t>(s.hidden / kScaleBlock);
     for_each_run(s, [&](std::size_t row, std::size_t n) {
-      h2d(static_cast<uint8_t*>(out.recv_x) + row * row_bytes, recv_x_.get() + row * row_bytes, n * row_bytes);
-      if (f == Format::kFP8) h2d(out.recv_scales + row * nb, scales_.get() + row * nb, n * nb * sizeof(float));
-      h2d(out.recv_src_token + row, tok_.get() + row, n * sizeof(int32_t));
-      h2d(out.recv_src_topk + row, topk_.get() + row, n * sizeof(int32_t));
+      h2d(static_cast<uint8_t*>(out.recv_x) + row * row_bytes, pinned_.recv_x.get() + row * row_bytes, n * row_bytes);
+      if (f == Format::kFP8)
+        h2d(out.recv_scales + row * nb, pinned_.recv_scales.get() + row * nb, n * nb * sizeof(float));
+      h2d(out.recv_src_token + row, pinned_.src_token.get() + row, n * sizeof(int32_t));
+      h2d(out.recv_src_topk + row, pinned_.src_topk.get() + row, n * sizeof(int32_t));
     });
     stream_.sync();
   }
@@ -62,13 +51,14 @@ class CudaStagedPath final : public HostPath {
     const Shape& s = shape_;
     const std::size_t H = static_cast<std::size_t>(s.hidden);
     for_each_run(s, [&](std::size_t row, std::size_t n) {
-      d2h(expert_out_.get() + row * H, expert_out + row * H, n * H * sizeof(uint16_t));
+      d2h(pinned_.expert_out.get() + row * H, expert_out + row * H, n * H * sizeof(uint16_t));
     });
-    d2h(w_.get(), topk_weights, sizeof(float) * num_tokens * s.topk);
+    d2h(pinned_.weights.get(), topk_weights, sizeof(float) * num_tokens * s.topk);
     stream_.sync();
-    const DispatchOutput pin{recv_x_.get(), scales_.get(), tok_.get(), topk_.get(), layout_.get(), count_.get()};
-    backend_->combine(expert_out_.get(), pin, idx_.get(), w_.get(), num_tokens, y_.get());
-    h2d(out, y_.get(), sizeof(uint16_t) * num_tokens * H);
+    const DispatchOutput pin = pinned_.view();
+    backend_->combine(pinned_.expert_out.get(), pin, pinned_.topk_idx.get(), pinned_.weights.get(), num_tokens,
+                      pinned_.y.get());
+    h2d(out, pinned_.y.get(), sizeof(uint16_t) * num_tokens * H);
     stream_.sync();
   }
 
@@ -84,19 +74,13 @@ class CudaStagedPath final : public HostPath {
   void for_each_run(const Shape& s, Fn fn) const {
     for (int e = 0; e < s.experts_per_rank; ++e)
       for (int src = 0; src < s.max_ranks; ++src) {
-        const int n = layout_.get()[static_cast<std::size_t>(e) * s.max_ranks + src];
+        const int n = pinned_.layout_count.get()[static_cast<std::size_t>(e) * s.max_ranks + src];
         if (n > 0) fn((static_cast<std::size_t>(e) * s.max_ranks + src) * s.max_tokens, static_cast<std::size_t>(n));
       }
   }
 
   cuda::CudaStream stream_;
-  PinnedArray<uint16_t> x_;
-  PinnedArray<int64_t> idx_;
-  PinnedArray<float> w_;
-  PinnedArray<uint8_t> recv_x_;
-  PinnedArray<float> scales_;
-  PinnedArray<int32_t> tok_, topk_, layout_, count_;
-  PinnedArray<uint16_t> expert_out_, y_;
+  cuda::PinnedTensors pinned_;
 };
 
 }  // namespace

@@ -24,68 +24,69 @@ inline void cuda_check(cudaError_t err, const char* what) {
 inline cudaStream_t to_cuda(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
 inline void sync(Stream s) { cuda_check(cudaStreamSynchronize(to_cuda(s)), "cudaStreamSynchronize"); }
 
-template <class T>
-class DeviceArray {
+/// Where a CudaArray's memory comes from: device memory, or page-locked host memory (staging
+/// of the staged path; truly asynchronous copies).
+struct DeviceMemory {
+  static constexpr const char* kAllocate = "cudaMalloc";
+  static cudaError_t allocate(void** p, std::size_t bytes) { return cudaMalloc(p, bytes); }
+  static void release(void* p) { cudaFree(p); }
+};
+struct PinnedMemory {
+  static constexpr const char* kAllocate = "cudaMallocHost";
+  static cudaError_t allocate(void** p, std::size_t bytes) { return cudaMallocHost(p, bytes); }
+  static void release(void* p) { cudaFreeHost(p); }
+};
+
+/// `n` elements of T in `Memory` (room for one at least, so that an empty array has an address).
+template <class T, class Memory>
+class CudaArray {
  public:
-  DeviceArray() = default;
-  explicit DeviceArray(std::size_t n) : n_(n) {
-    cuda_check(cudaMalloc(reinterpret_cast<void**>(&p_), std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc");
+  CudaArray() = default;
+  explicit CudaArray(std::size_t n) : n_(n) {
+    void* p = nullptr;
+    cuda_check(Memory::allocate(&p, std::max<std::size_t>(n, 1) * sizeof(T)), Memory::kAllocate);
+    p_ = static_cast<T*>(p);
   }
-  ~DeviceArray() {
-    if (p_) cudaFree(p_);
+  ~CudaArray() {
+    if (p_) Memory::release(p_);
   }
-  DeviceArray(DeviceArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(o.n_) {}
-  DeviceArray& operator=(DeviceArray&& o) noexcept {
+  CudaArray(CudaArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(o.n_) {}
+  CudaArray& operator=(CudaArray&& o) noexcept {
     std::swap(p_, o.p_);
     std::swap(n_, o.n_);
     return *this;
   }
   T* get() const { return p_; }
   std::size_t size() const { return n_; }
-  /// Copies n elements from host memory, ordered on `s`; returns when done.
-  void upload(const T* src, std::size_t n, Stream s) {
-    cuda_check(cudaMemcpyAsync(p_, src, n * sizeof(T), cudaMemcpyHostToDevice, to_cuda(s)),
-               "cudaMemcpyAsync to device");
-    sync(s);
-  }
-  void download(T* dst, std::size_t n, Stream s) const {
-    cuda_check(cudaMemcpyAsync(dst, p_, n * sizeof(T), cudaMemcpyDeviceToHost, to_cuda(s)), "cudaMemcpyAsync to host");
-    sync(s);
-  }
-  /// Every byte = value, ordered on `s` (asynchronous).
-  void fill_bytes(int value, Stream s) {
-    cuda_check(cudaMemsetAsync(p_, value, n_ * sizeof(T), to_cuda(s)), "cudaMemsetAsync");
-  }
 
  private:
   T* p_ = nullptr;
   std::size_t n_ = 0;
 };
 
-/// Page-locked host memory (staging of the staged path; truly asynchronous copies).
 template <class T>
-class PinnedArray {
- public:
-  PinnedArray() = default;
-  explicit PinnedArray(std::size_t n) : n_(n) {
-    cuda_check(cudaMallocHost(reinterpret_cast<void**>(&p_), std::max<std::size_t>(n, 1) * sizeof(T)),
-               "cudaMallocHost");
-  }
-  ~PinnedArray() {
-    if (p_) cudaFreeHost(p_);
-  }
-  PinnedArray(PinnedArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(o.n_) {}
-  PinnedArray& operator=(PinnedArray&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
-  T* get() const { return p_; }
-  std::size_t size() const { return n_; }
+using PinnedArray = CudaArray<T, PinnedMemory>;
 
- private:
-  T* p_ = nullptr;
-  std::size_t n_ = 0;
+/// Device memory, with the copies and fills a program makes of it.
+template <class T>
+class DeviceArray : public CudaArray<T, DeviceMemory> {
+ public:
+  using CudaArray<T, DeviceMemory>::CudaArray;
+  /// Copies n elements from host memory, ordered on `s`; returns when done.
+  void upload(const T* src, std::size_t n, Stream s) {
+    cuda_check(cudaMemcpyAsync(this->get(), src, n * sizeof(T), cudaMemcpyHostToDevice, to_cuda(s)),
+               "cudaMemcpyAsync to device");
+    sync(s);
+  }
+  void download(T* dst, std::size_t n, Stream s) const {
+    cuda_check(cudaMemcpyAsync(dst, this->get(), n * sizeof(T), cudaMemcpyDeviceToHost, to_cuda(s)),
+               "cudaMemcpyAsync to host");
+    sync(s);
+  }
+  /// Every byte = value, ordered on `s` (asynchronous).
+  void fill_bytes(int value, Stream s) {
+    cuda_check(cudaMemsetAsync(this->get(), value, this->size() * sizeof(T), to_cuda(s)), "cudaMemsetAsync");
+  }
 };
 
 /// A non-blocking stream of its own (programs' own work; a backend has its own).

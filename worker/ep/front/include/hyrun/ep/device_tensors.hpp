@@ -1,7 +1,8 @@
 #pragma once
-// One rank's EP inputs and outputs for the largest shape, in device memory: what a program
-// that drives a CUDA Buffer (ep-check, ep-bench) uploads, passes to dispatch/combine and
-// downloads to check. Needs the CUDA runtime headers (library hyrun_ep_cuda).
+// One rank's EP inputs and outputs for the largest shape, in CUDA memory: in device memory,
+// what a program that drives a CUDA Buffer (ep-check, ep-bench) uploads, passes to
+// dispatch/combine and downloads to check; in pinned host memory, the staged path's copies
+// of them. Needs the CUDA runtime headers (library hyrun_ep_cuda).
 #include <cstddef>
 #include <cstdint>
 
@@ -11,11 +12,10 @@
 
 namespace hyrun::ep::cuda {
 
-struct DeviceTensors {
-  template <class T>
-  using Array = DeviceArray<T>;
+template <template <class> class Array>
+struct EpTensors {
   /// `format` sizes the received rows (BF16 has room for either format).
-  DeviceTensors(const Shape& s, Format format)
+  EpTensors(const Shape& s, Format format)
       : x(static_cast<std::size_t>(s.max_tokens) * s.hidden),
         topk_idx(static_cast<std::size_t>(s.max_tokens) * s.topk),
         weights(topk_idx.size()),
@@ -42,5 +42,8 @@ struct DeviceTensors {
   Array<int32_t> src_token, src_topk, layout_count, recv_count;
   Array<uint16_t> expert_out, y;
 };
+
+using DeviceTensors = EpTensors<DeviceArray>;
+using PinnedTensors = EpTensors<PinnedArray>;
 
 }  // namespace hyrun::ep::cuda
