@@ -15,11 +15,11 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/job_layout.hpp"
 #include "hyrun/common/job_token.hpp"
+#include "hyrun/launcher/early_start.hpp"
 #include "hyrun/launcher/launch_timings.hpp"
 #include "hyrun/launcher/master_endpoint.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/outer_fence.hpp"
-#include "hyrun/launcher/pending_directory.hpp"
 #include "hyrun/launcher/pmi_service.hpp"
 #include "hyrun/launcher/pmix_relay.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
@@ -124,6 +124,12 @@ class Launch {
  private:
   // This node's ranks (its -n).
   int local_ranks() const { return layout_.task(task_).ranks; }
+  // This node's local ranks from `first` on.
+  std::vector<int> local_ranks_from(int first) const {
+    std::vector<int> ranks;
+    for (int local = first; local < local_ranks(); ++local) ranks.push_back(local);
+    return ranks;
+  }
   std::optional<Error> offer_root(RankSupervisor& supervisor, const std::optional<Error>& node_failure);
   void start_early(RankSupervisor& supervisor, int first);
   void complete_early();
@@ -137,7 +143,7 @@ class Launch {
   [[noreturn]] void abort_job(int code, const std::string& why) {
     if (link_) link_->say_bye();
     if (pmix_) pmix_->remove_files();  // the abort ends this process without destructors
-    if (pending_) pending_->remove();
+    if (early_) early_->remove();
     exchange_.abort(code, why);
     std::terminate();  // not reached: RootExchange::abort does not return (GCC cannot see it through the virtual)
   }
@@ -161,12 +167,10 @@ class Launch {
   std::string token_;
   std::optional<std::string> loss_;      // the line that named a lost node
   std::map<int, LinkCosts> node_costs_;  // root: what each node said its launch cost (--timings)
-  // Ranks started before the exchange (start_early), from local rank early_from_ on.
-  enum class Early { kNone, kStarted, kCompleted };
-  Early early_ = Early::kNone;
-  int early_from_ = 0;
-  std::optional<PendingDirectory> pending_;  // where they take the rest of their environment
-  std::optional<Error> early_failure_;       // their start failed: said after the exchange
+  // The ranks other than the root's rank 0, started before the exchange (start_early) or
+  // after it (start_ranks).
+  std::optional<EarlyStart> early_;
+  std::optional<Error> early_failure_;  // their start failed: said after the exchange
 };
 
 NodePlan Launch::plan_node() {
@@ -410,39 +414,23 @@ void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::str
 // complete_early gives them the rest (docs/architecture.md). Without a place for it (a full
 // $TMPDIR) they start as before, after the exchange.
 void Launch::start_early(RankSupervisor& supervisor, int first) {
-  if (first >= local_ranks()) return;  // rank 0 alone: nothing to start early
-  try {
-    pending_.emplace(PendingDirectory::create());
-  } catch (const SystemError& e) {
-    spdlog::debug("the ranks start after the exchange: {}", e.what());
-    return;
-  }
-  early_ = Early::kStarted;
-  early_from_ = first;
-  node_->defer_root(pending_->path());
-  for (int local = first; local < local_ranks() && !supervisor.stopping(); ++local)
-    supervisor.start(node_->rank(local, false));
-  timings_.mark("ranks started");
+  early_.emplace(*node_, local_ranks_from(first));
+  if (early_->start(supervisor)) timings_.mark("ranks started");
 }
 
 void Launch::complete_early() {
-  if (early_ != Early::kStarted) return;
-  node_->defer_root("");
-  early_ = Early::kCompleted;
-  for (int local = early_from_; local < local_ranks(); ++local)
-    pending_->put(node_->rank(local, false).global_rank, node_->pending_environment(local));
-  timings_.mark("ranks given the root");
+  if (early_ && early_->complete()) timings_.mark("ranks given the root");
 }
 
 void Launch::start_ranks(RankSupervisor& supervisor) {
   if (early_failure_) throw Error(early_failure_->what(), early_failure_->exit_code());
-  if (early_ == Early::kStarted) return complete_early();
-  if (early_ == Early::kCompleted) return;
-  const int first = (task_ == 0 && options_.bootstrap == BootstrapMode::kUcx) ? 1 : 0;
-  for (int local = first; local < local_ranks() && !supervisor.stopping(); ++local) {
-    supervisor.start(node_->rank(local, false));
-    if (link_) link_->service();  // starting many ranks takes a while: the other nodes still hear us
-  }
+  if (early_ && early_->started()) return complete_early();
+  if (!early_)
+    early_.emplace(*node_, local_ranks_from((task_ == 0 && options_.bootstrap == BootstrapMode::kUcx) ? 1 : 0));
+  // Starting many ranks takes a while: the other nodes still hear this one.
+  early_->finish(supervisor, [this] {
+    if (link_) link_->service();
+  });
   timings_.mark("ranks started");
 }
 

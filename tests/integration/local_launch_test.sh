@@ -413,9 +413,11 @@ torch-gloo)  # torch.distributed (env://, gloo) runs unchanged: hyrun gives what
   else
     fail "OMP_NUM_THREADS differs from a rank's CPU count"
   fi
-  # The user's own values win over hyrun's defaults.
-  user_port=$((20000 + RANDOM % 10000))
-  run_job 120 env OMP_NUM_THREADS=7 "$HYRUN" -n 2 --bootstrap=none -x MASTER_PORT=$user_port -- \
+  # The user's own values win over hyrun's defaults. The port is reserved (lib.sh): a random
+  # one could be another test's, running at the same time.
+  reserve_port || exit 1
+  user_port=$PORT
+  run_job 120 env OMP_NUM_THREADS=7 "$HYRUN" -n 2 --bootstrap=none -x MASTER_PORT="$user_port" -- \
     /usr/bin/python3 "$(dirname "$0")/gloo_allreduce.py"
   expect_rc 0
   port=$(grep -oE 'MASTER_PORT=[0-9]+' "$OUT" | sort -u)

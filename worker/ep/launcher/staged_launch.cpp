@@ -10,6 +10,7 @@
 
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
+#include "hyrun/launcher/early_start.hpp"
 #include "hyrun/launcher/node_launch.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 #include "hyrun/process/wait_status.hpp"
@@ -74,13 +75,18 @@ int run_first_launch(StagedLaunchOptions o, SignalEvents& signals) {
   });
   int code = exit_code::kLauncherError;
   try {
+    // Rank 0 first; the others as soon as it says it loaded the worker library, their root
+    // address to come, as hyrun's own launch starts them (early_start.hpp).
+    std::vector<int> others;
+    for (int r : start)
+      if (r != 0) others.push_back(r);
+    EarlyStart early(node, others);
     code = supervise(supervisor, [&] {
       supervisor.start(node.rank(0, true));
-      const auto root_address = supervisor.await_root_address();
+      const auto root_address = supervisor.await_root_address([&] { early.start(supervisor); });
       if (!root_address) return;
       node.set_root_address(*root_address);
-      for (int r : start)
-        if (r != 0 && !supervisor.stopping()) supervisor.start(node.rank(r, false));
+      early.finish(supervisor);
     });
   } catch (...) {
     if (!o.token_file.empty()) remove_token_file(o.token_file, o.token);
