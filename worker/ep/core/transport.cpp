@@ -11,14 +11,15 @@ namespace hyrun::ep {
 
 class InProcessFabric::RankTransport final : public Transport {
  public:
-  RankTransport(InProcessFabric& f, int rank) : fabric_(f), rank_(rank) {}
+  RankTransport(InProcessFabric& f, int rank)
+      : fabric_(f), rank_(rank), detached_(static_cast<std::size_t>(f.num_ranks()), 0) {}
   int rank() const override { return rank_; }
   int num_ranks() const override { return fabric_.num_ranks(); }
   std::span<std::byte> region() override { return fabric_.region(rank_); }
 
   void put(int peer, std::size_t off, const void* src, std::size_t len) override {
     check(peer, off, len);
-    if (fabric_.dead(peer)) {
+    if (unreachable(peer)) {
       failed_.push_back(peer);
       return;
     }
@@ -29,14 +30,14 @@ class InProcessFabric::RankTransport final : public Transport {
   }
   std::byte* mapped(int peer, std::size_t off, std::size_t len) override {
     check(peer, off, len);
-    if (fabric_.dead(peer)) return nullptr;  // put() reports it
+    if (unreachable(peer)) return nullptr;  // put() reports it
     if (fabric_.writes_ == Writes::kPutOnly && peer != rank_) return nullptr;
     return fabric_.regions_[peer].get() + off;
   }
   void signal(int peer, std::size_t off, uint64_t value) override {
     check(peer, off, 8);
     if (off % 8 != 0) throw Error(fmt::format("in-process transport: signal offset {} is not 8-aligned", off));
-    if (fabric_.dead(peer)) {
+    if (unreachable(peer)) {
       failed_.push_back(peer);
       return;
     }
@@ -51,17 +52,48 @@ class InProcessFabric::RankTransport final : public Transport {
       failed_.clear();
       std::sort(f.begin(), f.end());
       f.erase(std::unique(f.begin(), f.end()), f.end());
-      throw PeerFailureError(
-          fmt::format("in-process transport: rank {}: writes to dead rank(s) {} failed", rank_, format_ranks(f)), f);
+      throw PeerFailureError(fmt::format("in-process transport: rank {}: writes to dead or detached rank(s) {} failed",
+                                         rank_, format_ranks(f)),
+                             f);
     }
+  }
+  // A descriptor is the rank's number (4 bytes): every region is in this process.
+  std::vector<std::byte> local_descriptor() const override {
+    std::vector<std::byte> d(sizeof(std::uint32_t));
+    const auto r = static_cast<std::uint32_t>(rank_);
+    std::memcpy(d.data(), &r, d.size());
+    return d;
+  }
+  void attach_peer(int peer, std::span<const std::byte> descriptor) override {
+    if (peer < 0 || peer >= fabric_.num_ranks())
+      throw UsageError(
+          fmt::format("in-process transport: attach_peer: peer {} out of range [0, {})", peer, fabric_.num_ranks()));
+    std::uint32_t named = 0;
+    if (descriptor.size() == sizeof named) std::memcpy(&named, descriptor.data(), sizeof named);
+    if (descriptor.size() != sizeof named || named != static_cast<std::uint32_t>(peer))
+      throw UsageError(fmt::format("in-process transport: the descriptor given for rank {} is not that rank's", peer));
+    if (peer == rank_) return;
+    complete_puts();
+    detached_[static_cast<std::size_t>(peer)] = 0;
+  }
+  void detach_peer(int peer) override {
+    if (peer < 0 || peer >= fabric_.num_ranks() || peer == rank_)
+      throw UsageError(fmt::format("in-process transport: detach_peer: peer {} is not another rank in [0, {})", peer,
+                                   fabric_.num_ranks()));
+    complete_puts();
+    detached_[static_cast<std::size_t>(peer)] = 1;
   }
 
  private:
   void progress_while_waiting() override { std::this_thread::yield(); }
   bool peer_known_failed(int peer) override { return peer >= 0 && peer < fabric_.num_ranks() && fabric_.dead(peer); }
-  void check(int peer, std::size_t off, std::size_t len) const {
+  bool unreachable(int peer) const { return fabric_.dead(peer) || detached_[static_cast<std::size_t>(peer)] != 0; }
+  void check_peer(int peer) const {
     if (peer < 0 || peer >= fabric_.num_ranks())
       throw Error(fmt::format("in-process transport: peer {} out of range [0, {})", peer, fabric_.num_ranks()));
+  }
+  void check(int peer, std::size_t off, std::size_t len) const {
+    check_peer(peer);
     if (off > fabric_.region_bytes_ || len > fabric_.region_bytes_ - off)
       throw Error(fmt::format("in-process transport: write of {} bytes at offset {} exceeds the region of {} bytes",
                               len, off, fabric_.region_bytes_));
@@ -77,6 +109,7 @@ class InProcessFabric::RankTransport final : public Transport {
   };
   InProcessFabric& fabric_;
   int rank_;
+  std::vector<uint8_t> detached_;  // by peer: detach_peer()ed, not attached since
   std::vector<int> failed_;
   std::vector<Pending> pending_;  // kPutOnly: puts not yet flushed
 };

@@ -1,5 +1,8 @@
 #pragma once
-// Internal: the kHost path of Buffer (HostBackend over UcxTransport on host tensors).
+// Internal: the kHost path of Buffer: HostBackend on host tensors, over the transport that
+// make_transport() chooses (the one place a second transport, NIXL or shared memory, would
+// be chosen; UcxTransport today). The staged CUDA path derives from it.
+#include <memory>
 #include <optional>
 
 #include "buffer_path.hpp"
@@ -13,7 +16,7 @@ class HostPath : public Buffer::Path {
   HostPath(World& world, const BufferOptions& options);
   Backend backend() const override { return Backend::kHost; }
   const Shape& shape() const override { return shape_; }
-  std::vector<std::byte> local_descriptor() const override { return transport_.local_descriptor(); }
+  std::vector<std::byte> local_descriptor() const override { return transport_->local_descriptor(); }
   void attach_peer(int peer, std::span<const std::byte> descriptor) override;
   void detach_peer(int peer) override;
   uint64_t epoch() const override { return backend_->epoch(); }
@@ -31,8 +34,12 @@ class HostPath : public Buffer::Path {
  protected:
   World& world_;
   Shape max_shape_, shape_;
-  UcxTransport transport_;
+  std::unique_ptr<Transport> transport_;
   std::optional<HostBackend> backend_;
 };
+
+/// The transport of the host compute paths: this rank's region for `options.shape`, its
+/// peers as `options.attach` says. Collective with PeerAttach::kCollective.
+std::unique_ptr<Transport> make_transport(World& world, const BufferOptions& options);
 
 }  // namespace hyrun::ep

@@ -13,6 +13,11 @@
 // the epoch, or the deadline passes and the silent ranks are returned (never a wait
 // without limit). There are no per-token two-sided messages.
 //
+// Peers of an elastic job come and go: a rank's local_descriptor() is what a peer needs to
+// write into its region; attach_peer() makes a peer's region (by its descriptor) the target
+// of later writes, replacing an older one (a restarted peer), and detach_peer() forgets it.
+// How a transport first learns its peers is PeerAttach.
+//
 // Failed peers (elastic jobs): a transport may know that a peer's process died
 // (peer_known_failed). Puts and signals to such a peer are not issued; the next flush()
 // reports it in PeerFailureError without waiting for the timeout, and wait_signals()
@@ -32,6 +37,12 @@
 namespace hyrun::ep {
 
 using Clock = std::chrono::steady_clock;
+
+/// How a transport learns its peers' regions.
+enum class PeerAttach {
+  kCollective,  ///< construction exchanges descriptors with every rank (allgatherv)
+  kDeferred,    ///< no exchange: the caller calls attach_peer for each peer (restarted ranks)
+};
 
 class Transport {
  public:
@@ -74,6 +85,18 @@ class Transport {
   /// (empty on success).
   std::vector<int> wait_signals(std::span<const int> peers, std::size_t first_signal_offset, uint64_t value,
                                 Clock::time_point deadline);
+  /// This rank's region as a peer attaches it (transport-specific bytes), valid for the
+  /// transport's lifetime.
+  virtual std::vector<std::byte> local_descriptor() const = 0;
+  /// Makes `peer`'s region, as its local_descriptor() describes it, the target of later
+  /// writes, replacing an older one; operations still outstanding to the peer are completed
+  /// or abandoned first. peer == rank() is a no-op. Throws UsageError for a bad peer or
+  /// descriptor (the previous attachment then stays as it was).
+  virtual void attach_peer(int peer, std::span<const std::byte> descriptor) = 0;
+  /// Forgets `peer`: later writes to it are not issued, and flush() reports them as
+  /// PeerFailureError. Call it when the peer failed, before its process is replaced.
+  /// Throws UsageError for a peer that is not another rank.
+  virtual void detach_peer(int peer) = 0;
   /// True when this transport knows that `peer`'s process died (e.g. UCX reported its
   /// endpoint failed). Never true for rank() itself. A cleared mark (the peer was
   /// replaced) makes it false again.

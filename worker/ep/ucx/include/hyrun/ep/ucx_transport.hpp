@@ -81,12 +81,6 @@ struct UcxBootstrap {
   std::function<bool(int peer)> peer_failed;
 };
 
-/// How a UcxTransport learns its peers' regions.
-enum class PeerAttach {
-  kCollective,  ///< construction exchanges descriptors with every rank (allgatherv)
-  kDeferred,    ///< no exchange: the caller calls attach_peer for each peer (restarted ranks)
-};
-
 class UcxTransport final : public Transport {
  public:
   /// Allocates and maps `region_bytes` of zeroed host memory. `timeout` bounds flushes.
@@ -116,18 +110,13 @@ class UcxTransport final : public Transport {
   std::byte* mapped(int peer, std::size_t remote_offset, std::size_t len) override;
 
   /// This rank's region descriptor: u64 address, u64 length, packed rkey (the bytes the
-  /// collective construction exchanges). Valid for this process's lifetime of the transport.
-  std::vector<std::byte> local_descriptor() const { return descriptor_; }
-  /// Unpacks `descriptor` (another rank's local_descriptor()) on the bootstrap's current
-  /// endpoint to `peer`, replacing any previous rkey of that peer (destroyed). Operations
-  /// still outstanding to the peer are completed or abandoned first. peer == rank() is a
-  /// no-op. Throws UsageError for a bad peer or descriptor, Error if UCX rejects the key
-  /// (the previous attachment then stays as it was).
-  void attach_peer(int peer, std::span<const std::byte> descriptor);
-  /// Forgets `peer` (destroys its rkey; outstanding operations completed or abandoned):
-  /// later writes to it are not issued and flush() reports them as PeerFailureError.
-  /// Call it when the peer failed, before World::replace_peer closes its endpoint.
-  void detach_peer(int peer);
+  /// collective construction exchanges).
+  std::vector<std::byte> local_descriptor() const override { return descriptor_; }
+  /// Unpacks `descriptor` on the bootstrap's current endpoint to `peer`, replacing any
+  /// previous rkey of that peer (destroyed); also Error if UCX rejects the key.
+  void attach_peer(int peer, std::span<const std::byte> descriptor) override;
+  /// Destroys `peer`'s rkey. Call it before World::replace_peer closes its endpoint.
+  void detach_peer(int peer) override;
   bool attached(int peer) const;
 
  protected:
