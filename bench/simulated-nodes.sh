@@ -11,9 +11,12 @@
 # real cluster would see.
 #
 #   bench/simulated-nodes.sh [--nodes "N..."] [--per-node "R..."] [--reps K] [--program keys|hello]
-#                            [--plot FILE.png]
+#                            [--routes "link outer"] [--tree-widths "W..."] [--plot FILE.png]
 #     --nodes      default "16 32 64 128 256"
 #     --per-node   default "1 4"
+#     --routes     the --fences routes to run, alternated (default "link outer")
+#     --tree-widths  the node link's --tree-width values to run, alternated with the routes
+#                  (default "32", hyrun's; 1048576 is the star: the root beats with every node)
 #     --reps       runs of each route per cell, the median shown (default 1)
 #     --program    keys: tests' pmix-keys-client (every key, an allgather and an alltoall of
 #                  one key a peer in one collect-data fence; default); hello: the worker
@@ -22,12 +25,12 @@
 set -euo pipefail
 # shellcheck source=bench/row.sh
 . "$(dirname "$0")/row.sh"
-nodes="16 32 64 128 256" per_node="1 4" reps=1 program=keys plot=""
+nodes="16 32 64 128 256" per_node="1 4" reps=1 program=keys plot="" routes="link outer" widths=32
 usage() { bench_usage >&2; exit 2; }
 # shellcheck source=bench/options.sh
 . "$root/bench/options.sh"
-bench_options "--nodes:nodes --per-node:per_node --reps:reps --program:program --plot:plot" "$@"
-for v in $nodes $per_node $reps; do
+bench_options "--nodes:nodes --per-node:per_node --reps:reps --program:program --plot:plot --routes:routes --tree-widths:widths" "$@"
+for v in $nodes $per_node $reps $widths; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "simulated-nodes: '$v' is not a whole number >= 1" >&2; exit 2; }
 done
 hyrun=$build/launcher/hyrun
@@ -36,19 +39,22 @@ case $program in
   hello) prog=$build/examples/hello ;;
   *) usage ;;
 esac
+for route in $routes; do
+  case $route in link | outer) ;; *) echo "simulated-nodes: route '$route' is not link or outer" >&2; exit 2 ;; esac
+done
 for b in "$hyrun" "$prog"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh first" >&2; exit 1; }; done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# run N R ROUTE FILE: one job; appends "wall_ms root_cpu root_helper root_sent median_cpu
+# run N R ROUTE WIDTH FILE: one job; appends "wall_ms root_cpu root_helper root_sent median_cpu
 # median_helper median_sent" to FILE, from the root's timings line and its summary.
 run() {
-  local n=$1 r=$2 route=$3 file=$4 args=() t0 t1
+  local n=$1 r=$2 route=$3 width=$4 file=$5 args=() t0 t1
   if [ "$program" = keys ]; then args=("$prog" "$n" "$r"); inner=(--bootstrap=none); else args=("$prog"); inner=(); fi
   t0=$(date +%s%N)
-  if ! timeout -k 5 600 "$hyrun" -n "$n" --bootstrap=none -- "$hyrun" -n "$r" "${inner[@]}" --fences "$route" --timings \
-    -- "${args[@]}" >"$out/log" 2>&1; then
-    echo "simulated-nodes: $n x $r ($route) failed; its last lines:" >&2
+  if ! timeout -k 5 600 "$hyrun" -n "$n" --bootstrap=none -- "$hyrun" -n "$r" "${inner[@]}" --fences "$route" \
+    --tree-width "$width" --timings -- "${args[@]}" >"$out/log" 2>&1; then
+    echo "simulated-nodes: $n x $r ($route, tree width $width) failed; its last lines:" >&2
     tail -5 "$out/log" >&2
     exit 1
   fi
@@ -66,38 +72,45 @@ run() {
 # median FILE COLUMN
 median() { sort -n -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }
 
-echo "simulated nodes: hyrun -n N --bootstrap=none -- hyrun -n R --fences ROUTE --timings -- $program, $(nproc) cores, median of $reps, $(date -u '+%Y-%m-%d %H:%M UTC')"
-printf '%-8s | %-5s | %8s | %14s | %16s | %14s | %16s | %17s\n' "N x R" route "wall ms" "root CPU ms" "root helper ms" \
-  "median CPU ms" "root link bytes" "median link bytes"
-echo "---------+-------+----------+----------------+------------------+----------------+------------------+------------------"
+echo "simulated nodes: hyrun -n N --bootstrap=none -- hyrun -n R --fences ROUTE --tree-width W --timings -- $program, $(nproc) cores, median of $reps, $(date -u '+%Y-%m-%d %H:%M UTC')"
+printf '%-8s | %-5s | %7s | %8s | %14s | %16s | %14s | %16s | %17s\n' "N x R" route width "wall ms" "root CPU ms" \
+  "root helper ms" "median CPU ms" "root link bytes" "median link bytes"
+echo "---------+-------+---------+----------+----------------+------------------+----------------+------------------+------------------"
 for r in $per_node; do
   for n in $nodes; do
     for _ in $(seq "$reps"); do
-      for route in link outer; do run "$n" "$r" "$route" "$out/$n.$r.$route"; done
+      for route in $routes; do
+        for w in $widths; do run "$n" "$r" "$route" "$w" "$out/$n.$r.$route.$w"; done
+      done
     done
-    for route in link outer; do
-      f=$out/$n.$r.$route
-      printf '%-8s | %-5s | %8s | %14s | %16s | %14s | %16s | %17s\n' "${n}x$r" "$route" "$(median "$f" 1)" \
-        "$(median "$f" 2)" "$(median "$f" 3)" "$(median "$f" 5)" "$(median "$f" 4)" "$(median "$f" 7)"
-      echo "$n $r $route $(median "$f" 1) $(median "$f" 2) $(median "$f" 4)" >>"$out/plot.dat"
+    for route in $routes; do
+      for w in $widths; do
+        f=$out/$n.$r.$route.$w
+        printf '%-8s | %-5s | %7s | %8s | %14s | %16s | %14s | %16s | %17s\n' "${n}x$r" "$route" "$w" "$(median "$f" 1)" \
+          "$(median "$f" 2)" "$(median "$f" 3)" "$(median "$f" 5)" "$(median "$f" 4)" "$(median "$f" 7)"
+        echo "$n $r $route.$w $(median "$f" 1) $(median "$f" 2) $(median "$f" 4)" >>"$out/plot.dat"
+      done
     done
   done
 done
 row_n=$n row_r=$r  # the last cell, for the row
 
+series=()
+for route in $routes; do for w in $widths; do series+=("$route.$w"); done; done
+
 if [ -n "$plot" ]; then
   command -v gnuplot >/dev/null || { echo "simulated-nodes: gnuplot not found (gnuplot-nox)" >&2; exit 1; }
   for r in $per_node; do
-    for route in link outer; do awk -v r="$r" -v route="$route" '$2 == r && $3 == route' "$out/plot.dat" >"$out/$r.$route.dat"; done
+    for k in "${series[@]}"; do awk -v r="$r" -v k="$k" '$2 == r && $3 == k' "$out/plot.dat" >"$out/$r.$k.dat"; done
   done
   {
     echo "set terminal png size 1200,500; set output '$plot'; set multiplot layout 1,2"
     echo "set logscale xy; set xlabel 'simulated nodes'; set key left top"
     plots=() cpu=()
     for r in $per_node; do
-      for route in link outer; do
-        plots+=("'$out/$r.$route.dat' using 1:6 with linespoints title '$route, $r a node'")
-        cpu+=("'$out/$r.$route.dat' using 1:5 with linespoints title '$route, $r a node'")
+      for k in "${series[@]}"; do
+        plots+=("'$out/$r.$k.dat' using 1:6 with linespoints title '${k%.*}, tree width ${k##*.}, $r a node'")
+        cpu+=("'$out/$r.$k.dat' using 1:5 with linespoints title '${k%.*}, tree width ${k##*.}, $r a node'")
       done
     done
     echo "set title \"the root's bytes sent on the node link\"; set ylabel 'bytes'"
@@ -108,9 +121,11 @@ if [ -n "$plot" ]; then
   echo "plot: $plot"
 fi
 
-# The row: the last cell (the last R, the last N), the outer route against the link.
-o=$out/$row_n.$row_r.outer l=$out/$row_n.$row_r.link
+# The row: the last cell (the last R, the last N), the last series (route and width) against
+# the first.
+first=${series[0]} last=${series[${#series[@]} - 1]}
+o=$out/$row_n.$row_r.$last l=$out/$row_n.$row_r.$first
 bench_row "simulated nodes (\`bench/simulated-nodes.sh\`), $row_n nodes x $row_r rank(s), $program" \
   "the root hyrun's bytes sent on the node link / its CPU, median of $reps" \
-  "$(median "$o" 4) bytes / $(median "$o" 2) ms, fences through the outer launcher" \
-  "over the link: $(median "$l" 4) bytes / $(median "$l" 2) ms; wall $(median "$o" 1) against $(median "$l" 1) ms; the median node's CPU $(median "$o" 5) against $(median "$l" 5) ms"
+  "$(median "$o" 4) bytes / $(median "$o" 2) ms, fences $last (route.tree width)" \
+  "$first: $(median "$l" 4) bytes / $(median "$l" 2) ms; wall $(median "$o" 1) against $(median "$l" 1) ms; the median node's CPU $(median "$o" 5) against $(median "$l" 5) ms"

@@ -139,6 +139,12 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
                     "over hyrun's own node link, a star whose hub is the first task's hyrun; auto: link up to 64 "
                     "nodes, outer beyond",
                     {"auto", "outer", "link"});
+  app_.add_option("--tree-width", options_.tree_width,
+                  "hybrid mode: how many other nodes' hyrun each hyrun watches at most (heartbeats, the node "
+                  "timeout): the root the first N, each of those N more, and so on; the same on every node")
+      ->check(CLI::Range(1, 1 << 20))
+      ->option_text("N")
+      ->capture_default_str();
   binding::add_binding_options(app_, options_.binding);
   app_.add_option("--log-level", options_.log_level, "trace, debug, info, warn, error, critical or off")
       ->option_text("LEVEL")

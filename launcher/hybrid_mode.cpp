@@ -24,7 +24,7 @@ namespace {
 // Keys under which hyrun processes exchange their records (protocol version in the name).
 constexpr const char* kRootKey = "hyrun.root.v1";  // root only: token, address or error
 constexpr const char* kNodeKey = "hyrun.node.v1";  // every node: its own arguments
-constexpr int kProtocol = 1;
+constexpr int kProtocol = 2;                       // 2: node records with the link tree (link_tree.hpp)
 
 std::vector<std::byte> to_bytes(const nlohmann::json& j) {
   const std::string text = j.dump();
@@ -108,7 +108,11 @@ class PmixExchange final : public RootExchange {
   }
 
   void put_node(const NodeRecord& record) override {
-    nlohmann::json j{{"ranks", record.ranks}, {"host", record.host}};
+    nlohmann::json j{{"ranks", record.ranks}, {"host", record.host}, {"tree_width", record.tree_width}};
+    if (record.link_port) {
+      j["link_port"] = *record.link_port;
+      j["link_addresses"] = record.link_addresses;
+    }
     if (record.error) {
       j["error"] = *record.error;
       j["exit_code"] = record.exit_code;
@@ -148,6 +152,11 @@ class PmixExchange final : public RootExchange {
         return record;
       }
       record.ranks = j.at("ranks").get<int>();
+      record.tree_width = j.value("tree_width", 0);
+      if (j.contains("link_port")) {
+        record.link_port = j.at("link_port").get<int>();
+        record.link_addresses = j.at("link_addresses").get<std::vector<std::string>>();
+      }
       return record;
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("{} is not a hyrun record: {}", what, e.what()));

@@ -24,6 +24,7 @@
 #include "hyrun/launcher/pmix_relay.hpp"
 #include "hyrun/launcher/pmix_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
+#include "hyrun/link/link_tree.hpp"
 #include "hyrun/link/node_link.hpp"
 #include "hyrun/process/job_events.hpp"
 #include "hyrun/process/process_ancestry.hpp"
@@ -33,37 +34,49 @@ namespace hyrun {
 namespace {
 
 // Every node reads every node's record after the fence, so a node that failed before the
-// exchange, or a different -n, is named on all of them and each ends by itself. Returns
-// every task's host name.
-std::vector<std::string> check_node_records(RootExchange& exchange, const LaunchOptions& options) {
-  std::vector<std::string> differing, hosts;
+// exchange, or a different -n or --tree-width, is named on all of them and each ends by
+// itself. Returns every task's record, its host named.
+std::vector<NodeRecord> check_node_records(RootExchange& exchange, const LaunchOptions& options) {
+  std::vector<std::string> differing;
+  std::vector<NodeRecord> records;
   for (int task = 0; task < exchange.tasks(); ++task) {
-    const NodeRecord record = exchange.node_record(task, options.bootstrap_timeout);
-    const std::string host = record.host.empty() ? fmt::format("task {}", task) : record.host;
-    hosts.push_back(host);
+    NodeRecord record = exchange.node_record(task, options.bootstrap_timeout);
+    if (record.host.empty()) record.host = fmt::format("task {}", task);
+    const std::string& host = record.host;
     if (record.error)
       throw Error(fmt::format("hyrun task {} on {} failed before the launch: {}", task, host, *record.error),
                   record.exit_code);
     if (record.ranks != options.ranks)
       differing.push_back(fmt::format("task {} on {} has -n {}", task, host, record.ranks));
+    else if (record.tree_width != options.tree_width)
+      differing.push_back(fmt::format("task {} on {} has --tree-width {}", task, host, record.tree_width));
+    records.push_back(std::move(record));
   }
   if (!differing.empty())
-    throw UsageError(fmt::format("every hyrun of a job must be started with the same -n, but this one has -n {} and {}",
-                                 options.ranks, fmt::join(differing, ", ")));
-  return hosts;
+    throw UsageError(
+        fmt::format("every hyrun of a job must be started with the same -n and --tree-width, but this one has -n {} "
+                    "--tree-width {} and {}",
+                    options.ranks, options.tree_width, fmt::join(differing, ", ")));
+  return records;
 }
 
-// The link to the root's hyrun (docs/architecture.md), at the root's address on a network
-// this node shares; none when the root's record has no link port (an older root).
-std::optional<NodeLink> connect_to_root(const RootRecord& record, int task, const std::string& root_host,
-                                        std::chrono::milliseconds node_timeout) {
-  if (!record.link_port || !record.master_addresses) return std::nullopt;
-  std::vector<InterfaceAddress> root;
-  for (const auto& a : *record.master_addresses) root.push_back(InterfaceAddress::parse(a));
-  if (root.empty()) return std::nullopt;
-  const MasterChoice choice = choose_master(root, local_ipv4_addresses());
-  spdlog::debug("node link: connecting to the root's hyrun at {}:{}", choice.address, *record.link_port);
-  return NodeLink::connect(choice.address, *record.link_port, task, root_host, record.job_token, node_timeout);
+// This node's IPv4 addresses, for the nodes that connect to it.
+std::vector<std::string> local_addresses() {
+  std::vector<std::string> addresses;
+  for (const auto& a : local_ipv4_addresses()) addresses.push_back(a.to_string());
+  return addresses;
+}
+
+// Connects `link` to `task`'s hyrun (docs/architecture.md), at its address on a network this
+// node shares. False when it offered no address.
+bool dial_node(NodeLink& link, int task, const std::string& host, const std::vector<std::string>& addresses, int port) {
+  std::vector<InterfaceAddress> candidates;
+  for (const auto& a : addresses) candidates.push_back(InterfaceAddress::parse(a));
+  if (candidates.empty()) return false;
+  const MasterChoice choice = choose_master(candidates, local_ipv4_addresses());
+  spdlog::debug("node link: connecting to the hyrun of task {} at {}:{}", task, choice.address, port);
+  link.dial(task, host, choice.address, port);
+  return true;
 }
 
 // What the plan of this node's ranks came to. A failure before the exchange is said in this
@@ -88,6 +101,7 @@ struct ExchangeOutcome {
   int exit_code = 0;
   std::exception_ptr error;
   std::vector<std::string> hosts;  // every task's host name (kProceed)
+  std::vector<NodeRecord> nodes;   // every task's record (kProceed)
   std::optional<RootRecord> root;  // the root's record, on the other nodes
 };
 
@@ -106,6 +120,7 @@ class Launch {
         // holds every node to the same -n after the exchange).
         layout_(JobLayout::uniform(tasks_, options.ranks)),
         peers_(exchange.has_peers()),
+        tree_(options.tree_width, tasks_),
         timings_(options.timings, exchange.host(), exchange.task(), exchange.tasks()) {}
 
   NodePlan plan_node();
@@ -113,7 +128,7 @@ class Launch {
   void restart_through(RankSupervisor& supervisor);
   ExchangeOutcome exchange(RankSupervisor& supervisor, const NodePlan& plan);
   // Another node takes the token, the link and the rendezvous from the root's record.
-  void join_root(const RootRecord& record, const std::vector<std::string>& hosts);
+  void join_root(const RootRecord& record, const ExchangeOutcome& outcome);
   void connect_link(RankSupervisor& supervisor, const std::vector<std::string>& hosts);
   void start_ranks(RankSupervisor& supervisor);
   int finish(RankSupervisor& supervisor);
@@ -155,6 +170,7 @@ class Launch {
   const int tasks_;
   const JobLayout layout_;
   const bool peers_;
+  LinkTree tree_;  // who watches whom on the node link: from the options, then from the records
   RankEnvironment contract_;
   LaunchTimings timings_;
   std::unique_ptr<PmixService> pmix_;  // outlives node_, which hands its variables to the ranks
@@ -283,7 +299,19 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
     } catch (const Error& e) {
       early_failure_ = e;
     }
-  NodeRecord node_record{options_.ranks, exchange_.host(), std::nullopt, exit_code::kLauncherError};
+  NodeRecord node_record;
+  node_record.ranks = options_.ranks;
+  node_record.host = exchange_.host();
+  node_record.tree_width = options_.tree_width;
+  // A node with children in the link's tree listens for them (the root does in offer_root).
+  if (peers_ && task_ != 0 && !plan.failure && !tree_.children(task_).empty()) try {
+      link_.emplace(NodeLink::listen(options_.node_timeout));
+      node_record.link_port = link_->port();
+      node_record.link_addresses = local_addresses();
+    } catch (const SystemError& e) {
+      spdlog::warn("the node link's tree: this node's children are watched by its parent: {}", e.what());
+      link_.reset();
+    }
   if (plan.failure) {
     node_record.error = plan.failure->what();
     node_record.exit_code = plan.failure->exit_code();
@@ -308,7 +336,13 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
   }
   try {
     if (root_failure) throw Error(root_failure->what(), root_failure->exit_code());
-    outcome.hosts = check_node_records(exchange_, options_);
+    outcome.nodes = check_node_records(exchange_, options_);
+    std::vector<bool> can_parent;
+    for (const auto& node : outcome.nodes) {
+      outcome.hosts.push_back(node.host);
+      can_parent.push_back(can_parent.empty() || (node.link_port && !node.link_addresses.empty()));
+    }
+    tree_ = LinkTree(options_.tree_width, tasks_, std::move(can_parent));
   } catch (const TimeoutError&) {
     throw;  // a node's record never came: that node is not known to have failed
   } catch (const Error&) {
@@ -328,20 +362,37 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
   return outcome;
 }
 
-void Launch::join_root(const RootRecord& record, const std::vector<std::string>& hosts) {
+void Launch::join_root(const RootRecord& record, const ExchangeOutcome& outcome) {
   token_ = record.job_token;
   node_->set_job_token(token_);
-  link_ = connect_to_root(record, task_, hosts.at(0), options_.node_timeout);
-  if (link_) timings_.mark("link");
+  // The root's connection, and the parent's in the link's tree where that is another node;
+  // none when the root's record has no link port (an older root).
+  if (record.link_port && record.master_addresses && !record.master_addresses->empty()) {
+    if (link_)
+      link_->expect(outcome.hosts, task_, token_, tree_);  // this node's children connect to it
+    else
+      link_.emplace(NodeLink::unlistened(task_, token_, tree_, options_.node_timeout));
+    dial_node(*link_, 0, outcome.hosts.at(0), *record.master_addresses, *record.link_port);
+    if (const int parent = tree_.parent(task_); parent > 0) {
+      const NodeRecord& node = outcome.nodes.at(static_cast<std::size_t>(parent));
+      dial_node(*link_, parent, node.host, node.link_addresses, node.link_port.value_or(0));
+    }
+    timings_.mark("link");
+  } else {
+    link_.reset();
+  }
   exchange_.take_rendezvous(record, *node_);
   if (record.root_address) node_->set_root_address(*record.root_address);
 }
 
 bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
   // Named by task and host: several tasks may share a host (or, simulated, every node).
-  const std::string what =
-      fmt::format("lost the hyrun of {}node {} ({}{})", lost.task >= 0 ? fmt::format("task {} on ", lost.task) : "",
-                  lost.host, lost.relayed ? "the root's hyrun lost it: " : "", lost.why);
+  const std::string what = fmt::format(
+      "lost the hyrun of {}node {} ({}{})", lost.task >= 0 ? fmt::format("task {} on ", lost.task) : "", lost.host,
+      !lost.relayed        ? ""
+      : lost.reporter == 0 ? "the root's hyrun lost it: "
+                           : fmt::format("the hyrun of task {} lost it: ", lost.reporter),
+      lost.why);
   // A program that handles deaths goes on without the node, as without a killed rank: its
   // ranks are told of the node's ranks' deaths. Not without the root: rank 0 lives there,
   // and the other nodes' link with it.
@@ -397,7 +448,7 @@ void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::str
   relay_pmix(hosts);
   if (outer_fence_) supervisor.add_participant(*outer_fence_);
   if (!link_) return;
-  if (task_ == 0) link_->expect(hosts, task_, token_);
+  if (task_ == 0) link_->expect(hosts, task_, token_, tree_);
   link_->on_loss([this, &supervisor](const NodeLink::Loss& lost) { return on_loss(supervisor, lost); });
   if (task_ == 0)  // whatever the root's --timings: a node's costs line is never a protocol violation
     link_->on(LinkKind::kCosts, [this](int task, std::string_view body) {
@@ -543,7 +594,7 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
   if (outcome.kind == ExchangeOutcome::Kind::kNodeFailed) return outcome.exit_code;
   if (outcome.kind == ExchangeOutcome::Kind::kEndedEverywhere) launch.end_early(supervisor, outcome.error, true);
   try {
-    if (outcome.root) launch.join_root(*outcome.root, outcome.hosts);
+    if (outcome.root) launch.join_root(*outcome.root, outcome);
     launch.connect_link(supervisor, outcome.hosts);
     launch.start_ranks(supervisor);
   } catch (const Error&) {

@@ -18,7 +18,7 @@ constexpr std::size_t kMaxWord = 128;
 constexpr std::array<LinkKindInfo, 11> kKinds{{
     {LinkKind::kAlive, "alive", "both"},
     {LinkKind::kBye, "bye", "both"},
-    {LinkKind::kLost, "lost", "root"},
+    {LinkKind::kLost, "lost", "both"},
     {LinkKind::kFence, "fence", "a node"},
     {LinkKind::kFenced, "fenced", "root"},
     {LinkKind::kFenceFailed, "fence-failed", "both"},

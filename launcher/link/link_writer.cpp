@@ -38,12 +38,12 @@ LinkWriter::~LinkWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void LinkWriter::add(int task, int fd, bool connecting, LinkSeal seal) {
+void LinkWriter::add(int task, int fd, bool connecting, LinkSeal seal, bool beats) {
   std::lock_guard lock(mutex_);
   Out& out = peers_[task];
   out.fd = fd;
   out.connecting = connecting;
-  out.beats = true;
+  out.beats = beats;
   out.seal = std::move(seal);
 }
 
@@ -120,6 +120,11 @@ bool LinkWriter::wants_out(int task) const {
 void LinkWriter::stop_heartbeats(int task) {
   std::lock_guard lock(mutex_);
   if (auto it = peers_.find(task); it != peers_.end()) it->second.beats = false;
+}
+
+void LinkWriter::start_heartbeats(int task) {
+  std::lock_guard lock(mutex_);
+  if (auto it = peers_.find(task); it != peers_.end()) it->second.beats = true;
 }
 
 void LinkWriter::flush_locked(Out& out) {

@@ -48,7 +48,6 @@ NodeLink::NodeLink(std::chrono::milliseconds silence_limit, std::size_t max_queu
 
 NodeLink NodeLink::listen(std::chrono::milliseconds silence_limit, std::size_t max_queued) {
   NodeLink link(silence_limit, max_queued);
-  link.root_ = true;
   link.listener_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!link.listener_) throw SystemError("socket (the node link)", errno);
   sockaddr_in a{};
@@ -66,54 +65,88 @@ NodeLink NodeLink::listen(std::chrono::milliseconds silence_limit, std::size_t m
   return link;
 }
 
-void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::string token) {
+void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::string token,
+                      std::optional<LinkTree> tree) {
   self_ = self;
+  root_ = self == 0;
   token_ = std::move(token);
-  peers_.clear();
-  peers_.resize(hosts.size());
+  tree_ = tree ? std::move(*tree) : LinkTree(LinkTree::kMaxWidth, std::max<int>(1, static_cast<int>(hosts.size())));
   const auto now = Clock::now();
-  for (std::size_t task = 0; task < hosts.size(); ++task) {
-    peers_[task].task = static_cast<int>(task);
-    peers_[task].host = hosts[task];
-    peers_[task].heard = now;
-    peers_[task].gone = static_cast<int>(task) == self;
+  std::vector<int> expected;
+  if (root_) {
+    peers_.clear();
+    peers_.resize(hosts.size());
+    for (std::size_t task = 0; task < hosts.size(); ++task) expected.push_back(static_cast<int>(task));
+  } else {
+    expected = tree_.children(self);
+  }
+  for (const int task : expected) {
+    if (!root_) peers_.emplace_back();
+    Peer& p = root_ ? peers_[static_cast<std::size_t>(task)] : peers_.back();
+    p.task = task;
+    p.host = static_cast<std::size_t>(task) < hosts.size() ? hosts[static_cast<std::size_t>(task)] : "";
+    p.heard = now;
+    p.gone = task == self;
+    p.watched = tree_.parent(task) == self;
   }
   // A node that is busy after the fence connects late; it is not lost before its silence would be.
   connect_deadline_ = now + std::max<Clock::duration>(kConnectLimit, silence_limit_);
-  max_unidentified_ = kMaxUnidentified + (hosts.empty() ? 0 : hosts.size() - 1);
+  max_unidentified_ = kMaxUnidentified + expected.size() - (root_ && !expected.empty() ? 1 : 0);
+}
+
+NodeLink NodeLink::unlistened(int self, std::string token, LinkTree tree, std::chrono::milliseconds silence_limit,
+                              std::size_t max_queued) {
+  NodeLink link(silence_limit, max_queued);
+  link.self_ = self;
+  link.token_ = std::move(token);
+  link.tree_ = std::move(tree);
+  return link;
 }
 
 NodeLink NodeLink::connect(const std::string& address, int port, int self, std::string root_host, std::string token,
                            std::chrono::milliseconds silence_limit, std::size_t max_queued) {
-  NodeLink link(silence_limit, max_queued);
-  link.self_ = self;
-  link.token_ = std::move(token);
-  Peer root;
-  root.task = 0;
-  root.host = std::move(root_host);
-  root.fd = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!root.fd) throw SystemError("socket (the node link)", errno);
-  set_nodelay(root.fd.get());
+  NodeLink link =
+      unlistened(self, std::move(token), LinkTree(LinkTree::kMaxWidth, self + 1), silence_limit, max_queued);
+  link.dial(0, root_host, address, port);
+  return link;
+}
+
+void NodeLink::dial(int task, const std::string& host, const std::string& address, int port) {
+  Peer peer;
+  peer.task = task;
+  peer.host = host;
+  peer.watched = task == tree_.parent(self_);
+  peer.fd = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!peer.fd) throw SystemError("socket (the node link)", errno);
+  set_nodelay(peer.fd.get());
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const std::string whose = task == 0 ? std::string("the root's") : fmt::format("task {}'s", task);
   if (inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1)
-    throw Error(fmt::format("the root's node link address '{}' is not an IPv4 address", address));
-  const auto now = Clock::now();
-  root.heard = now;
-  if (::connect(root.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    throw Error(fmt::format("{} node link address '{}' is not an IPv4 address", whose, address));
+  peer.heard = Clock::now();
+  if (::connect(peer.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     if (errno != EINPROGRESS)
-      throw SystemError(fmt::format("connect to the root's hyrun at {}:{} (the node link)", address, port), errno);
-    root.connecting = true;
+      throw SystemError(fmt::format("connect to {} hyrun at {}:{} (the node link)", whose, address, port), errno);
+    peer.connecting = true;
   }
   // A fresh nonce per connection: the session's key derives from it (link_seal.hpp).
   const std::string nonce = new_link_nonce();
-  link.writer_->add(root.task, root.fd.get(), root.connecting,
-                    LinkSeal(link.token_, self, nonce, LinkSeal::Direction::kToRoot));
-  link.writer_->send_hello(root.task, format_link(LinkHello{self, nonce, link_hello_proof(link.token_, self, nonce)}));
-  root.seal.emplace(link.token_, self, nonce, LinkSeal::Direction::kFromRoot);
-  link.peers_.push_back(std::move(root));
-  return link;
+  writer_->add(task, peer.fd.get(), peer.connecting, LinkSeal(token_, self_, nonce, LinkSeal::Direction::kToRoot),
+               peer.watched);
+  writer_->send_hello(task, format_link(LinkHello{self_, nonce, link_hello_proof(token_, self_, task, nonce)}));
+  peer.seal.emplace(token_, self_, nonce, LinkSeal::Direction::kFromRoot);
+  peers_.push_back(std::move(peer));
+}
+
+NodeLink::Peer* NodeLink::find_peer(int task) {
+  if (task >= 0 && static_cast<std::size_t>(task) < peers_.size() &&
+      peers_[static_cast<std::size_t>(task)].task == task)
+    return &peers_[static_cast<std::size_t>(task)];
+  for (auto& p : peers_)
+    if (p.task == task) return &p;
+  return nullptr;
 }
 
 void NodeLink::add_poll_fds(std::vector<pollfd>& fds) {
@@ -240,12 +273,12 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
   if (peer.task < 0) {  // root: the first line of an accepted connection is the hello
     const auto hello = parse_link<LinkHello>(line);
     const int task = hello ? hello->task : -1;
-    if (!hello || task >= static_cast<int>(peers_.size()) || task == self_ ||
-        !equal_in_constant_time(hello->proof, link_hello_proof(token_, task, hello->nonce))) {
+    Peer* expected = hello && task != self_ ? find_peer(task) : nullptr;
+    if (!expected || !equal_in_constant_time(hello->proof, link_hello_proof(token_, task, self_, hello->nonce))) {
       refusals_.warn("node link: a connection that is not a hyrun of this job was refused");
       return close_quietly(peer);
     }
-    Peer& slot = peers_[static_cast<std::size_t>(task)];
+    Peer& slot = *expected;
     if (slot.fd || slot.gone) {
       refusals_.warn(fmt::format("node link: a second connection for task {} was refused", task));
       return close_quietly(peer);
@@ -253,7 +286,8 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     slot.fd = std::move(peer.fd);
     slot.heard = Clock::now();
     slot.seal.emplace(token_, task, hello->nonce, LinkSeal::Direction::kToRoot);
-    writer_->add(task, slot.fd.get(), false, LinkSeal(token_, task, hello->nonce, LinkSeal::Direction::kFromRoot));
+    writer_->add(task, slot.fd.get(), false, LinkSeal(token_, task, hello->nonce, LinkSeal::Direction::kFromRoot),
+                 slot.watched);
     slot.in = std::move(peer.in);
     peer.gone = true;
     spdlog::debug("node link: the hyrun of task {} on {} connected", task, slot.host);
@@ -277,7 +311,10 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
                 fmt::format("it sent a line of a kind that the node link's protocol ({}) does not have ('{:.40}')",
                             kLinkHello, body));
   if (take_own(peer, *kind, body)) return;
-  if (const auto handler = handlers_.find(*kind); handler != handlers_.end() && handler->second(peer.task, body))
+  // Between two nodes of the tree (neither the root) only the link's own lines travel.
+  const bool to_or_from_root = root_ || peer.task == 0;
+  if (const auto handler = handlers_.find(*kind);
+      to_or_from_root && handler != handlers_.end() && handler->second(peer.task, body))
     return;
   lose(peer, fmt::format("it sent '{:.40}', which is not a {} line this hyrun takes", body, link_kind_word(*kind)));
 }
@@ -289,15 +326,52 @@ bool NodeLink::take_own(Peer& peer, LinkKind kind, const std::string& body) {
       if (!parse_link<LinkBye>(body)) return false;
       peer.said_bye = true;
       writer_->stop_heartbeats(peer.task);  // one that left reads no more
+      if (root_ || peer.task == tree_.parent(self_)) adopt_children_of(peer.task);
       return true;
     case LinkKind::kLost: {
-      // From the root: a node it lost and the job goes on without.
       const auto lost = parse_link<LinkLoss>(body);
-      if (root_ || !lost || lost->task <= 0 || lost->task == self_) return false;
-      report(Loss{lost->task, lost->host, lost->why, true});
-      return true;
+      return lost && take_loss(peer, *lost);
     }
     default: return false;
+  }
+}
+
+bool NodeLink::take_loss(Peer& peer, const LinkLoss& lost) {
+  if (lost.task == self_ || lost.task == peer.task || lost.task < 0) return false;
+  if (root_) {
+    // A node lost a parent or child of its in the tree: the root takes the loss as its own,
+    // naming the node that is gone. One already gone (or left) is old news.
+    if (lost.task == 0 || !tree_.neighbours(peer.task, lost.task)) return false;
+    Peer* gone = find_peer(lost.task);
+    if (gone && !gone->gone && !gone->said_bye)
+      lose(*gone, fmt::format("the hyrun of task {}, its tree {}, lost it: {}", peer.task,
+                              tree_.parent(lost.task) == peer.task ? "parent" : "child", lost.why));
+    return true;
+  }
+  const bool from_parent = peer.task == tree_.parent(self_) && peer.task != 0;
+  if (peer.task != 0 && !from_parent) return false;  // a child reports to the root, not here
+  if (peer.task == 0 && lost.task == 0) return false;
+  const bool absorbed = report(Loss{lost.task, lost.host, lost.why, true, peer.task});
+  if (Peer* neighbour = find_peer(lost.task); neighbour && !neighbour->gone) close_quietly(*neighbour);
+  if (absorbed && lost.task == tree_.parent(self_)) adopt_children_of(lost.task);
+  return true;
+}
+
+void NodeLink::adopt_children_of(int task) {
+  if (root_) {
+    for (const int child : tree_.children(task))
+      if (Peer* p = find_peer(child); p && !p->gone && !p->said_bye && !p->watched) {
+        p->watched = true;
+        p->heard = Clock::now();
+        writer_->start_heartbeats(child);
+      }
+    return;
+  }
+  if (task != tree_.parent(self_)) return;
+  if (Peer* root = find_peer(0); root && !root->gone && !root->said_bye && !root->watched) {
+    root->watched = true;
+    root->heard = Clock::now();
+    writer_->start_heartbeats(0);
   }
 }
 
@@ -310,7 +384,8 @@ void NodeLink::on(LinkKind kind, Handler handler) {
 void NodeLink::broadcast(std::string body) {
   const auto shared = std::make_shared<const std::string>(std::move(body));  // one copy for every peer's queue
   for (auto& peer : peers_)
-    if (peer.fd && !peer.gone && !peer.said_bye && !writer_->send(peer.task, shared)) peer.overflowed = true;
+    if ((root_ || peer.task == 0) && peer.fd && !peer.gone && !peer.said_bye && !writer_->send(peer.task, shared))
+      peer.overflowed = true;
 }
 
 // A message the writer cannot queue is not dropped in silence: the peer is lost at the next
@@ -328,7 +403,11 @@ NodeLink::Clock::time_point NodeLink::wake_by() const {
   auto t = Clock::now() + silence_limit_;
   for (const auto& p : peers_) {
     if (!p.gone && p.overflowed) return Clock::now();
-    if (!p.gone && !p.said_bye) t = std::min(t, (p.fd ? p.heard + silence_limit_ : connect_deadline_));
+    if (p.gone || p.said_bye) continue;
+    if (!p.fd)
+      t = std::min(t, connect_deadline_);
+    else if (p.watched || p.connecting)
+      t = std::min(t, p.heard + silence_limit_);
   }
   for (const auto& p : unidentified_)
     if (!p.gone) t = std::min(t, p.heard + hello_limit());
@@ -349,7 +428,7 @@ void NodeLink::on_tick() {
       lose(p, fmt::format("it did not connect within {} of the fence",
                           seconds_text(std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::max<Clock::duration>(kConnectLimit, silence_limit_)))));
-    else if (p.fd && now - p.heard >= silence_limit_)
+    else if (p.fd && (p.watched || p.connecting) && now - p.heard >= silence_limit_)
       lose(p, p.connecting ? fmt::format("cannot connect: no answer within {}", seconds_text(silence_limit_))
                            : fmt::format("silent for {} (--node-timeout): its node is off the network or its hyrun "
                                          "is stopped",
@@ -366,16 +445,32 @@ void NodeLink::lose(Peer& peer, const std::string& why) {
   peer.gone = true;
   writer_->remove(peer.task);
   peer.fd.reset();
-  const Loss loss{peer.task, peer.host, why, false};
-  if (!report(loss) || !root_) return;
+  const Loss loss{peer.task, peer.host, why, false, 0};
+  const LinkLoss line{loss.task, loss.host, why.substr(0, 100)};
+  // Another node tells the root what it lost, so that the root names the node that is gone;
+  // it learns of the root's own loss itself.
+  if (!root_ && loss.task != 0) send_to(0, format_link(line));
+  const bool absorbed = report(loss);
+  if (!absorbed) return;
+  adopt_children_of(loss.task);
   // The job goes on without the node: the others' ranks must learn of its ranks' deaths too.
-  broadcast(format_link(LinkLoss{loss.task, loss.host, why.substr(0, 100)}));
+  if (root_) broadcast(format_link(line));
 }
 
 bool NodeLink::report(const Loss& loss) {
   if (lost_) return false;  // the job is already ending
-  if (on_loss_ && on_loss_(loss)) return true;
+  if (absorbed_.contains(loss.task)) return true;
+  if (on_loss_ && on_loss_(loss)) {
+    absorbed_.insert(loss.task);
+    return true;
+  }
   lost_ = true;
+  // The loss ends the job here: this node's children end it too, even when the loss is the
+  // root's, which they do not watch themselves.
+  if (!root_)
+    for (auto& p : peers_)
+      if (p.task != 0 && p.task != loss.task && tree_.parent(p.task) == self_ && p.fd && !p.gone && !p.said_bye)
+        send(p, format_link(LinkLoss{loss.task, loss.host, loss.why.substr(0, 100)}));
   return false;
 }
 

@@ -40,9 +40,10 @@ started_ranks() { find "$WORK/pids" -mindepth 1 -maxdepth 1 ! -name '*tmp*' 2>/d
 
 # start_background_job: 4 nodes x 2 ranks of test-rank sleeping 60 s, without --kill-on-bad-exit,
 # in the background (output in $WORK/out, status in $WORK/rc); returns once all 8 ranks run.
+# start_background_job [HYRUN_OPTION...]: 4 nodes of 2 ranks that sleep 60 s, started.
 start_background_job() {
   mkdir -p "$WORK/pids"
-  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 -- \
+  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 "$@" -- \
       "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
   for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
   [ "$(started_ranks)" -ge 8 ] || fail "the 8 ranks did not start"
@@ -329,6 +330,33 @@ node-link-down)  # a node drops off the network: the others end the job, naming 
   [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
   grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(silent for 30 s \(--node-timeout\)" "$WORK/out" \
     || fail "no line named the silent node $victim_host"
+  ;;
+node-link-down-tree)  # the same along the link's tree: the silent node's parent and child tell the root, which names it
+  [ "${HYRUN_CLUSTER_MODE:-}" = netns ] || { echo "needs netns mode"; exit 77; }
+  # Width 1: a chain, tasks 0 <- 1 <- 2 <- 3. The root does not watch task 2: tasks 1 and 3 do.
+  start_background_job --tree-width 1 --node-timeout 5
+  victim=$(hyrun_of_task 2)
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
+  ns=$(ip netns identify "$victim")
+  [ -n "$ns" ] || fail "the hyrun of task 2 is in no named network namespace"
+  trap 'ip netns exec "$ns" ip link set eth0 up 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  others=$(for t in 0 1 3; do ranks_of_hyrun "$(hyrun_of_task $t)"; done)
+  start=$(now_ms); ip netns exec "$ns" ip link set eth0 down
+  for _ in $(seq 300); do
+    alive=""; for p in $others; do [ -d "/proc/$p" ] && alive+="$p "; done
+    [ -z "$alive" ] && break; sleep 0.1
+  done
+  elapsed=$(( $(now_ms) - start ))
+  echo "the ranks of the other nodes ended ${elapsed} ms after $victim_host went off the network"
+  [ -z "$alive" ] || fail "ranks $alive of the other nodes still run ${elapsed} ms after $victim_host went off the network"
+  ip netns exec "$ns" ip link set eth0 up
+  wait_rc; cat "$WORK/out"
+  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
+  grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(the hyrun of task [13], its tree (parent|child), lost it: silent for 5 s \(--node-timeout\)" "$WORK/out" \
+    || fail "the root did not name the silent node $victim_host as its tree neighbour's report"
+  # Its parent and child are not taken for lost by anyone but the silent node itself.
+  ! grep -E "^hyrun\[[^]]+\]: lost the hyrun of task [13] " "$WORK/out" | grep -v "^hyrun\[$victim_host\]" \
+    || fail "a tree neighbour of the silent node was taken for lost"
   ;;
 node-stalled)  # a node whose hyrun does not run for 5 s (busy, stalled) is not taken for lost (issue 20)
   # SIGSTOP stops the whole hyrun, its heartbeat thread too: only the node timeout (30 s by

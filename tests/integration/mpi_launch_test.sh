@@ -367,6 +367,28 @@ else:
 PY
   done
   ;;
+link-tree)  # the node link as a tree (--tree-width): a job's data over it, and a stopped node named by the root
+  : "${PMIX_KEYS_CLIENT:?set by CTest}"
+  # Width 1: a chain of 4 simulated nodes, three levels below the root; the fence over the link.
+  run_job 90 "$HYRUN" -n 4 --bootstrap=none -- "$HYRUN" -n 2 --tree-width 1 --fences link -- "$PMIX_KEYS_CLIENT" 4 2
+  expect_rc 0
+  for r in $(seq 0 7); do expect_stdout "^pmix-keys: rank $r of 8: ok$"; done
+  # Width 2 over 5 nodes: the root watches tasks 1 and 2, task 1 watches 3 and 4. Task 3's
+  # hyrun stops (as a node off the network): the root does not watch it, task 1 does and
+  # tells the root, which names task 3, not task 1.
+  cat >"$WORK/rank.sh" <<'SH'
+#!/bin/bash
+if [ "$HYRUN_NODE_RANK" = 3 ]; then sleep 1; kill -STOP "$PPID"; fi
+exec sleep 60
+SH
+  chmod +x "$WORK/rank.sh"
+  run_job 60 "$HYRUN" -n 5 --bootstrap=none --grace-period 1 -- "$HYRUN" -n 1 --bootstrap=none --tree-width 2 \
+    --node-timeout 2 --grace-period 1 -- "$WORK/rank.sh"
+  [ "$RC" -ne 0 ] && pass "the job failed (exit $RC)" || fail "the job ended well though a node was stopped"
+  expect_stderr "lost the hyrun of task 3 on node \S+ \(the hyrun of task 1, its tree parent, lost it: silent for 2 s \(--node-timeout\)"
+  # (task 3 itself, continued to be killed, may find the root gone: its own view)
+  ! grep -E "lost the hyrun of task [124] " "$ERR" && pass "no other node was taken for lost" || { fail "another node was taken for lost"; show_output; }
+  ;;
 simulated-128-nodes|simulated-128-nodes-link)  # a hybrid job of 128 simulated nodes on this machine, each rank reads every peer's keys
   # hyrun under hyrun: each inner hyrun is a node of a hybrid job that the outer one serves
   # (docs/pmix.md, "Simulated nodes"). Before issue 39 the job failed at 256 such nodes.

@@ -86,7 +86,18 @@ LaunchOptions options_for(std::vector<std::string> command, BootstrapMode bootst
   return options;
 }
 
-NodeRecord good_record(int task) { return NodeRecord{1, "node-" + std::to_string(task), std::nullopt, 0}; }
+// What a node with the default options puts.
+NodeRecord record_of(int ranks, std::string host, std::optional<std::string> error, int exit_code) {
+  NodeRecord record;
+  record.ranks = ranks;
+  record.host = std::move(host);
+  record.error = std::move(error);
+  record.exit_code = exit_code;
+  record.tree_width = kDefaultTreeWidth;
+  return record;
+}
+
+NodeRecord good_record(int task) { return record_of(1, "node-" + std::to_string(task), std::nullopt, 0); }
 
 // True when this process has no child left: every rank was reaped.
 bool no_child_left() {
@@ -177,7 +188,7 @@ TEST_F(LaunchSequence, TheRootsOwnFailureIsInItsRecordAndThrownAfterTheFence) {
 TEST_F(LaunchSequence, ANodeThatFailedBeforeTheExchangeIsNamedOnTheOthers) {
   auto options = options_for({"/bin/true"}, BootstrapMode::kNone);
   FakeExchange exchange(0, 2);
-  exchange.others[1] = NodeRecord{1, "node-b", "--gpus: GPU 7 is not visible", exit_code::kUsage};
+  exchange.others[1] = record_of(1, "node-b", "--gpus: GPU 7 is not visible", exit_code::kUsage);
   try {
     run_launch(options, signals, exchange);
     FAIL() << "the root went on without a node that failed";
@@ -191,12 +202,27 @@ TEST_F(LaunchSequence, ANodeThatFailedBeforeTheExchangeIsNamedOnTheOthers) {
 TEST_F(LaunchSequence, ADifferentRankCountIsAUsageErrorOnEveryNode) {
   auto options = options_for({"/bin/true"}, BootstrapMode::kNone);
   FakeExchange exchange(1, 2);
-  exchange.others[0] = NodeRecord{4, "node-a", std::nullopt, 0};
+  exchange.others[0] = record_of(4, "node-a", std::nullopt, 0);
   try {
     run_launch(options, signals, exchange);
     FAIL() << "a different -n was accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("task 0 on node-a has -n 4"), std::string::npos) << e.what();
+  }
+}
+
+// Every node computes the link's tree from the same width (link_tree.hpp): a node started
+// with another would watch, and be watched by, hyrun processes that do not know it.
+TEST_F(LaunchSequence, ADifferentTreeWidthIsAUsageErrorOnEveryNode) {
+  auto options = options_for({"/bin/true"}, BootstrapMode::kNone);
+  FakeExchange exchange(1, 2);
+  exchange.others[0] = good_record(0);
+  exchange.others[0].tree_width = 4;
+  try {
+    run_launch(options, signals, exchange);
+    FAIL() << "a different --tree-width was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("task 0 on node-0 has --tree-width 4"), std::string::npos) << e.what();
   }
 }
 
@@ -221,7 +247,7 @@ TEST_F(LaunchSequence, RecordsThatAgreeStartTheNodesRanks) {
   auto options = options_for({"/bin/sh", "-c", "exit 0"}, BootstrapMode::kNone);
   options.ranks = 2;
   FakeExchange exchange(1, 2);
-  exchange.others[0] = NodeRecord{2, "node-a", std::nullopt, 0};
+  exchange.others[0] = record_of(2, "node-a", std::nullopt, 0);
   RootRecord root;
   root.ranks = 2;
   root.world_size = 4;
@@ -273,7 +299,7 @@ TEST_F(LaunchSequence, AnotherNodesRanksStartBeforeTheFenceAndGetTheTokenAndAddr
   auto options = options_for({"/bin/sh", "-c", kEarlyRank, dir.path()}, BootstrapMode::kUcx);
   options.ranks = 2;
   FakeExchange exchange(1, 2);
-  exchange.others[0] = NodeRecord{2, "node-a", std::nullopt, 0};
+  exchange.others[0] = record_of(2, "node-a", std::nullopt, 0);
   // The fence completes only once both ranks run: they must have started before it.
   bool started_before_fence = false;
   exchange.on_fence = [&](const auto&) {

@@ -17,7 +17,7 @@ namespace {
 const std::string kNonce = "00112233445566778899aabbccddeeff";
 
 TEST(LinkMessage, HelloGivesTaskNonceAndProof) {
-  const auto hello = parse_link<LinkHello>("hyrun-link v4 3 " + kNonce + " 0a1b2c");
+  const auto hello = parse_link<LinkHello>("hyrun-link v5 3 " + kNonce + " 0a1b2c");
   ASSERT_TRUE(hello);
   EXPECT_EQ(hello->task, 3);
   EXPECT_EQ(hello->nonce, kNonce);
@@ -26,24 +26,24 @@ TEST(LinkMessage, HelloGivesTaskNonceAndProof) {
 
 TEST(LinkMessage, HelloWithATaskOverflowingIntIsRefused) {
   // 2^32 + 1 read as an int by sscanf's %d became task 1 on glibc.
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 4294967297 " + kNonce + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 99999999999999999999 " + kNonce + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 4294967297 " + kNonce + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 99999999999999999999 " + kNonce + " 0a1b2c"));
 }
 
 TEST(LinkMessage, HelloWithGarbageIsRefused) {
   const std::string n = " " + kNonce;
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 3x" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 3" + n + " 0a1b2c extra"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 -3" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 +3" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 3" + n));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 3" + n + " "));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 3 0a1b2c"));  // no nonce
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 3 " + kNonce.substr(1) + "g 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 3 " + kNonce + "0 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3x" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3" + n + " 0a1b2c extra"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 -3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 +3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3" + n));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3" + n + " "));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3 0a1b2c"));  // no nonce
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3 " + kNonce.substr(1) + "g 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3 " + kNonce + "0 0a1b2c"));
   EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v1 3" + n + " 0a1b2c"));  // the old protocol
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v4 3" + n + " " + std::string(129, 'a')));
-  EXPECT_TRUE(parse_link<LinkHello>("hyrun-link v4 3" + n + " " + std::string(128, 'a')));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3" + n + " " + std::string(129, 'a')));
+  EXPECT_TRUE(parse_link<LinkHello>("hyrun-link v5 3" + n + " " + std::string(128, 'a')));
 }
 
 TEST(LinkMessage, LossGivesTaskHostAndWhy) {

@@ -65,11 +65,12 @@ TEST(LinkSeal, ALineOfAnotherSessionDirectionTaskOrJobIsRefused) {
 
 TEST(LinkSeal, TheHelloProofHoldsForItsTokenTaskAndNonceOnly) {
   const std::string nonce = new_link_nonce();
-  const std::string proof = link_hello_proof(kToken, 2, nonce);
-  EXPECT_EQ(proof, link_hello_proof(kToken, 2, nonce));
-  EXPECT_NE(proof, link_hello_proof(kToken, 3, nonce));
-  EXPECT_NE(proof, link_hello_proof(kToken, 2, new_link_nonce()));
-  EXPECT_NE(proof, link_hello_proof("ffffffffffffffffffffffffffffffff", 2, nonce));
+  const std::string proof = link_hello_proof(kToken, 2, 0, nonce);
+  EXPECT_EQ(proof, link_hello_proof(kToken, 2, 0, nonce));
+  EXPECT_NE(proof, link_hello_proof(kToken, 3, 0, nonce));
+  EXPECT_NE(proof, link_hello_proof(kToken, 2, 1, nonce));  // the same hello to another hyrun
+  EXPECT_NE(proof, link_hello_proof(kToken, 2, 0, new_link_nonce()));
+  EXPECT_NE(proof, link_hello_proof("ffffffffffffffffffffffffffffffff", 2, 0, nonce));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "captured_log.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/link/link_seal.hpp"
+#include "link_pump.hpp"
 #include "listen_backlog.hpp"
 
 #include <arpa/inet.h>
@@ -44,23 +45,7 @@ struct Loss {
   std::string host, why;
 };
 
-// Runs the loops of `links` (as the supervisor's loop would) until `done` or `limit`.
-bool pump(const std::vector<NodeLink*>& links, const std::function<bool()>& done,
-          std::chrono::milliseconds limit = std::chrono::seconds(5)) {
-  const auto end = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() >= end) return false;
-    std::vector<pollfd> fds;
-    for (auto* l : links) l->add_poll_fds(fds);
-    ::poll(fds.data(), fds.size(), 20);
-    for (const auto& p : fds)
-      if (p.revents)
-        for (auto* l : links)
-          if (l->on_poll(p)) break;
-    for (auto* l : links) l->on_tick();
-  }
-  return true;
-}
+using test_support::pump;
 
 struct Pair {
   NodeLink root = NodeLink::listen(kLimit);
@@ -306,7 +291,7 @@ TEST(NodeLink, AnUnsealedByeAfterTheHelloIsALossNotAGoodbye) {
   root.on_loss([&](const NodeLink::Loss& l) { return root_loss = Loss{l.host, l.why}, false; });
   const UniqueFd fd = connect_raw(root.port());
   const std::string nonce = new_link_nonce();
-  const std::string lines = fmt::format("{} 1 {} {}\nbye\n", kLinkHello, nonce, link_hello_proof(kToken, 1, nonce));
+  const std::string lines = fmt::format("{} 1 {} {}\nbye\n", kLinkHello, nonce, link_hello_proof(kToken, 1, 0, nonce));
   ASSERT_EQ(::send(fd.get(), lines.data(), lines.size(), MSG_NOSIGNAL), static_cast<ssize_t>(lines.size()));
   ASSERT_TRUE(pump({&root}, [&] { return root_loss.has_value(); })) << "the made-up bye was taken as the node's";
   EXPECT_EQ(root_loss->host, "n2");
@@ -396,7 +381,7 @@ TEST(NodeLink, ATricklingConnectionIsClosedAtTheHelloDeadlineFromItsAccept) {
 // The hello a node of this job sends for `task` (link_seal.hpp: a fresh nonce, its proof).
 std::string hello_for(int task) {
   const std::string nonce = new_link_nonce();
-  return fmt::format("{} {} {} {}\n", kLinkHello, task, nonce, link_hello_proof(kToken, task, nonce));
+  return fmt::format("{} {} {} {}\n", kLinkHello, task, nonce, link_hello_proof(kToken, task, 0, nonce));
 }
 
 // docs/security.md: "A captured hello replayed is refused (its node is already connected)",
@@ -613,7 +598,7 @@ TEST(NodeLink, ALineOfAKindTheProtocolDoesNotHaveEndsTheLinkNamingTheVersion) {
   pair.node->send_to(0, "status 1 2");
   ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.root_loss.has_value(); }));
   EXPECT_EQ(pair.root_loss->why,
-            "it sent a line of a kind that the node link's protocol (hyrun-link v4) does not have ('status 1 2')");
+            "it sent a line of a kind that the node link's protocol (hyrun-link v5) does not have ('status 1 2')");
 }
 
 // The link takes alive, bye and lost itself: no one else may register for them.

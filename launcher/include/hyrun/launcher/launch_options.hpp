@@ -22,6 +22,10 @@ enum class FenceRoute { kAuto, kOuter, kLink };
 /// network stall: seconds) and still a small part of what Slurm waits for a node (minutes);
 /// a hyrun that dies closes its link and is a loss at once (docs/cli.md, Failures).
 inline constexpr std::chrono::seconds kDefaultNodeTimeout{30};
+/// How many nodes' hyrun each hyrun watches at most on the node link (--tree-width;
+/// launcher/link/link_tree.hpp): docs/performance.md, "The node link's tree", has the
+/// measurement it was chosen by.
+inline constexpr int kDefaultTreeWidth = 32;
 
 struct LaunchOptions {
   int ranks = 0;  ///< -n: ranks this hyrun starts (per node in hybrid mode)
@@ -42,6 +46,7 @@ struct LaunchOptions {
   bool timings = false;                   ///< --timings: print when each launch step was done
   MpsMode mps = MpsMode::kAuto;           ///< --mps auto|on|off
   FenceRoute fences = FenceRoute::kAuto;  ///< --fences auto|outer|link
+  int tree_width = kDefaultTreeWidth;     ///< --tree-width
 };
 
 /// The options the rank supervisor acts on.

@@ -27,6 +27,9 @@ struct NodeRecord {
   /// Set when its launch failed before the exchange (it still joins the fence).
   std::optional<std::string> error;
   int exit_code = exit_code::kLauncherError;  ///< with `error`
+  int tree_width = 0;                         ///< its --tree-width (0: not said)
+  std::optional<int> link_port;               ///< where its children connect (node_link.hpp), if it has any
+  std::vector<std::string> link_addresses;    ///< with link_port: its IPv4 addresses, "a.b.c.d/prefix"
 };
 
 /// What the root (task 0) says to every node.

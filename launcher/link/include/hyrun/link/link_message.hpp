@@ -6,7 +6,7 @@
 // kind is not one of this version's, or whose fields are not exactly its kind's, is refused
 // (the link then ends), never half read.
 //
-//   hello          hyrun-link v4 <task> <nonce> <proof>    a node, first (unsealed)
+//   hello          hyrun-link v5 <task> <nonce> <proof>    a node, first (unsealed)
 //   alive          alive                                   both: heartbeat
 //   bye            bye                                     both: this hyrun ends by itself
 //   lost           lost <task> <host> <why>                root: the job goes on without a node
@@ -44,7 +44,7 @@
 namespace hyrun {
 
 /// The hello's first words: the protocol and its version. Every kind below is this version's.
-inline constexpr std::string_view kLinkHello = "hyrun-link v4";
+inline constexpr std::string_view kLinkHello = "hyrun-link v5";
 /// The most bytes one line carries: longer data goes in pieces ("more").
 inline constexpr std::size_t kLinkPieceBytes = std::size_t{4} << 20;
 /// The longest sealed line (without its newline): a piece as hex, its kind, number and seal.

@@ -22,8 +22,9 @@ namespace hyrun {
 /// 32 hex digits from the kernel's CSPRNG: a node's nonce for one connection.
 std::string new_link_nonce();
 /// What a node sends to prove that it holds the job token: hex HMAC-SHA256(token,
-/// "hyrun-link v4 <task> <nonce>").
-std::string link_hello_proof(const std::string& token, int task, std::string_view nonce);
+/// "hyrun-link v5 <task> to <to> <nonce>"). Bound to the hyrun it connects to (the root, or
+/// its parent in the tree), so a hello seen on one connection opens no other.
+std::string link_hello_proof(const std::string& token, int task, int to, std::string_view nonce);
 
 /// One direction of one connection: seals what it sends, or opens what it receives.
 class LinkSeal {

@@ -39,7 +39,8 @@ class LinkWriter {
   /// Registers the socket of peer `task` (owned by the caller, who calls remove() before
   /// closing it); `seal` seals every line sent to it (link_seal.hpp). A `connecting` socket
   /// is written once connected() or once the thread finds its non-blocking connect complete.
-  void add(int task, int fd, bool connecting, LinkSeal seal);
+  /// `beats`: whether the thread sends it heartbeats (a peer that watches this hyrun).
+  void add(int task, int fd, bool connecting, LinkSeal seal, bool beats = true);
   /// The non-blocking connect of `task` completed: what was queued goes now.
   void connected(int task);
   /// Forgets `task`: nothing is written to its socket any more. Call before closing it.
@@ -59,6 +60,8 @@ class LinkWriter {
   bool wants_out(int task) const;
   /// No more heartbeats to `task` (it said bye, or we did).
   void stop_heartbeats(int task);
+  /// Heartbeats to `task` from now (it watches this hyrun now: link_tree.hpp).
+  void start_heartbeats(int task);
   std::size_t max_queued() const { return max_queued_; }
   /// Bytes written to every peer's socket so far (--timings).
   std::uint64_t bytes_sent() const;

@@ -1,24 +1,33 @@
 #pragma once
 // The link among the hyrun processes of one job, so that a node whose hyrun dies or drops
 // off the network ends the job without help from srun options.
-// A star: the root hyrun (PMIx rank 0) listens on a TCP port that it puts in its record;
-// every other hyrun connects after the fence and proves that it holds the job token
-// (HMAC-SHA256 of its task number and a fresh nonce); every later line, either way, is
-// sealed with the session's key (link_seal.hpp). Both ends send heartbeats from a thread of their own
-// (LinkWriter), so that a busy main loop never silences them. A link that closes (the peer
-// died) is a loss at once; one that stays silent for the node timeout (--node-timeout: the
-// peer's node is off the network, or its hyrun is stopped) without the peer having said
-// "bye" is a loss then. A loss ends the job, unless the job goes on without that node (its
-// ranks handle deaths): the root then tells the other nodes ("lost").
+// The root hyrun (PMIx rank 0) listens on a TCP port that it puts in its record; every other
+// hyrun connects after the fence and proves that it holds the job token (HMAC-SHA256 of its
+// task number, the task it connects to and a fresh nonce); every later line, either way, is
+// sealed with the session's key (link_seal.hpp). The root's connections carry the PMIx relay
+// and every node's end; liveness runs along a tree (link_tree.hpp): a hyrun with children in
+// it listens too, each child connects to its parent (the root's children use their one
+// connection), and heartbeats go only between parent and child, each from a thread of its
+// own (LinkWriter), so that a busy main loop never silences them. A connection that closes
+// (the peer died) is a loss at once; a parent or child silent for the node timeout
+// (--node-timeout: the peer's node is off the network, or its hyrun is stopped) without
+// having said "bye" is a loss then. A node tells the root what it lost, so the root names
+// the node that is gone, not the one that saw it. A loss ends the job, unless the job goes
+// on without that node (its ranks handle deaths): the root then tells the other nodes
+// ("lost"), and the lost node's children are watched by the root from then on, as they are
+// once their parent said bye. A node that ends the job for a loss tells its children, so the
+// loss of the root reaches every node along the tree.
 // Its lines are the kinds of link_message.hpp: the link takes alive, bye and lost itself;
-// another protocol carried on the link (the PMIx relay: fences and direct modex) registers a
-// handler for each kind of its own (on()). A line of a kind that no one takes, or of no kind
-// of the protocol's version, ends the link. Wire format: docs/architecture.md.
+// another protocol carried on the root's connections (the PMIx relay: fences and direct
+// modex) registers a handler for each kind of its own (on()). A line of a kind that no one
+// takes, or of no kind of the protocol's version, ends the link. Wire format:
+// docs/architecture.md.
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +35,7 @@
 #include "hyrun/common/warning_limiter.hpp"
 #include "hyrun/link/link_message.hpp"
 #include "hyrun/link/link_seal.hpp"
+#include "hyrun/link/link_tree.hpp"
 #include "hyrun/link/link_writer.hpp"
 #include "hyrun/process/poll_participant.hpp"
 #include "hyrun/process/signal_events.hpp"
@@ -49,28 +59,39 @@ class NodeLink : public PollParticipant {
   struct Loss {
     int task = -1;         ///< the lost node's task (PMIx rank)
     std::string host;      ///< its host name
-    std::string why;       ///< "connection closed", ...; for a relayed loss, as the root saw it
-    bool relayed = false;  ///< the root reported it (the node was not linked to this one)
+    std::string why;       ///< "connection closed", ...; for a relayed loss, as the reporter saw it
+    bool relayed = false;  ///< another hyrun reported it (the root, or this node's parent)
+    int reporter = 0;      ///< with `relayed`: who did
   };
   /// Called on a loss; returns true when the job goes on without the node (the loss is
   /// absorbed: the root relays it to the other nodes), false when it ends the job. After a
   /// loss that ends the job, no more are reported.
   using LossHandler = std::function<bool(const Loss& loss)>;
 
-  /// The root's listening socket on every address, any free port; a peer silent for
-  /// `silence_limit` is lost. Throws SystemError.
+  /// A listening socket on every address, any free port (the root's, or a parent's in the
+  /// tree); a peer silent for `silence_limit` is lost. Throws SystemError.
   /// `max_queued`: the most bytes queued for one peer (LinkWriter); a peer past it reads
   /// nothing and is lost, named so, rather than a message to it dropped. Tests set less.
   static NodeLink listen(std::chrono::milliseconds silence_limit, std::size_t max_queued = LinkWriter::kMaxQueuedBytes);
   int port() const { return port_; }
 
-  /// Root: awaits a connection from every task but `self` of `hosts` (host name per task);
-  /// kMaxUnidentified + hosts.size() - 1 connections may wait for their hello at once.
-  void expect(const std::vector<std::string>& hosts, int self, std::string token);
-  /// Other nodes: connects (without blocking) to the root at `address`:`port`, as `self`.
+  /// Awaits a connection from every task but `self` of `hosts` (host name per task) at the
+  /// root, from this task's children in `tree` elsewhere (a link that listens);
+  /// kMaxUnidentified + their number may wait for their hello at once. Heartbeats and the
+  /// silence limit hold between parent and child in `tree` only (none: the star over `hosts`).
+  void expect(const std::vector<std::string>& hosts, int self, std::string token,
+              std::optional<LinkTree> tree = std::nullopt);
+  /// Other nodes: connects (without blocking) to the root at `address`:`port`, as `self`, in
+  /// the star.
   static NodeLink connect(const std::string& address, int port, int self, std::string root_host, std::string token,
                           std::chrono::milliseconds silence_limit,
                           std::size_t max_queued = LinkWriter::kMaxQueuedBytes);
+  /// Other nodes: connects (without blocking) to `task` (the root, or this node's parent in
+  /// the tree) at `address`:`port`; after expect() where this link listens.
+  void dial(int task, const std::string& host, const std::string& address, int port);
+  /// A link that does not listen (a node without children), for dial().
+  static NodeLink unlistened(int self, std::string token, LinkTree tree, std::chrono::milliseconds silence_limit,
+                             std::size_t max_queued = LinkWriter::kMaxQueuedBytes);
 
   void on_loss(LossHandler handler) { on_loss_ = std::move(handler); }
   /// Takes the lines of `kind` (a kind the link does not take itself: not alive, bye or
@@ -82,7 +103,7 @@ class NodeLink : public PollParticipant {
   /// in order with the link's own lines; nothing when that peer is gone.
   void send_to(int task, const std::string& body);
   /// Sends `body` sealed to every peer still linked that has not said bye (from the root:
-  /// every other node; from another node: the root).
+  /// every other node; from another node: the root, not its tree neighbours).
   void broadcast(std::string body);
   /// True once a loss that ends the job was reported.
   bool lost() const { return lost_; }
@@ -121,6 +142,7 @@ class NodeLink : public PollParticipant {
     bool said_bye = false;
     bool gone = false;          // lost, or closed after its bye
     bool overflowed = false;    // its queue passed the writer's bound: lost at the next tick
+    bool watched = true;        // parent or child in the tree: heartbeats, and its silence is a loss
     Clock::time_point heard{};  // identified: the last bytes read; unidentified: accepted
     std::string in;
     std::optional<LinkSeal> seal;  // identified: opens the lines it sends
@@ -143,17 +165,28 @@ class NodeLink : public PollParticipant {
     return std::min<std::chrono::milliseconds>(silence_limit_, std::chrono::seconds(5));
   }
   void lose(Peer& peer, const std::string& why);
-  /// Hands `loss` to the handler; returns true when it was absorbed.
+  /// Hands `loss` to the handler once a task; returns true when it was absorbed. A node that
+  /// the loss ends tells its children.
   bool report(const Loss& loss);
+  /// A lost line: from the root (a node the job goes on without), from this node's parent
+  /// (a loss that ends the job), or at the root from a node (a tree neighbour it lost).
+  bool take_loss(Peer& peer, const LinkLoss& lost);
+  /// `task`'s parent left (bye) or was lost and the job goes on: the root watches its
+  /// children (at the root), or this node watches the root (at the child).
+  void adopt_children_of(int task);
+  Peer* find_peer(int task);
   void close_quietly(Peer& peer);
 
   bool root_ = false;
   int self_ = 0;
+  LinkTree tree_;
+  std::set<int> absorbed_;  // tasks whose loss the job went on without
   int port_ = 0;
   std::string token_;
   UniqueFd listener_;
-  std::vector<Peer> peers_;         // root: one per expected task (fd empty until hello); others: the root
-  std::vector<Peer> unidentified_;  // root: accepted, hello not read yet
+  std::vector<Peer>
+      peers_;  // root: one per task, at its index (fd empty until hello); others: the root, the parent, children
+  std::vector<Peer> unidentified_;                   // root: accepted, hello not read yet
   std::size_t max_unidentified_ = kMaxUnidentified;  // root: see expect()
   std::chrono::milliseconds silence_limit_;
   std::uint64_t received_ = 0;

@@ -1,0 +1,284 @@
+// The node link's tree (link_tree.hpp, node_link.hpp): five hyrun processes' links over
+// loopback, width 2, so the root watches tasks 1 and 2, and task 1 watches tasks 3 and 4.
+// A node that stops (SIGSTOP) is a process of its own; the others run here.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hyrun/common/error.hpp"
+#include "hyrun/link/link_tree.hpp"
+#include "hyrun/link/node_link.hpp"
+#include "link_pump.hpp"
+
+namespace hyrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kToken = "0123456789abcdef0123456789abcdef";
+constexpr std::chrono::milliseconds kLimit{1000};
+const std::vector<std::string> kHosts{"n0", "n1", "n2", "n3", "n4"};
+
+TEST(LinkTree, ParentsAndChildrenByWidth) {
+  const LinkTree tree(2, 7);
+  EXPECT_EQ(tree.parent(0), -1);
+  EXPECT_EQ(tree.parent(1), 0);
+  EXPECT_EQ(tree.parent(2), 0);
+  EXPECT_EQ(tree.parent(3), 1);
+  EXPECT_EQ(tree.parent(4), 1);
+  EXPECT_EQ(tree.parent(5), 2);
+  EXPECT_EQ(tree.parent(6), 2);
+  EXPECT_EQ(tree.parent(7), -1);
+  EXPECT_EQ(tree.children(0), (std::vector<int>{1, 2}));
+  EXPECT_EQ(tree.children(2), (std::vector<int>{5, 6}));
+  EXPECT_TRUE(tree.children(3).empty());
+  EXPECT_TRUE(tree.neighbours(1, 3));
+  EXPECT_TRUE(tree.neighbours(3, 1));
+  EXPECT_FALSE(tree.neighbours(0, 3));
+  EXPECT_FALSE(tree.neighbours(3, 4));
+  EXPECT_FALSE(tree.neighbours(3, 3));
+}
+
+TEST(LinkTree, AWidthOfTheTasksOrMoreIsTheStar) {
+  const LinkTree tree(8, 9);
+  for (int t = 1; t < 9; ++t) EXPECT_EQ(tree.parent(t), 0) << t;
+}
+
+TEST(LinkTree, ATaskThatCannotTakeChildrenHandsThemToItsParent) {
+  // Task 1 has no port: its children 3 and 4 go to the root; task 2 keeps 5 and 6, and
+  // task 3's would-be children (7, 8) go to 3's parent, now the root.
+  const LinkTree tree(2, 9, {true, false, true, true, true, true, true, true, true});
+  EXPECT_EQ(tree.parent(3), 0);
+  EXPECT_EQ(tree.parent(4), 0);
+  EXPECT_EQ(tree.parent(5), 2);
+  EXPECT_EQ(tree.parent(7), 3);
+  const LinkTree deeper(2, 9, {true, false, true, false, true, true, true, true, true});
+  EXPECT_EQ(deeper.parent(7), 0);
+  EXPECT_EQ(deeper.children(1), std::vector<int>{});
+}
+
+TEST(LinkTree, AWidthOutOfRangeIsRefusedNamingTheRange) {
+  try {
+    LinkTree(0, 4);
+    FAIL() << "a width of 0 was taken";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "a tree width of 0 is out of range: give 1 to 1048576");
+  }
+}
+
+struct Seen {
+  NodeLink::Loss loss;
+  int by;
+};
+
+// The tree's runs take longer than the pair's: a silence, then the report up the tree.
+bool pump(const std::vector<NodeLink*>& links, const std::function<bool()>& done,
+          std::chrono::milliseconds limit = std::chrono::seconds(8)) {
+  return test_support::pump(links, done, limit);
+}
+
+// Five nodes of width 2. Some run here (links_), some in a process of their own (stopped
+// by the test). `absorb`: whether the nodes' handlers let the job go on after a loss.
+class Tree {
+ public:
+  Tree(std::vector<int> forked, bool absorb) : tree_(2, 5), absorb_(absorb) {
+    for (int task = 0; task < 5; ++task) {
+      const bool fork_it = std::find(forked.begin(), forked.end(), task) != forked.end();
+      if (fork_it)
+        fork_node(task);
+      else
+        start_here(task);
+    }
+  }
+  ~Tree() {
+    for (const auto& [task, pid] : pids_) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  NodeLink& at(int task) { return *links_.at(task); }
+  std::vector<NodeLink*> here() {
+    std::vector<NodeLink*> out;
+    for (auto& [task, link] : links_)
+      if (link) out.push_back(&*link);
+    return out;
+  }
+  void stop(int task) { ASSERT_EQ(::kill(pids_.at(task), SIGSTOP), 0); }
+  void drop(int task) { links_.at(task).reset(); }
+  bool run(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(8)) {
+    return pump(here(), done, limit);
+  }
+  void run_for(std::chrono::milliseconds d) {
+    pump(
+        here(), [] { return false; }, d);
+  }
+  std::vector<Seen> seen;  // every loss any node here reported, with who reported it
+
+ private:
+  // Listens where the task has children; then its slots, its dials.
+  NodeLink make(int task) {
+    NodeLink link =
+        tree_.children(task).empty() ? NodeLink::unlistened(task, kToken, tree_, kLimit) : NodeLink::listen(kLimit);
+    if (!tree_.children(task).empty()) ports_[task] = link.port();
+    return link;
+  }
+  void connect(NodeLink& link, int task) {
+    if (!tree_.children(task).empty()) link.expect(kHosts, task, kToken, tree_);
+    if (task == 0) return;
+    link.dial(0, kHosts[0], "127.0.0.1", ports_.at(0));
+    if (const int parent = tree_.parent(task); parent > 0)
+      link.dial(parent, kHosts[parent], "127.0.0.1", ports_.at(parent));
+  }
+  void start_here(int task) {
+    links_[task].emplace(make(task));
+    NodeLink& link = *links_[task];
+    connect(link, task);
+    link.on_loss([this, task](const NodeLink::Loss& l) {
+      seen.push_back({l, task});
+      return absorb_ && l.task != 0;
+    });
+  }
+  void fork_node(int task) {
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      NodeLink link = make(task);
+      const int port = tree_.children(task).empty() ? 0 : link.port();
+      (void)!::write(fds[1], &port, sizeof port);
+      connect(link, task);
+      link.on_loss([](const NodeLink::Loss&) { return true; });
+      pump(
+          {&link}, [] { return false; }, std::chrono::seconds(60));
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    int port = 0;
+    ASSERT_EQ(::read(fds[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+    ::close(fds[0]);
+    if (port != 0) ports_[task] = port;
+    pids_[task] = pid;
+  }
+
+  LinkTree tree_;
+  bool absorb_;
+  std::map<int, int> ports_;
+  std::map<int, std::optional<NodeLink>> links_;
+  std::map<int, pid_t> pids_;
+};
+
+bool seen_by(const std::vector<Seen>& seen, int by, int task) {
+  return std::any_of(seen.begin(), seen.end(), [&](const Seen& s) { return s.by == by && s.loss.task == task; });
+}
+
+TEST(NodeLinkTree, EveryNodeStaysLinkedWhileTheTreeBeats) {
+  Tree tree({}, false);
+  tree.run_for(std::chrono::milliseconds(2500));  // past the 1 s limit, twice
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+}
+
+// The root does not watch task 3: its parent, task 1, does, and tells the root, which names
+// task 3 (not task 1) and why.
+TEST(NodeLinkTree, AStoppedGrandchildIsLostByItsParentAndNamedByTheRoot) {
+  Tree tree({3}, false);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.stop(3);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));
+  ASSERT_TRUE(seen_by(tree.seen, 1, 3));
+  for (const auto& s : tree.seen) {
+    EXPECT_EQ(s.loss.task, 3) << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+    if (s.by == 0) {
+      EXPECT_EQ(s.loss.why,
+                "the hyrun of task 1, its tree parent, lost it: silent for 1 s (--node-timeout): its node is off the "
+                "network or its hyrun is stopped");
+    }
+  }
+}
+
+// Task 1 stops: its children see it silent, are not taken for lost themselves, and the root
+// names task 1; the job goes on, and the root watches tasks 3 and 4 from then on.
+TEST(NodeLinkTree, ANodeWhoseParentIsLostIsNotLostAndTheRootWatchesIt) {
+  Tree tree({1}, true);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.stop(1);
+  ASSERT_TRUE(
+      tree.run([&] { return seen_by(tree.seen, 0, 1) && seen_by(tree.seen, 3, 1) && seen_by(tree.seen, 4, 1); }));
+  tree.run_for(std::chrono::milliseconds(2500));  // twice the limit: 3 and 4 beat with the root now
+  for (const auto& s : tree.seen)
+    EXPECT_EQ(s.loss.task, 1) << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+  for (const int task : {0, 2, 3, 4}) EXPECT_FALSE(tree.at(task).lost()) << task;
+  const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
+  // The root watches task 1 itself: its own silence limit or a child's report, whichever first.
+  EXPECT_NE(by_root->loss.why.find("silent for 1 s"), std::string::npos) << by_root->loss.why;
+}
+
+// The root stops: only its children watch it; each ends and tells its own children, so the
+// root's loss reaches every node.
+TEST(NodeLinkTree, TheRootsLossReachesTheNodesThatDoNotWatchIt) {
+  Tree tree({0}, false);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.stop(0);
+  ASSERT_TRUE(tree.run([&] {
+    return seen_by(tree.seen, 1, 0) && seen_by(tree.seen, 2, 0) && seen_by(tree.seen, 3, 0) && seen_by(tree.seen, 4, 0);
+  }));
+  for (const auto& s : tree.seen) {
+    EXPECT_EQ(s.loss.task, 0) << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+    EXPECT_EQ(s.loss.relayed, s.by > 2) << s.by;
+    if (s.by > 2) {
+      EXPECT_EQ(s.loss.reporter, 1) << s.by;
+    }
+  }
+}
+
+// Task 1 ends (bye): the root watches its children from then on. Task 3 then stops, and the
+// root itself finds it silent.
+TEST(NodeLinkTree, AParentThatLeavesHandsItsChildrenToTheRoot) {
+  Tree tree({3}, false);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.at(1).say_bye();
+  tree.drop(1);
+  tree.run_for(std::chrono::milliseconds(2500));
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+  tree.stop(3);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));
+  const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
+  EXPECT_EQ(by_root->loss.why, "silent for 1 s (--node-timeout): its node is off the network or its hyrun is stopped");
+}
+
+// A node may tell the root only of its own parent or children: a made-up loss of another
+// node ends the teller's link, not the other node.
+TEST(NodeLinkTree, ALossOfANodeThatIsNotTheTellersNeighbourIsRefused) {
+  Tree tree({}, false);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.at(2).send_to(0, format_link(LinkLoss{3, "n3", "made up"}));
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 2); }));
+  EXPECT_FALSE(seen_by(tree.seen, 0, 3));
+}
+
+// Between two nodes of the tree only the link's own lines travel: a relay's line there ends
+// that link, though the receiver takes that kind from the root.
+TEST(NodeLinkTree, ATreeConnectionCarriesNoRelayLines) {
+  Tree tree({}, false);
+  tree.at(1).on(LinkKind::kFence, [](int, std::string_view) { return true; });
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.at(3).send_to(1, format_link(LinkFencePart{1, "ab"}));
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 1, 3); }));
+  const auto by_parent = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 1; });
+  EXPECT_NE(by_parent->loss.why.find("which is not a fence line this hyrun takes"), std::string::npos)
+      << by_parent->loss.why;
+}
+
+}  // namespace
+}  // namespace hyrun
