@@ -447,9 +447,13 @@ void NodeLink::lose(Peer& peer, const std::string& why) {
   peer.fd.reset();
   const Loss loss{peer.task, peer.host, why, false, 0};
   const LinkLoss line{loss.task, loss.host, why.substr(0, 100)};
-  // Another node tells the root what it lost, so that the root names the node that is gone;
-  // it learns of the root's own loss itself.
-  if (!root_ && loss.task != 0) send_to(0, format_link(line));
+  if (!root_ && loss.task != 0) {
+    // A parent or child in the tree: the root decides, as it did when it watched every node,
+    // and names the node that is gone. This node watches the root until it hears.
+    send_to(0, format_link(line));
+    if (loss.task == tree_.parent(self_)) adopt_children_of(loss.task);
+    return;
+  }
   const bool absorbed = report(loss);
   if (!absorbed) return;
   adopt_children_of(loss.task);
@@ -465,8 +469,8 @@ bool NodeLink::report(const Loss& loss) {
     return true;
   }
   lost_ = true;
-  // The loss ends the job here: this node's children end it too, even when the loss is the
-  // root's, which they do not watch themselves.
+  // The loss ends the job here (the root's, or one the root told of): this node's children
+  // end it too, since they may not watch the root themselves.
   if (!root_)
     for (auto& p : peers_)
       if (p.task != 0 && p.task != loss.task && tree_.parent(p.task) == self_ && p.fd && !p.gone && !p.said_bye)

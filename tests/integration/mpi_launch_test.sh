@@ -386,8 +386,11 @@ SH
     --node-timeout 2 --grace-period 1 -- "$WORK/rank.sh"
   [ "$RC" -ne 0 ] && pass "the job failed (exit $RC)" || fail "the job ended well though a node was stopped"
   expect_stderr "lost the hyrun of task 3 on node \S+ \(the hyrun of task 1, its tree parent, lost it: silent for 2 s \(--node-timeout\)"
-  # (task 3 itself, continued to be killed, may find the root gone: its own view)
-  ! grep -E "lost the hyrun of task [124] " "$ERR" && pass "no other node was taken for lost" || { fail "another node was taken for lost"; show_output; }
+  # Each node that ends the job says whose loss it ends it for, in its abort ("rank T of 5" is
+  # its task). Task 3 itself, continued to be killed, may find its parent or the root gone:
+  # its own view, so only the other nodes' are checked.
+  ! grep -E "rank [0124] of 5\): \S+: lost the hyrun of task [0124] " "$ERR" && pass "no other node was taken for lost" || { fail "another node was taken for lost"; show_output; }
+  grep -qE "rank 0 of 5\): \S+: lost the hyrun of task 3 " "$ERR" && pass "the root ended the job for task 3" || { fail "the root did not end the job for task 3"; show_output; }
   ;;
 simulated-128-nodes|simulated-128-nodes-link)  # a hybrid job of 128 simulated nodes on this machine, each rank reads every peer's keys
   # hyrun under hyrun: each inner hyrun is a node of a hybrid job that the outer one serves

@@ -189,13 +189,15 @@ TEST(NodeLinkTree, EveryNodeStaysLinkedWhileTheTreeBeats) {
 }
 
 // The root does not watch task 3: its parent, task 1, does, and tells the root, which names
-// task 3 (not task 1) and why.
+// task 3 (not task 1) and why, and decides: task 1 does not end the job itself.
 TEST(NodeLinkTree, AStoppedGrandchildIsLostByItsParentAndNamedByTheRoot) {
   Tree tree({3}, false);
   tree.run_for(std::chrono::milliseconds(300));
   tree.stop(3);
   ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));
-  ASSERT_TRUE(seen_by(tree.seen, 1, 3));
+  tree.run_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(seen_by(tree.seen, 1, 3));
+  EXPECT_FALSE(tree.at(1).lost());
   for (const auto& s : tree.seen) {
     EXPECT_EQ(s.loss.task, 3) << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
     if (s.by == 0) {
@@ -207,7 +209,8 @@ TEST(NodeLinkTree, AStoppedGrandchildIsLostByItsParentAndNamedByTheRoot) {
 }
 
 // Task 1 stops: its children see it silent, are not taken for lost themselves, and the root
-// names task 1; the job goes on, and the root watches tasks 3 and 4 from then on.
+// names task 1; the job goes on (the children hear it from the root), and the root watches
+// tasks 3 and 4 from then on.
 TEST(NodeLinkTree, ANodeWhoseParentIsLostIsNotLostAndTheRootWatchesIt) {
   Tree tree({1}, true);
   tree.run_for(std::chrono::milliseconds(300));
@@ -215,8 +218,10 @@ TEST(NodeLinkTree, ANodeWhoseParentIsLostIsNotLostAndTheRootWatchesIt) {
   ASSERT_TRUE(
       tree.run([&] { return seen_by(tree.seen, 0, 1) && seen_by(tree.seen, 3, 1) && seen_by(tree.seen, 4, 1); }));
   tree.run_for(std::chrono::milliseconds(2500));  // twice the limit: 3 and 4 beat with the root now
-  for (const auto& s : tree.seen)
+  for (const auto& s : tree.seen) {
     EXPECT_EQ(s.loss.task, 1) << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+    EXPECT_EQ(s.loss.relayed, s.by != 0) << s.by;  // the root's word, not their own
+  }
   for (const int task : {0, 2, 3, 4}) EXPECT_FALSE(tree.at(task).lost()) << task;
   const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
   // The root watches task 1 itself: its own silence limit or a child's report, whichever first.
@@ -274,10 +279,12 @@ TEST(NodeLinkTree, ATreeConnectionCarriesNoRelayLines) {
   tree.at(1).on(LinkKind::kFence, [](int, std::string_view) { return true; });
   tree.run_for(std::chrono::milliseconds(300));
   tree.at(3).send_to(1, format_link(LinkFencePart{1, "ab"}));
-  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 1, 3); }));
-  const auto by_parent = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 1; });
-  EXPECT_NE(by_parent->loss.why.find("which is not a fence line this hyrun takes"), std::string::npos)
-      << by_parent->loss.why;
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));  // task 1 told the root
+  const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
+  EXPECT_NE(by_root->loss.why.find(
+                "the hyrun of task 1, its tree parent, lost it: it sent 'fence 1 6162', which is not a fence line"),
+            std::string::npos)
+      << by_root->loss.why;
 }
 
 }  // namespace

@@ -11,12 +11,14 @@
 // own (LinkWriter), so that a busy main loop never silences them. A connection that closes
 // (the peer died) is a loss at once; a parent or child silent for the node timeout
 // (--node-timeout: the peer's node is off the network, or its hyrun is stopped) without
-// having said "bye" is a loss then. A node tells the root what it lost, so the root names
-// the node that is gone, not the one that saw it. A loss ends the job, unless the job goes
-// on without that node (its ranks handle deaths): the root then tells the other nodes
-// ("lost"), and the lost node's children are watched by the root from then on, as they are
-// once their parent said bye. A node that ends the job for a loss tells its children, so the
-// loss of the root reaches every node along the tree.
+// having said "bye" is a loss then. A node that loses a parent or child does not act on it:
+// it tells the root, which decides as for a loss of its own and names the node that is gone,
+// not the one that saw it (the node watches the root meanwhile, if it lost its parent). A
+// loss ends the job, unless the job goes on without that node (its ranks handle deaths): the
+// root then tells the other nodes ("lost"), and the lost node's children are watched by the
+// root from then on, as they are once their parent said bye. A node that ends the job for
+// the root's loss (or the root's word) tells its children, so the loss of the root reaches
+// every node along the tree.
 // Its lines are the kinds of link_message.hpp: the link takes alive, bye and lost itself;
 // another protocol carried on the root's connections (the PMIx relay: fences and direct
 // modex) registers a handler for each kind of its own (on()). A line of a kind that no one
@@ -172,7 +174,8 @@ class NodeLink : public PollParticipant {
   /// (a loss that ends the job), or at the root from a node (a tree neighbour it lost).
   bool take_loss(Peer& peer, const LinkLoss& lost);
   /// `task`'s parent left (bye) or was lost and the job goes on: the root watches its
-  /// children (at the root), or this node watches the root (at the child).
+  /// children (at the root), or this node watches the root (at the child; also while it
+  /// awaits the root's word on a parent it lost).
   void adopt_children_of(int task);
   Peer* find_peer(int task);
   void close_quietly(Peer& peer);
