@@ -49,6 +49,35 @@ start_background_job() {
   [ "$(started_ranks)" -ge 8 ] || fail "the 8 ranks did not start"
 }
 
+# cut_task_2_off TENTHS [HYRUN_OPTION...]: the background job (start_background_job with the
+# options), then task 2's node off the network (netns mode only) until the other nodes' ranks
+# end, at most TENTHS tenths of a second; then back on, and srun awaited, its output shown and
+# its exit checked. Sets victim_host and start (when the link went down).
+cut_task_2_off() {
+  local tenths=$1; shift
+  [ "${HYRUN_CLUSTER_MODE:-}" = netns ] || { echo "needs netns mode"; exit 77; }
+  start_background_job "$@"
+  local victim others alive elapsed p
+  victim=$(hyrun_of_task 2)
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
+  ns=$(ip netns identify "$victim")
+  [ -n "$ns" ] || fail "the hyrun of task 2 is in no named network namespace"
+  # Whatever happens, the node comes back, so that the cluster serves the next tests.
+  trap 'ip netns exec "$ns" ip link set eth0 up 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  others=$(for t in 0 1 3; do ranks_of_hyrun "$(hyrun_of_task $t)"; done)
+  start=$(now_ms); ip netns exec "$ns" ip link set eth0 down
+  for _ in $(seq "$tenths"); do
+    alive=""; for p in $others; do [ -d "/proc/$p" ] && alive+="$p "; done
+    [ -z "$alive" ] && break; sleep 0.1
+  done
+  elapsed=$(( $(now_ms) - start ))
+  echo "the ranks of the other nodes ended ${elapsed} ms after $victim_host went off the network"
+  [ -z "$alive" ] || fail "ranks $alive of the other nodes still run ${elapsed} ms after $victim_host went off the network"
+  ip netns exec "$ns" ip link set eth0 up
+  wait_rc; cat "$WORK/out"
+  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
+}
+
 # hyrun_pids: the hyrun processes, without their PMIx client helpers (named hyrun-pmix-cli).
 hyrun_pids() {
   local p
@@ -305,53 +334,16 @@ node-lost-after-root-done)  # the root's ranks have ended; a node lost afterward
     || fail "the root did not name the node lost after its own ranks ended"
   ;;
 node-link-down)  # a node drops off the network: the others end the job, naming it
-  [ "${HYRUN_CLUSTER_MODE:-}" = netns ] || { echo "needs netns mode"; exit 77; }
-  start_background_job
-  victim=$(hyrun_of_task 2)
-  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
-  ns=$(ip netns identify "$victim")
-  [ -n "$ns" ] || fail "the hyrun of task 2 is in no named network namespace"
-  # Whatever happens, the node comes back, so that the cluster serves the next tests.
-  trap 'ip netns exec "$ns" ip link set eth0 up 2>/dev/null || true; rm -rf "$WORK"' EXIT
-  others=$(for t in 0 1 3; do ranks_of_hyrun "$(hyrun_of_task $t)"; done)
-  start=$(now_ms); ip netns exec "$ns" ip link set eth0 down
   # The other nodes' ranks end a few seconds after the node timeout (30 s by default), while
   # the node is still cut off.
-  for _ in $(seq 450); do
-    alive=""; for p in $others; do [ -d "/proc/$p" ] && alive+="$p "; done
-    [ -z "$alive" ] && break; sleep 0.1
-  done
-  elapsed=$(( $(now_ms) - start ))
-  echo "the ranks of the other nodes ended ${elapsed} ms after $victim_host went off the network"
-  [ -z "$alive" ] || fail "ranks $alive of the other nodes still run ${elapsed} ms after $victim_host went off the network"
-  ip netns exec "$ns" ip link set eth0 up
-  wait_rc; cat "$WORK/out"
+  cut_task_2_off 450
   echo "srun exited $(cat "$WORK/rc") $(( $(now_ms) - start )) ms after the link went down"
-  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
   grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(silent for 30 s \(--node-timeout\)" "$WORK/out" \
     || fail "no line named the silent node $victim_host"
   ;;
 node-link-down-tree)  # the same along the link's tree: the silent node's parent and child tell the root, which names it
-  [ "${HYRUN_CLUSTER_MODE:-}" = netns ] || { echo "needs netns mode"; exit 77; }
   # Width 1: a chain, tasks 0 <- 1 <- 2 <- 3. The root does not watch task 2: tasks 1 and 3 do.
-  start_background_job --tree-width 1 --node-timeout 5
-  victim=$(hyrun_of_task 2)
-  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
-  ns=$(ip netns identify "$victim")
-  [ -n "$ns" ] || fail "the hyrun of task 2 is in no named network namespace"
-  trap 'ip netns exec "$ns" ip link set eth0 up 2>/dev/null || true; rm -rf "$WORK"' EXIT
-  others=$(for t in 0 1 3; do ranks_of_hyrun "$(hyrun_of_task $t)"; done)
-  start=$(now_ms); ip netns exec "$ns" ip link set eth0 down
-  for _ in $(seq 300); do
-    alive=""; for p in $others; do [ -d "/proc/$p" ] && alive+="$p "; done
-    [ -z "$alive" ] && break; sleep 0.1
-  done
-  elapsed=$(( $(now_ms) - start ))
-  echo "the ranks of the other nodes ended ${elapsed} ms after $victim_host went off the network"
-  [ -z "$alive" ] || fail "ranks $alive of the other nodes still run ${elapsed} ms after $victim_host went off the network"
-  ip netns exec "$ns" ip link set eth0 up
-  wait_rc; cat "$WORK/out"
-  [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
+  cut_task_2_off 300 --tree-width 1 --node-timeout 5
   grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(the hyrun of task [13], its tree (parent|child), lost it: silent for 5 s \(--node-timeout\)" "$WORK/out" \
     || fail "the root did not name the silent node $victim_host as its tree neighbour's report"
   # Its parent and child are not taken for lost by anyone but the silent node itself.
