@@ -10,7 +10,7 @@
 # process of the job on them; the root's bytes and CPU against the median node's are what a
 # real cluster would see.
 #
-#   bench/simulated-nodes.sh [--nodes "N..."] [--per-node "R..."] [--reps K] [--program keys|hello]
+#   bench/simulated-nodes.sh [--nodes "N..."] [--per-node "R..."] [--reps K] [--program keys|hello|dmodex]
 #                            [--routes "link outer"] [--tree-widths "W..."] [--plot FILE.png]
 #     --nodes      default "16 32 64 128 256"
 #     --per-node   default "1 4"
@@ -20,7 +20,9 @@
 #     --reps       runs of each route per cell, the median shown (default 1)
 #     --program    keys: tests' pmix-keys-client (every key, an allgather and an alltoall of
 #                  one key a peer in one collect-data fence; default); hello: the worker
-#                  library's hello (UCX bootstrap through rank 0's address)
+#                  library's hello (UCX bootstrap through rank 0's address); dmodex: tests'
+#                  pmix-bare-client put-dmodex 65536 (each rank puts 64 KiB, fences without
+#                  the data and reads every rank's: direct modex between every two nodes)
 #     --plot       also draws the root's bytes sent and CPU against N with gnuplot
 set -euo pipefail
 # shellcheck source=bench/row.sh
@@ -37,6 +39,7 @@ hyrun=$build/launcher/hyrun
 case $program in
   keys) prog=$build/tests/integration/pmix-keys-client ;;
   hello) prog=$build/examples/hello ;;
+  dmodex) prog=$build/tests/integration/pmix-bare-client ;;
   *) usage ;;
 esac
 for route in $routes; do
@@ -50,7 +53,11 @@ trap 'rm -rf "$out"' EXIT
 # median_helper median_sent" to FILE, from the root's timings line and its summary.
 run() {
   local n=$1 r=$2 route=$3 width=$4 file=$5 args=() t0 t1
-  if [ "$program" = keys ]; then args=("$prog" "$n" "$r"); inner=(--bootstrap=none); else args=("$prog"); inner=(); fi
+  case $program in
+    keys) args=("$prog" "$n" "$r") inner=(--bootstrap=none) ;;
+    dmodex) args=("$prog" put-dmodex 65536) inner=(--bootstrap=none) ;;
+    *) args=("$prog") inner=() ;;
+  esac
   t0=$(date +%s%N)
   if ! timeout -k 5 600 "$hyrun" -n "$n" --bootstrap=none -- "$hyrun" -n "$r" "${inner[@]}" --fences "$route" \
     --tree-width "$width" --timings -- "${args[@]}" >"$out/log" 2>&1; then

@@ -67,16 +67,30 @@ std::vector<std::string> local_addresses() {
   return addresses;
 }
 
-// Connects `link` to `task`'s hyrun (docs/architecture.md), at its address on a network this
-// node shares. False when it offered no address.
-bool dial_node(NodeLink& link, int task, const std::string& host, const std::vector<std::string>& addresses, int port) {
+// Where a hyrun that offered `addresses` is reached from here: its address on a network
+// this node shares. Nullopt when it offered none.
+std::optional<std::string> reachable_address(const std::vector<std::string>& addresses) {
   std::vector<InterfaceAddress> candidates;
   for (const auto& a : addresses) candidates.push_back(InterfaceAddress::parse(a));
-  if (candidates.empty()) return false;
-  const MasterChoice choice = choose_master(candidates, local_ipv4_addresses());
-  spdlog::debug("node link: connecting to the hyrun of task {} at {}:{}", task, choice.address, port);
-  link.dial(task, host, choice.address, port);
+  if (candidates.empty()) return std::nullopt;
+  return choose_master(candidates, local_ipv4_addresses()).address;
+}
+
+// Connects `link` to `task`'s hyrun (docs/architecture.md). False when it offered no address.
+bool dial_node(NodeLink& link, int task, const std::string& host, const std::vector<std::string>& addresses, int port) {
+  const auto address = reachable_address(addresses);
+  if (!address) return false;
+  spdlog::debug("node link: connecting to the hyrun of task {} at {}:{}", task, *address, port);
+  link.dial(task, host, *address, port);
   return true;
+}
+
+// Where a node listens, for a connection of this node's own (NodeLink::ask).
+std::optional<NodeLink::Endpoint> endpoint_of(const NodeRecord& node) {
+  if (!node.link_port) return std::nullopt;
+  const auto address = reachable_address(node.link_addresses);
+  if (!address) return std::nullopt;
+  return NodeLink::Endpoint{*address, *node.link_port};
 }
 
 // What the plan of this node's ranks came to. A failure before the exchange is said in this
@@ -303,13 +317,17 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
   node_record.ranks = options_.ranks;
   node_record.host = exchange_.host();
   node_record.tree_width = options_.tree_width;
-  // A node with children in the link's tree listens for them (the root does in offer_root).
-  if (peers_ && task_ != 0 && !plan.failure && !tree_.children(task_).empty()) try {
+  // Every node listens (the root does in offer_root): for its children in the link's tree,
+  // and for the nodes that ask for its ranks' data straight (direct modex).
+  if (peers_ && task_ != 0 && !plan.failure) try {
       link_.emplace(NodeLink::listen(options_.node_timeout));
       node_record.link_port = link_->port();
       node_record.link_addresses = local_addresses();
     } catch (const SystemError& e) {
-      spdlog::warn("the node link's tree: this node's children are watched by its parent: {}", e.what());
+      spdlog::warn(
+          "the node link: this node does not listen, so its parent watches its children and its ranks' "
+          "data goes to other nodes through the root: {}",
+          e.what());
       link_.reset();
     }
   if (plan.failure) {
@@ -377,6 +395,8 @@ void Launch::join_root(const RootRecord& record, const ExchangeOutcome& outcome)
       const NodeRecord& node = outcome.nodes.at(static_cast<std::size_t>(parent));
       dial_node(*link_, parent, node.host, node.link_addresses, node.link_port.value_or(0));
     }
+    link_->locate_with(
+        [nodes = outcome.nodes](int task) { return endpoint_of(nodes.at(static_cast<std::size_t>(task))); });
     timings_.mark("link");
   } else {
     link_.reset();
@@ -425,9 +445,15 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
                  [this](std::uint32_t rank, std::uint64_t id) {
                    if (pmix_) pmix_->serve_local_data(rank, id);
                  });
-  if (link_)
+  if (link_) {
     for (const LinkKind kind : PmixRelay::kKinds)
       link_->on(kind, [this](int task, std::string_view body) { return relay_->handle(task, body); });
+    if (task_ != 0) {  // direct modex straight between nodes (pmix_relay.hpp)
+      relay_->direct_through([this](int task, const std::string& body) { return link_->ask(task, body); },
+                             [this](int task, const std::string& body) { return link_->reply(task, body); });
+      link_->on_unreachable([this](int task) { relay_->unreachable(task); });
+    }
+  }
   const bool through_outer =
       options_.fences == FenceRoute::kOuter || (options_.fences == FenceRoute::kAuto && tasks_ > kLinkFencesUpTo);
   if (pmix::ClientProcess* outer = exchange_.outer_client(); outer && through_outer) {

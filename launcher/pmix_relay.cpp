@@ -135,49 +135,79 @@ void PmixRelay::direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRe
   if (!usable(request)) return;
   if (!in_job(rank) || asked_.size() >= kMaxOpen) return request->fail();
   const std::uint64_t id = next_id_++;
-  spdlog::debug("PMIx direct modex {}: rank {}'s data, from {}", id, rank, hosts_[holder_of(rank)]);
-  asked_[id] = std::move(request);
+  const int holder = holder_of(rank);
+  spdlog::debug("PMIx direct modex {}: rank {}'s data, from {}", id, rank, hosts_[holder]);
+  Asked& asked = asked_[id] = Asked{std::move(request), 0};
   if (task_ == 0) return route(0, id, rank);
-  send_(0, format_link(LinkDmodexGet{id, rank}));
+  const std::string get = format_link(LinkDmodexGet{id, rank});
+  if (holder != 0 && ask_ && ask_(holder, get)) {
+    asked.via = holder;
+    return;
+  }
+  send_(0, get);
+}
+
+void PmixRelay::direct_through(Direct ask, Direct reply) {
+  ask_ = std::move(ask);
+  reply_ = std::move(reply);
+}
+
+void PmixRelay::unreachable(int task) {
+  pieces_.erase(task);  // an answer cut off with its connection
+  for (auto it = asked_.begin(); it != asked_.end();)
+    if (it->second.via == task) {
+      spdlog::debug("PMIx direct modex {}: the connection to {} ended", it->first, hosts_[task]);
+      it->second.request->fail();
+      it = asked_.erase(it);
+    } else {
+      ++it;
+    }
 }
 
 void PmixRelay::route(int task, std::uint64_t id, std::uint32_t rank) {
   const std::uint64_t routed = next_id_++;
-  routed_[routed] = Routed{task, id};
-  if (const int holder = holder_of(rank); holder != 0)
+  const int holder = holder_of(rank);
+  routed_[routed] = Routed{task, id, holder};
+  if (holder != 0)
     send_(holder, format_link(LinkDmodexGet{routed, rank}));
   else
-    serve(routed, rank);
+    serve(0, routed, rank);
 }
 
-void PmixRelay::serve(std::uint64_t id, std::uint32_t rank) {
+void PmixRelay::serve(int to, std::uint64_t id, std::uint32_t rank) {
   const std::uint64_t serving = next_id_++;
-  serving_[serving] = {id, rank};
+  serving_[serving] = Serving{to, id, rank};
   serve_local_(rank, serving);
 }
 
 void PmixRelay::local_data(std::uint64_t id, bool ok, std::string data) {
   const auto it = serving_.find(id);
   if (it == serving_.end()) return;
-  const auto [routed, rank] = it->second;
+  const Serving to = it->second;
   serving_.erase(it);
   if (ok && data.size() > max_bytes_) {
-    spdlog::error("PMIx direct modex of rank {} failed: {}", rank,
-                  too_much(data.size(), fmt::format("rank {}'s data", rank)));
+    spdlog::error("PMIx direct modex of rank {} failed: {}", to.rank,
+                  too_much(data.size(), fmt::format("rank {}'s data", to.rank)));
     ok = false;
   }
-  if (task_ == 0) {
-    answer(routed, ok ? std::optional(std::move(data)) : std::nullopt);
+  if (to.to == task_) {
+    answer(task_, to.id, ok ? std::optional(std::move(data)) : std::nullopt);
     return;
   }
-  if (ok) return send_pieces(0, format_link_pieces(LinkDmodexData{routed, std::move(data)}));
-  send_(0, format_link(LinkDmodexNone{routed}));
+  // To the root on its connection; to a node that asked straight, back on its own.
+  const auto send = [&](const std::string& body) { return to.to == 0 ? (send_(0, body), true) : reply_(to.to, body); };
+  if (!ok) {
+    send(format_link(LinkDmodexNone{to.id}));
+    return;
+  }
+  for (const auto& body : format_link_pieces(LinkDmodexData{to.id, std::move(data)}))
+    if (!send(body)) return;  // the asker's connection is gone
 }
 
-bool PmixRelay::answer(std::uint64_t id, std::optional<std::string> data) {
+bool PmixRelay::answer(int from, std::uint64_t id, std::optional<std::string> data) {
   if (task_ == 0) {  // a request the root routed: answer whoever asked
     const auto it = routed_.find(id);
-    if (it == routed_.end()) return false;
+    if (it == routed_.end() || it->second.holder != from) return false;
     const Routed to = it->second;
     routed_.erase(it);
     if (to.task != 0) {
@@ -188,14 +218,15 @@ bool PmixRelay::answer(std::uint64_t id, std::optional<std::string> data) {
       return true;
     }
     id = to.id;
+    from = 0;
   }
   const auto it = asked_.find(id);
-  if (it == asked_.end()) return false;
+  if (it == asked_.end() || it->second.via != from) return false;
   spdlog::debug("PMIx direct modex {}: {}", id, data ? fmt::format("{} bytes", data->size()) : "no data");
   if (data)
-    it->second->complete(std::move(*data));
+    it->second.request->complete(std::move(*data));
   else
-    it->second->fail();
+    it->second.request->fail();
   asked_.erase(it);
   return true;
 }
@@ -206,7 +237,10 @@ bool PmixRelay::handle(int from_task, std::string_view body) {
   // After a piece, only the rest of its message: more pieces, then a line of bytes.
   const bool bytes_line = *kind == LinkKind::kMore || *kind == LinkKind::kFence || *kind == LinkKind::kFenced ||
                           *kind == LinkKind::kDmodexData;
-  if (!bytes_line && pieces_.contains(from_task)) return false;
+  // A node's requests straight to this one come on a connection of their own (NodeLink::ask),
+  // beside the one its answers' pieces come on.
+  const bool own_connection = *kind == LinkKind::kDmodexGet && task_ != 0 && from_task != 0;
+  if (!bytes_line && !own_connection && pieces_.contains(from_task)) return false;
   switch (*kind) {
     case LinkKind::kMore: {
       auto more = parse_link<LinkMore>(body);
@@ -223,20 +257,20 @@ bool PmixRelay::handle(int from_task, std::string_view body) {
       if (task_ == 0) {  // from a node that wants another node's rank
         if (holder == from_task || routed_.size() >= kMaxOpen) return false;
         route(from_task, get->id, get->rank);
-      } else {  // from the root: one of this node's ranks
-        if (holder != task_ || from_task != 0) return false;
-        serve(get->id, get->rank);
+      } else {  // one of this node's ranks: asked by the root, or straight by a node
+        if (holder != task_ || (from_task != 0 && !reply_) || serving_.size() >= kMaxOpen) return false;
+        serve(from_task, get->id, get->rank);
       }
       return true;
     }
     case LinkKind::kDmodexData: {
       auto data = parse_link<LinkDmodexData>(body);
       auto bytes = data ? assemble(from_task, std::move(data->data)) : std::nullopt;
-      return bytes && answer(data->number, std::move(*bytes));
+      return bytes && answer(from_task, data->number, std::move(*bytes));
     }
     case LinkKind::kDmodexNone: {
       const auto none = parse_link<LinkDmodexNone>(body);
-      return none && answer(none->id, std::nullopt);
+      return none && answer(from_task, none->id, std::nullopt);
     }
     case LinkKind::kFence: {
       auto part = parse_link<LinkFencePart>(body);

@@ -16,8 +16,9 @@ constexpr std::size_t kMacDigits = 32;  // 128 bits of the HMAC
 
 std::string new_link_nonce() { return new_nonce("the node link's nonce"); }
 
-std::string link_hello_proof(const std::string& token, int task, int to, std::string_view nonce) {
-  return to_hex(hmac_sha256(token, fmt::format("{} {} to {} {}", kLinkHello, task, to, nonce)));
+std::string link_hello_proof(const std::string& token, int task, int to, std::string_view nonce, LinkPurpose purpose) {
+  return to_hex(hmac_sha256(token, fmt::format("{} {} to {}{} {}", kLinkHello, task, to,
+                                               purpose == LinkPurpose::kDirectModex ? " direct-modex" : "", nonce)));
 }
 
 LinkSeal::LinkSeal(const std::string& token, int task, std::string_view nonce, Direction direction)

@@ -45,6 +45,7 @@ void LinkWriter::add(int task, int fd, bool connecting, LinkSeal seal, bool beat
   out.connecting = connecting;
   out.beats = beats;
   out.seal = std::move(seal);
+  settle_locked(task, out);
 }
 
 void LinkWriter::connected(int task) {
@@ -52,6 +53,7 @@ void LinkWriter::connected(int task) {
   if (auto it = peers_.find(task); it != peers_.end()) {
     it->second.connecting = false;
     flush_locked(it->second);
+    settle_locked(task, it->second);
   }
 }
 
@@ -60,6 +62,7 @@ void LinkWriter::remove(int task) {
   if (const auto it = peers_.find(task); it != peers_.end()) {
     written_by_removed_ += it->second.written;
     peers_.erase(it);
+    wanting_.erase(task);
   }
 }
 
@@ -77,6 +80,7 @@ bool LinkWriter::send(int task, std::string_view body) {
   if (it->second.pending_bytes > max_queued_) return false;
   queue_locked(it->second, Piece{it->second.seal->seal(body) + '\n', nullptr});
   flush_locked(it->second);
+  settle_locked(task, it->second);
   return true;
 }
 
@@ -90,6 +94,7 @@ bool LinkWriter::send(int task, std::shared_ptr<const std::string> body) {
   queue_locked(out, Piece{{}, std::move(body)});
   queue_locked(out, Piece{"\n", nullptr});
   flush_locked(out);
+  settle_locked(task, out);
   return true;
 }
 
@@ -99,6 +104,7 @@ void LinkWriter::send_hello(int task, std::string_view line) {
   if (it == peers_.end()) return;
   queue_locked(it->second, Piece{std::string(line) + '\n', nullptr});
   flush_locked(it->second);
+  settle_locked(task, it->second);
 }
 
 void LinkWriter::queue_locked(Out& out, Piece piece) {
@@ -108,13 +114,28 @@ void LinkWriter::queue_locked(Out& out, Piece piece) {
 
 void LinkWriter::flush(int task) {
   std::lock_guard lock(mutex_);
-  if (auto it = peers_.find(task); it != peers_.end()) flush_locked(it->second);
+  if (auto it = peers_.find(task); it != peers_.end()) {
+    flush_locked(it->second);
+    settle_locked(task, it->second);
+  }
 }
 
 bool LinkWriter::wants_out(int task) const {
   std::lock_guard lock(mutex_);
   const auto it = peers_.find(task);
   return it != peers_.end() && (it->second.connecting || !it->second.pending.empty());
+}
+
+std::vector<int> LinkWriter::wanting_out() const {
+  std::lock_guard lock(mutex_);
+  return {wanting_.begin(), wanting_.end()};
+}
+
+void LinkWriter::settle_locked(int task, const Out& out) {
+  if (out.connecting || !out.pending.empty())
+    wanting_.insert(task);
+  else
+    wanting_.erase(task);
 }
 
 void LinkWriter::stop_heartbeats(int task) {
@@ -170,10 +191,12 @@ void LinkWriter::run(std::chrono::milliseconds heartbeat) {
     if (stopping_) return;
     for (auto& [task, out] : peers_) {
       if (out.connecting) check_connected_locked(out);
-      if (out.connecting || !out.beats) continue;
-      if (out.pending_bytes <= kMaxPending)
-        queue_locked(out, Piece{out.seal->seal(format_link(LinkAlive{})) + '\n', nullptr});
-      flush_locked(out);
+      if (!out.connecting && out.beats) {
+        if (out.pending_bytes <= kMaxPending)
+          queue_locked(out, Piece{out.seal->seal(format_link(LinkAlive{})) + '\n', nullptr});
+        flush_locked(out);
+      }
+      settle_locked(task, out);
     }
   }
 }

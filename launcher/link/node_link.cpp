@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,6 +38,12 @@ std::string seconds_text(std::chrono::milliseconds d) { return fmt::format("{:g}
 // The bye of a hyrun that ends may wait this long for its connect or its last bytes.
 constexpr auto kByeLimit = std::chrono::seconds(2);
 
+// The epoll set's keys: an identified peer's task (>= 0), or one of these.
+constexpr std::uint64_t kListenerKey = std::uint64_t{1} << 63;
+constexpr std::uint64_t kUnidentifiedKey = std::uint64_t{1} << 62;  // | the descriptor
+// Events taken from the epoll set in one look; more wait for the next (level-triggered).
+constexpr int kMaxEvents = 64;
+
 }  // namespace
 
 std::chrono::milliseconds NodeLink::heartbeat_for(std::chrono::milliseconds silence_limit) {
@@ -44,7 +51,30 @@ std::chrono::milliseconds NodeLink::heartbeat_for(std::chrono::milliseconds sile
 }
 
 NodeLink::NodeLink(std::chrono::milliseconds silence_limit, std::size_t max_queued)
-    : silence_limit_(silence_limit), writer_(std::make_unique<LinkWriter>(heartbeat_for(silence_limit), max_queued)) {}
+    : poller_(::epoll_create1(EPOLL_CLOEXEC)),
+      silence_limit_(silence_limit),
+      writer_(std::make_unique<LinkWriter>(heartbeat_for(silence_limit), max_queued)) {
+  if (!poller_) throw SystemError("epoll_create1 (the node link)", errno);
+}
+
+void NodeLink::watch(int fd, std::uint64_t key, std::uint32_t events) {
+  epoll_event e{};
+  e.events = events;
+  e.data.u64 = key;
+  if (::epoll_ctl(poller_.get(), EPOLL_CTL_ADD, fd, &e) != 0) throw SystemError("epoll_ctl (the node link)", errno);
+}
+
+void NodeLink::rewatch(int fd, std::uint64_t key, std::uint32_t events) {
+  epoll_event e{};
+  e.events = events;
+  e.data.u64 = key;
+  if (::epoll_ctl(poller_.get(), EPOLL_CTL_MOD, fd, &e) != 0) throw SystemError("epoll_ctl (the node link)", errno);
+}
+
+// Before the socket closes: a copy of it in a child not yet exec'd would keep it in the set.
+void NodeLink::unwatch(const Peer& peer) {
+  if (peer.fd) ::epoll_ctl(poller_.get(), EPOLL_CTL_DEL, peer.fd.get(), nullptr);
+}
 
 NodeLink NodeLink::listen(std::chrono::milliseconds silence_limit, std::size_t max_queued) {
   NodeLink link(silence_limit, max_queued);
@@ -71,6 +101,7 @@ void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::stri
   root_ = self == 0;
   token_ = std::move(token);
   tree_ = tree ? std::move(*tree) : LinkTree(LinkTree::kMaxWidth, std::max<int>(1, static_cast<int>(hosts.size())));
+  hosts_ = hosts;
   const auto now = Clock::now();
   std::vector<int> expected;
   if (root_) {
@@ -83,6 +114,7 @@ void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::stri
   for (const int task : expected) {
     if (!root_) peers_.emplace_back();
     Peer& p = root_ ? peers_[static_cast<std::size_t>(task)] : peers_.back();
+    p.slot = root_ ? task : static_cast<int>(peers_.size() - 1);
     p.task = task;
     p.host = static_cast<std::size_t>(task) < hosts.size() ? hosts[static_cast<std::size_t>(task)] : "";
     p.heard = now;
@@ -91,7 +123,8 @@ void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::stri
   }
   // A node that is busy after the fence connects late; it is not lost before its silence would be.
   connect_deadline_ = now + std::max<Clock::duration>(kConnectLimit, silence_limit_);
-  max_unidentified_ = kMaxUnidentified + expected.size() - (root_ && !expected.empty() ? 1 : 0);
+  // Any node of the job may connect to ask for its ranks' data (ask()), besides the children.
+  max_unidentified_ = kMaxUnidentified + std::max<std::size_t>(hosts.size(), 1) - 1;
 }
 
 NodeLink NodeLink::unlistened(int self, std::string token, LinkTree tree, std::chrono::milliseconds silence_limit,
@@ -112,10 +145,16 @@ NodeLink NodeLink::connect(const std::string& address, int port, int self, std::
 }
 
 void NodeLink::dial(int task, const std::string& host, const std::string& address, int port) {
+  peers_[open_connection(task, host, address, port, LinkPurpose::kTree)].watched = task == tree_.parent(self_);
+}
+
+std::size_t NodeLink::open_connection(int task, const std::string& host, const std::string& address, int port,
+                                      LinkPurpose purpose) {
   Peer peer;
   peer.task = task;
   peer.host = host;
-  peer.watched = task == tree_.parent(self_);
+  peer.watched = false;
+  peer.slot = static_cast<int>(peers_.size());
   peer.fd = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!peer.fd) throw SystemError("socket (the node link)", errno);
   set_nodelay(peer.fd.get());
@@ -131,61 +170,122 @@ void NodeLink::dial(int task, const std::string& host, const std::string& addres
       throw SystemError(fmt::format("connect to {} hyrun at {}:{} (the node link)", whose, address, port), errno);
     peer.connecting = true;
   }
+  peer.out_armed = true;  // the connect's end, then the hello
+  watch(peer.fd.get(), static_cast<std::uint64_t>(peer.slot), EPOLLIN | EPOLLOUT);
   // A fresh nonce per connection: the session's key derives from it (link_seal.hpp).
   const std::string nonce = new_link_nonce();
-  writer_->add(task, peer.fd.get(), peer.connecting, LinkSeal(token_, self_, nonce, LinkSeal::Direction::kToRoot),
-               peer.watched);
-  writer_->send_hello(task, format_link(LinkHello{self_, nonce, link_hello_proof(token_, self_, task, nonce)}));
+  // Heartbeats only to the parent (dial() sets watched after this returns).
+  writer_->add(peer.slot, peer.fd.get(), peer.connecting, LinkSeal(token_, self_, nonce, LinkSeal::Direction::kToRoot),
+               task == tree_.parent(self_));
+  writer_->send_hello(peer.slot,
+                      format_link(LinkHello{self_, nonce, link_hello_proof(token_, self_, task, nonce, purpose)}));
   peer.seal.emplace(token_, self_, nonce, LinkSeal::Direction::kFromRoot);
   peers_.push_back(std::move(peer));
+  return peers_.size() - 1;
 }
 
 NodeLink::Peer* NodeLink::find_peer(int task) {
   if (task >= 0 && static_cast<std::size_t>(task) < peers_.size() &&
-      peers_[static_cast<std::size_t>(task)].task == task)
+      peers_[static_cast<std::size_t>(task)].task == task &&
+      peers_[static_cast<std::size_t>(task)].direct == Peer::Direct::kNo)
     return &peers_[static_cast<std::size_t>(task)];
   for (auto& p : peers_)
-    if (p.task == task) return &p;
+    if (p.task == task && p.direct == Peer::Direct::kNo) return &p;
   return nullptr;
 }
 
+NodeLink::Peer* NodeLink::find_direct(int task, Peer::Direct which) {
+  const auto it = direct_.find({task, which});
+  if (it == direct_.end()) return nullptr;
+  Peer& p = peers_[it->second];
+  return p.fd && !p.gone ? &p : nullptr;
+}
+
+bool NodeLink::ask(int task, const std::string& body) {
+  if (root_ || task <= 0 || task == self_ || task >= tree_.tasks() || lost_) return false;
+  Peer* peer = find_direct(task, Peer::Direct::kOut);
+  if (!peer) {
+    const auto endpoint = locate_ ? locate_(task) : std::nullopt;
+    if (!endpoint) return false;
+    try {
+      const std::size_t slot = open_connection(task, "", endpoint->address, endpoint->port, LinkPurpose::kDirectModex);
+      peers_[slot].direct = Peer::Direct::kOut;
+      direct_[{task, Peer::Direct::kOut}] = slot;
+      peer = &peers_[slot];
+    } catch (const Error& e) {
+      spdlog::debug("node link: no connection of its own to task {}: {}", task, e.what());
+      return false;
+    }
+  }
+  send(*peer, body);
+  return true;
+}
+
+bool NodeLink::reply(int task, const std::string& body) {
+  Peer* peer = find_direct(task, Peer::Direct::kIn);
+  if (!peer) return false;
+  send(*peer, body);
+  return true;
+}
+
 void NodeLink::add_poll_fds(std::vector<pollfd>& fds) {
-  if (listener_ && Clock::now() >= accept_paused_until_) fds.push_back({listener_.get(), POLLIN, 0});
-  for (const auto& p : peers_)
-    if (p.fd && !p.gone)
-      fds.push_back(
-          {p.fd.get(), static_cast<short>(POLLIN | (p.connecting || writer_->wants_out(p.task) ? POLLOUT : 0)), 0});
-  for (const auto& p : unidentified_)
-    if (p.fd && !p.gone) fds.push_back({p.fd.get(), POLLIN, 0});
+  if (listener_) {
+    const bool accepting = Clock::now() >= accept_paused_until_;
+    if (accepting && !listener_watched_) watch(listener_.get(), kListenerKey, EPOLLIN);
+    if (!accepting && listener_watched_) ::epoll_ctl(poller_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
+    listener_watched_ = accepting;
+  }
+  settle_writability();
+  fds.push_back({poller_.get(), POLLIN, 0});
+}
+
+void NodeLink::settle_writability() {
+  const std::vector<int> wanting = writer_->wanting_out();
+  for (auto& p : peers_) {
+    if (!p.fd || p.gone) continue;
+    const bool out = p.connecting || std::binary_search(wanting.begin(), wanting.end(), p.slot);
+    if (out == p.out_armed) continue;
+    rewatch(p.fd.get(), static_cast<std::uint64_t>(p.slot), out ? EPOLLIN | EPOLLOUT : EPOLLIN);
+    p.out_armed = out;
+  }
 }
 
 bool NodeLink::on_poll(const pollfd& p) {
-  if (listener_ && p.fd == listener_.get()) {
-    accept_all();
-    return true;
-  }
-  for (auto* list : {&peers_, &unidentified_})
-    for (auto& peer : *list) {
-      if (!peer.fd || peer.fd.get() != p.fd || peer.gone) continue;
-      if (peer.connecting && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
-        int error = 0;
-        socklen_t length = sizeof error;
-        ::getsockopt(peer.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
-        if (error != 0) {
-          lose(peer, fmt::format("cannot connect: {}", std::strerror(error)));
-          return true;
-        }
-        peer.connecting = false;
-        peer.heard = Clock::now();
-        writer_->connected(peer.task);
-      }
-      if (p.revents & POLLOUT) writer_->flush(peer.task);
-      if (!peer.gone && (p.revents & (POLLIN | POLLHUP | POLLERR))) on_readable(peer);
-      if (list == &unidentified_)  // identified peers moved out; closed ones are dropped
-        std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
-      return true;
+  if (p.fd != poller_.get()) return false;
+  std::array<epoll_event, kMaxEvents> events;
+  const int n = ::epoll_wait(poller_.get(), events.data(), kMaxEvents, 0);
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t key = events[static_cast<std::size_t>(i)].data.u64;
+    // EPOLLIN, EPOLLOUT, EPOLLERR and EPOLLHUP are poll's bits.
+    const auto revents = static_cast<short>(events[static_cast<std::size_t>(i)].events);
+    if (key == kListenerKey) {
+      if (listener_watched_) accept_all();
+    } else if (key & kUnidentifiedKey) {
+      const int fd = static_cast<int>(key & ~kUnidentifiedKey);
+      const auto it = std::find_if(unidentified_.begin(), unidentified_.end(),
+                                   [fd](const Peer& q) { return q.fd && q.fd.get() == fd && !q.gone; });
+      if (it != unidentified_.end()) on_ready(*it, revents);
+      // Identified peers moved out; closed ones are dropped.
+      std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
+    } else if (key < peers_.size() && peers_[key].fd && !peers_[key].gone) {
+      on_ready(peers_[key], revents);
     }
-  return false;
+  }
+  return true;
+}
+
+void NodeLink::on_ready(Peer& peer, short revents) {
+  if (peer.connecting && (revents & (POLLOUT | POLLERR | POLLHUP))) {
+    int error = 0;
+    socklen_t length = sizeof error;
+    ::getsockopt(peer.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error != 0) return lose(peer, fmt::format("cannot connect: {}", std::strerror(error)));
+    peer.connecting = false;
+    peer.heard = Clock::now();
+    writer_->connected(peer.slot);
+  }
+  if (revents & POLLOUT) writer_->flush(peer.slot);
+  if (!peer.gone && (revents & (POLLIN | POLLHUP | POLLERR))) on_readable(peer);
 }
 
 void NodeLink::accept_all() {
@@ -205,6 +305,7 @@ void NodeLink::accept_all() {
     set_nodelay(fd.get());
     if (unidentified_.size() >= max_unidentified_) make_room();
     Peer peer;
+    watch(fd.get(), kUnidentifiedKey | static_cast<std::uint64_t>(fd.get()), EPOLLIN);
     peer.fd = std::move(fd);
     peer.heard = Clock::now();
     unidentified_.push_back(std::move(peer));
@@ -219,6 +320,7 @@ void NodeLink::make_room() {
   if (unidentified_.size() < max_unidentified_) return;
   // The oldest, not the newest: connections held open by someone else must not keep a
   // node that connects later out (its hello is read before the next one is closed).
+  close_quietly(unidentified_.front());
   unidentified_.erase(unidentified_.begin());
   refusals_.warn(
       fmt::format("node link: {} connections were waiting for their hello, the most allowed: the oldest "
@@ -269,36 +371,61 @@ void NodeLink::on_readable(Peer& peer) {
   }
 }
 
-void NodeLink::on_line(Peer& peer, const std::string& line) {
-  if (peer.task < 0) {  // root: the first line of an accepted connection is the hello
-    const auto hello = parse_link<LinkHello>(line);
-    const int task = hello ? hello->task : -1;
-    Peer* expected = hello && task != self_ ? find_peer(task) : nullptr;
-    if (!expected || !equal_in_constant_time(hello->proof, link_hello_proof(token_, task, self_, hello->nonce))) {
-      refusals_.warn("node link: a connection that is not a hyrun of this job was refused");
-      return close_quietly(peer);
-    }
-    Peer& slot = *expected;
-    if (slot.fd || slot.gone) {
-      refusals_.warn(fmt::format("node link: a second connection for task {} was refused", task));
-      return close_quietly(peer);
-    }
-    slot.fd = std::move(peer.fd);
-    slot.heard = Clock::now();
-    slot.seal.emplace(token_, task, hello->nonce, LinkSeal::Direction::kToRoot);
-    writer_->add(task, slot.fd.get(), false, LinkSeal(token_, task, hello->nonce, LinkSeal::Direction::kFromRoot),
-                 slot.watched);
-    slot.in = std::move(peer.in);
-    peer.gone = true;
-    spdlog::debug("node link: the hyrun of task {} on {} connected", task, slot.host);
-    // What came with the hello (a short job's bye) counts now: its EOF may be next.
-    for (auto nl = slot.in.find('\n'); nl != std::string::npos && !slot.gone; nl = slot.in.find('\n')) {
-      const std::string next = slot.in.substr(0, nl);
-      slot.in.erase(0, nl + 1);
-      on_line(slot, next);
-    }
-    return;
+void NodeLink::take_hello(Peer& peer, const std::string& line) {
+  const auto hello = parse_link<LinkHello>(line);
+  const int task = hello ? hello->task : -1;
+  const bool of_job = hello && task >= 0 && task < tree_.tasks() && task != self_;
+  // A tree connection (the root's every node, a parent's children), or a node's direct modex
+  // connection (to any node but the root): the proof says which, so neither opens the other.
+  const bool tree_peer =
+      of_job && equal_in_constant_time(hello->proof, link_hello_proof(token_, task, self_, hello->nonce));
+  const bool direct = of_job && !root_ && !tree_peer && task != 0 &&
+                      equal_in_constant_time(
+                          hello->proof, link_hello_proof(token_, task, self_, hello->nonce, LinkPurpose::kDirectModex));
+  Peer* place = tree_peer ? find_peer(task) : nullptr;
+  if (tree_peer && !root_ && (!place || tree_.parent(task) != self_)) place = nullptr;  // not a child of this node
+  if (!place && !direct) {
+    refusals_.warn("node link: a connection that is not a hyrun of this job was refused");
+    return close_quietly(peer);
   }
+  if (direct) place = add_direct_in(task);
+  if (!place || place->fd || place->gone) {
+    refusals_.warn(fmt::format("node link: a second connection for task {} was refused", task));
+    return close_quietly(peer);
+  }
+  Peer& slot = *place;
+  slot.fd = std::move(peer.fd);
+  rewatch(slot.fd.get(), static_cast<std::uint64_t>(slot.slot), EPOLLIN);
+  slot.heard = Clock::now();
+  slot.seal.emplace(token_, task, hello->nonce, LinkSeal::Direction::kToRoot);
+  writer_->add(slot.slot, slot.fd.get(), false, LinkSeal(token_, task, hello->nonce, LinkSeal::Direction::kFromRoot),
+               slot.watched);
+  slot.in = std::move(peer.in);
+  peer.gone = true;
+  spdlog::debug("node link: the hyrun of task {} on {} connected{}", task, slot.host,
+                direct ? " (its direct modex)" : "");
+  // What came with the hello (a short job's bye) counts now: its EOF may be next.
+  for (auto nl = slot.in.find('\n'); nl != std::string::npos && !slot.gone; nl = slot.in.find('\n')) {
+    const std::string next = slot.in.substr(0, nl);
+    slot.in.erase(0, nl + 1);
+    on_line(slot, next);
+  }
+}
+
+NodeLink::Peer* NodeLink::add_direct_in(int task) {
+  if (find_direct(task, Peer::Direct::kIn)) return nullptr;  // one a node
+  Peer& p = peers_.emplace_back();
+  p.task = task;
+  p.slot = static_cast<int>(peers_.size() - 1);
+  p.watched = false;
+  p.direct = Peer::Direct::kIn;
+  if (static_cast<std::size_t>(task) < hosts_.size()) p.host = hosts_[static_cast<std::size_t>(task)];
+  direct_[{task, Peer::Direct::kIn}] = peers_.size() - 1;
+  return &p;
+}
+
+void NodeLink::on_line(Peer& peer, const std::string& line) {
+  if (peer.task < 0) return take_hello(peer, line);  // the first line of an accepted connection
   // After the hello, only sealed lines: one made up, changed or replayed by someone who can
   // write into the connection is the end of the link, as a cut would be.
   const auto opened = peer.seal->open(line);
@@ -310,6 +437,7 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
     return lose(peer,
                 fmt::format("it sent a line of a kind that the node link's protocol ({}) does not have ('{:.40}')",
                             kLinkHello, body));
+  if (peer.direct != Peer::Direct::kNo) return on_direct_line(peer, *kind, body);
   if (take_own(peer, *kind, body)) return;
   // Between two nodes of the tree (neither the root) only the link's own lines travel.
   const bool to_or_from_root = root_ || peer.task == 0;
@@ -319,13 +447,23 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
   lose(peer, fmt::format("it sent '{:.40}', which is not a {} line this hyrun takes", body, link_kind_word(*kind)));
 }
 
+// ask()'s connection carries requests one way and their answers the other, nothing else.
+void NodeLink::on_direct_line(Peer& peer, LinkKind kind, const std::string& body) {
+  const bool fits = peer.direct == Peer::Direct::kIn
+                        ? kind == LinkKind::kDmodexGet
+                        : kind == LinkKind::kDmodexData || kind == LinkKind::kDmodexNone || kind == LinkKind::kMore;
+  if (const auto handler = handlers_.find(kind); fits && handler != handlers_.end() && handler->second(peer.task, body))
+    return;
+  lose(peer, fmt::format("it sent '{:.40}' on a direct modex connection", body));
+}
+
 bool NodeLink::take_own(Peer& peer, LinkKind kind, const std::string& body) {
   switch (kind) {
     case LinkKind::kAlive: return parse_link<LinkAlive>(body).has_value();
     case LinkKind::kBye:
       if (!parse_link<LinkBye>(body)) return false;
       peer.said_bye = true;
-      writer_->stop_heartbeats(peer.task);  // one that left reads no more
+      writer_->stop_heartbeats(peer.slot);  // one that left reads no more
       if (root_ || peer.task == tree_.parent(self_)) adopt_children_of(peer.task);
       return true;
     case LinkKind::kLost: {
@@ -363,7 +501,7 @@ void NodeLink::adopt_children_of(int task) {
       if (Peer* p = find_peer(child); p && !p->gone && !p->said_bye && !p->watched) {
         p->watched = true;
         p->heard = Clock::now();
-        writer_->start_heartbeats(child);
+        writer_->start_heartbeats(p->slot);
       }
     return;
   }
@@ -371,7 +509,7 @@ void NodeLink::adopt_children_of(int task) {
   if (Peer* root = find_peer(0); root && !root->gone && !root->said_bye && !root->watched) {
     root->watched = true;
     root->heard = Clock::now();
-    writer_->start_heartbeats(0);
+    writer_->start_heartbeats(root->slot);
   }
 }
 
@@ -384,19 +522,20 @@ void NodeLink::on(LinkKind kind, Handler handler) {
 void NodeLink::broadcast(std::string body) {
   const auto shared = std::make_shared<const std::string>(std::move(body));  // one copy for every peer's queue
   for (auto& peer : peers_)
-    if ((root_ || peer.task == 0) && peer.fd && !peer.gone && !peer.said_bye && !writer_->send(peer.task, shared))
+    if ((root_ || peer.task == 0) && peer.direct == Peer::Direct::kNo && peer.fd && !peer.gone && !peer.said_bye &&
+        !writer_->send(peer.slot, shared))
       peer.overflowed = true;
 }
 
 // A message the writer cannot queue is not dropped in silence: the peer is lost at the next
 // tick (not here, inside whatever is sending), and the job learns why.
 void NodeLink::send(Peer& peer, const std::string& line) {
-  if (!writer_->send(peer.task, line)) peer.overflowed = true;
+  if (!writer_->send(peer.slot, line)) peer.overflowed = true;
 }
 
 void NodeLink::send_to(int task, const std::string& body) {
   for (auto& peer : peers_)
-    if (peer.task == task && !peer.gone) return send(peer, body);
+    if (peer.task == task && !peer.gone && peer.direct == Peer::Direct::kNo) return send(peer, body);
 }
 
 NodeLink::Clock::time_point NodeLink::wake_by() const {
@@ -442,8 +581,17 @@ void NodeLink::on_tick() {
 }
 
 void NodeLink::lose(Peer& peer, const std::string& why) {
+  if (peer.direct != Peer::Direct::kNo) {
+    // Not a loss: liveness is the tree's. What this node asked there fails (the relay).
+    spdlog::debug("node link: the direct modex connection {} task {} ended: {}",
+                  peer.direct == Peer::Direct::kOut ? "to" : "from", peer.task, why);
+    close_quietly(peer);
+    if (peer.direct == Peer::Direct::kOut && on_unreachable_) on_unreachable_(peer.task);
+    return;
+  }
   peer.gone = true;
-  writer_->remove(peer.task);
+  writer_->remove(peer.slot);
+  unwatch(peer);
   peer.fd.reset();
   const Loss loss{peer.task, peer.host, why, false, 0};
   const LinkLoss line{loss.task, loss.host, why.substr(0, 100)};
@@ -473,22 +621,27 @@ bool NodeLink::report(const Loss& loss) {
   // end it too, since they may not watch the root themselves.
   if (!root_)
     for (auto& p : peers_)
-      if (p.task != 0 && p.task != loss.task && tree_.parent(p.task) == self_ && p.fd && !p.gone && !p.said_bye)
+      if (p.task != 0 && p.task != loss.task && tree_.parent(p.task) == self_ && p.direct == Peer::Direct::kNo &&
+          p.fd && !p.gone && !p.said_bye)
         send(p, format_link(LinkLoss{loss.task, loss.host, loss.why.substr(0, 100)}));
   return false;
 }
 
 void NodeLink::close_quietly(Peer& peer) {
   peer.gone = true;
-  if (peer.task >= 0) writer_->remove(peer.task);
+  if (peer.task >= 0) writer_->remove(peer.slot);
+  unwatch(peer);
   peer.fd.reset();
 }
 
 void NodeLink::say_bye() {
+  // ask()'s connections just close: their end is never a loss.
+  for (auto& p : peers_)
+    if (p.fd && !p.gone && p.direct != Peer::Direct::kNo) close_quietly(p);
   for (auto& p : peers_)
     if (p.fd && !p.gone) {
       send(p, format_link(LinkBye{}));
-      writer_->stop_heartbeats(p.task);
+      writer_->stop_heartbeats(p.slot);
     }
   // A short job may end before its connect completed or its hello left: finish them,
   // bounded, or the root would take this node's end for a loss.
@@ -496,7 +649,7 @@ void NodeLink::say_bye() {
   for (;;) {
     std::vector<pollfd> fds;
     for (const auto& p : peers_)
-      if (p.fd && !p.gone && (p.connecting || writer_->wants_out(p.task))) fds.push_back({p.fd.get(), POLLOUT, 0});
+      if (p.fd && !p.gone && (p.connecting || writer_->wants_out(p.slot))) fds.push_back({p.fd.get(), POLLOUT, 0});
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
     if (fds.empty() || ms <= 0) return;
     if (::poll(fds.data(), fds.size(), static_cast<int>(ms)) < 0 && errno != EINTR) return;
@@ -513,11 +666,11 @@ void NodeLink::finish_bye(Peer& p, short revents) {
     ::getsockopt(p.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
     if (error != 0) return close_quietly(p);  // leaving anyway: nothing to report
     p.connecting = false;
-    writer_->connected(p.task);
+    writer_->connected(p.slot);
   }
   if (revents & (POLLERR | POLLHUP)) return close_quietly(p);
-  writer_->flush(p.task);
-  if (writer_->wants_out(p.task) && !(revents & POLLOUT)) close_quietly(p);
+  writer_->flush(p.slot);
+  if (writer_->wants_out(p.slot) && !(revents & POLLOUT)) close_quietly(p);
 }
 
 void NodeLink::service() {

@@ -367,6 +367,27 @@ else:
 PY
   done
   ;;
+dmodex-direct)  # direct modex between two nodes goes straight from the asker to the holder, not through the root
+  : "${PMIX_CLIENT:?set by CTest}"
+  # 4 simulated nodes with a rank each; each puts 1 MiB, fences without collecting data, and
+  # reads every rank's value, each byte checked: 3 direct modex a node, 12 in all.
+  size=1048576
+  run_job 90 "$HYRUN" -n 4 --bootstrap=none -- "$HYRUN" -n 1 --fences link --timings -- "$PMIX_CLIENT" put-dmodex $size
+  expect_rc 0
+  for r in 0 1 2 3; do expect_stdout "^pmix-bare-client: rank $r read every rank's $size bytes$"; done
+  python3 - "$ERR" "$size" <<'PY' && pass "the root sent and received only its own rank's data and the data it asked for" \
+    || { fail "the root carried other nodes' data"; show_output; }
+import re, sys
+err, size = open(sys.argv[1]).read(), int(sys.argv[2])
+cost = re.compile(r"timings on \S+ \(task (\d) of 4\), ms: .*; node link bytes sent (\d+), received (\d+); ", re.M)
+nodes = {int(m[0]): (int(m[1]), int(m[2])) for m in cost.findall(err)}
+assert sorted(nodes) == [0, 1, 2, 3], nodes
+# Every node sends its rank's 1 MiB, as hex, to each of the 3 others, and receives theirs:
+# 3 x 2 MiB each way and some lines. Through the root, it would carry 6 more each way.
+for task, (sent, received) in nodes.items():
+    assert 3 * 2 * size <= sent < 4 * 2 * size and 3 * 2 * size <= received < 4 * 2 * size, (task, nodes)
+PY
+  ;;
 link-tree)  # the node link as a tree (--tree-width): a job's data over it, and a stopped node named by the root
   : "${PMIX_KEYS_CLIENT:?set by CTest}"
   # Width 1: a chain of 4 simulated nodes, three levels below the root; the fence over the link.

@@ -5,6 +5,8 @@
 //   pmix-bare-client put BYTES: then puts BYTES random bytes (seeded by its rank) under one
 //   key, commits, fences with the data collected, and reads every rank's value back, checking
 //   its size and every byte. Exit 4 when a value is wrong, 5 when a call fails.
+//   pmix-bare-client put-dmodex BYTES: the same with a fence that collects no data, so that
+//   each value of another node's rank is got by direct modex; a last fence before it ends.
 #include <pmix.h>
 
 #include <cstdio>
@@ -34,7 +36,7 @@ int fail(const char* what, pmix_status_t rc) {
 }
 
 // Every rank's value of kKey, read back and compared byte by byte.
-int put_and_read_back(const pmix_proc_t& me, std::size_t size) {
+int put_and_read_back(const pmix_proc_t& me, std::size_t size, bool collect_data) {
   std::vector<char> mine = bytes_of_rank(me.rank, size);
   pmix_value_t value;
   PMIX_VALUE_CONSTRUCT(&value);
@@ -44,8 +46,7 @@ int put_and_read_back(const pmix_proc_t& me, std::size_t size) {
   if (const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, kKey, &value); rc != PMIX_SUCCESS) return fail("PMIx_Put", rc);
   if (const pmix_status_t rc = PMIx_Commit(); rc != PMIX_SUCCESS) return fail("PMIx_Commit", rc);
   pmix_info_t collect;
-  bool yes = true;
-  PMIX_INFO_LOAD(&collect, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+  PMIX_INFO_LOAD(&collect, PMIX_COLLECT_DATA, &collect_data, PMIX_BOOL);
   pmix_proc_t all;
   PMIX_LOAD_PROCID(&all, me.nspace, PMIX_RANK_WILDCARD);
   if (const pmix_status_t rc = PMIx_Fence(&all, 1, &collect, 1); rc != PMIX_SUCCESS) return fail("PMIx_Fence", rc);
@@ -71,6 +72,10 @@ int put_and_read_back(const pmix_proc_t& me, std::size_t size) {
     PMIX_VALUE_RELEASE(got);
   }
   if (wrong) return 4;
+  // As MPI_Finalize does: no node's server (nor its ranks' data) goes before every rank has read.
+  if (!collect_data)
+    if (const pmix_status_t rc = PMIx_Fence(&all, 1, nullptr, 0); rc != PMIX_SUCCESS)
+      return fail("the last PMIx_Fence", rc);
   std::printf("pmix-bare-client: rank %u read every rank's %zu bytes\n", me.rank, size);
   std::fflush(stdout);
   return 0;
@@ -79,9 +84,10 @@ int put_and_read_back(const pmix_proc_t& me, std::size_t size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool put = argc == 3 && std::string(argv[1]) == "put";
+  const std::string mode = argc == 3 ? argv[1] : "";
+  const bool put = mode == "put" || mode == "put-dmodex";
   if (argc != 1 && !put) {
-    std::printf("usage: pmix-bare-client [put BYTES]\n");
+    std::printf("usage: pmix-bare-client [put|put-dmodex BYTES]\n");
     return 2;
   }
   pmix_proc_t me;
@@ -93,7 +99,7 @@ int main(int argc, char** argv) {
   my_rank = me.rank;
   std::printf("pmix-bare-client: admitted as %s rank %u\n", me.nspace, me.rank);
   std::fflush(stdout);
-  const int code = put ? put_and_read_back(me, std::strtoull(argv[2], nullptr, 10)) : 0;
+  const int code = put ? put_and_read_back(me, std::strtoull(argv[2], nullptr, 10), mode == "put") : 0;
   PMIx_Finalize(nullptr, 0);
   return code;
 }

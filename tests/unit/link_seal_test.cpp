@@ -69,6 +69,9 @@ TEST(LinkSeal, TheHelloProofHoldsForItsTokenTaskAndNonceOnly) {
   EXPECT_EQ(proof, link_hello_proof(kToken, 2, 0, nonce));
   EXPECT_NE(proof, link_hello_proof(kToken, 3, 0, nonce));
   EXPECT_NE(proof, link_hello_proof(kToken, 2, 1, nonce));  // the same hello to another hyrun
+  EXPECT_NE(proof, link_hello_proof(kToken, 2, 0, nonce, LinkPurpose::kDirectModex));  // for another purpose
+  EXPECT_EQ(link_hello_proof(kToken, 2, 3, nonce, LinkPurpose::kDirectModex),
+            link_hello_proof(kToken, 2, 3, nonce, LinkPurpose::kDirectModex));
   EXPECT_NE(proof, link_hello_proof(kToken, 2, 0, new_link_nonce()));
   EXPECT_NE(proof, link_hello_proof("ffffffffffffffffffffffffffffffff", 2, 0, nonce));
 }

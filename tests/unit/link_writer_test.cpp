@@ -135,9 +135,11 @@ TEST(LinkWriter, AConnectingPeerGetsItsQueuedLinesOnceConnected) {
   writer.add(0, pair.ours.get(), true, sealer());
   writer.send_hello(0, "hello");
   EXPECT_TRUE(writer.wants_out(0));
+  EXPECT_EQ(writer.wanting_out(), std::vector<int>{0});
   EXPECT_EQ(read_for(pair.theirs.get(), std::chrono::milliseconds(50)), "");
   writer.connected(0);
   EXPECT_FALSE(writer.wants_out(0));
+  EXPECT_TRUE(writer.wanting_out().empty());
   EXPECT_EQ(read_for(pair.theirs.get(), std::chrono::milliseconds(100)), "hello\n");
 }
 

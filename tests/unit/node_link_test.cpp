@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -463,6 +464,47 @@ TEST(NodeLink, EveryNodeOfALargeJobLinksThoughAllConnectAtOnceAndTheirHellosAreL
       std::count_if(nodes.begin(), nodes.end(), [](const UniqueFd& f) { return ended_by_peer(f.get()); });
   EXPECT_EQ(closed, 0) << "nodes of the job closed before their hello was read";
   EXPECT_FALSE(root_loss) << root_loss->host << ": " << root_loss->why;
+}
+
+// The root holds a connection to every node: its loop polls one descriptor for them all (an
+// epoll set), so that a wake costs what is ready, not the job's size; a line from each node,
+// and the root's broadcast to each, still arrive.
+TEST(NodeLink, TheRootPollsOneDescriptorForEveryNodeAndHearsEach) {
+  constexpr int kNodes = 41;
+  std::vector<std::string> hosts;
+  for (int t = 0; t < kNodes; ++t) hosts.push_back(fmt::format("n{}", t + 1));
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect(hosts, 0, kToken);
+  root.on_loss([](const NodeLink::Loss&) { return false; });
+  std::vector<int> from_nodes;
+  root.on(LinkKind::kDmodexNone, [&](int task, std::string_view body) {
+    const auto none = parse_link<LinkDmodexNone>(body);
+    return none && none->id == static_cast<std::uint64_t>(task) && (from_nodes.push_back(task), true);
+  });
+  std::vector<NodeLink> nodes;
+  std::vector<int> to_nodes;
+  for (int t = 1; t < kNodes; ++t) {
+    nodes.push_back(NodeLink::connect("127.0.0.1", root.port(), t, hosts[0], kToken, kLimit));
+    nodes.back().on(LinkKind::kDmodexNone, [&to_nodes, t](int from, std::string_view body) {
+      const auto none = parse_link<LinkDmodexNone>(body);
+      return none && from == 0 && none->id == 99 && (to_nodes.push_back(t), true);
+    });
+    nodes.back().send_to(0, format_link(LinkDmodexNone{static_cast<std::uint64_t>(t)}));  // goes once connected
+  }
+  std::vector<NodeLink*> all{&root};
+  for (auto& n : nodes) all.push_back(&n);
+  ASSERT_TRUE(pump(all, [&] { return from_nodes.size() == kNodes - 1; }));
+  std::vector<pollfd> fds;
+  root.add_poll_fds(fds);
+  EXPECT_EQ(fds.size(), 1U) << "descriptors the root's loop polls with " << kNodes - 1 << " nodes linked";
+  root.broadcast(format_link(LinkDmodexNone{99}));
+  ASSERT_TRUE(pump(all, [&] { return to_nodes.size() == kNodes - 1; }));
+  std::sort(from_nodes.begin(), from_nodes.end());
+  std::sort(to_nodes.begin(), to_nodes.end());
+  std::vector<int> every(kNodes - 1);
+  std::iota(every.begin(), every.end(), 1);
+  EXPECT_EQ(from_nodes, every);
+  EXPECT_EQ(to_nodes, every);
 }
 
 // The kernel's longest backlog (SOMAXCONN), as ss reports it for the root's port: every node

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "hyrun/common/error.hpp"
 #include "hyrun/link/link_tree.hpp"
 #include "hyrun/link/node_link.hpp"
@@ -123,15 +125,19 @@ class Tree {
   std::vector<Seen> seen;  // every loss any node here reported, with who reported it
 
  private:
-  // Listens where the task has children; then its slots, its dials.
+  // Every node listens, as hyrun's do (for its children, and for direct modex); then its
+  // slots, its dials.
   NodeLink make(int task) {
-    NodeLink link =
-        tree_.children(task).empty() ? NodeLink::unlistened(task, kToken, tree_, kLimit) : NodeLink::listen(kLimit);
-    if (!tree_.children(task).empty()) ports_[task] = link.port();
+    NodeLink link = NodeLink::listen(kLimit);
+    ports_[task] = link.port();
     return link;
   }
   void connect(NodeLink& link, int task) {
-    if (!tree_.children(task).empty()) link.expect(kHosts, task, kToken, tree_);
+    link.expect(kHosts, task, kToken, tree_);
+    link.locate_with([this](int t) {
+      const auto it = ports_.find(t);
+      return it == ports_.end() ? std::nullopt : std::optional(NodeLink::Endpoint{"127.0.0.1", it->second});
+    });
     if (task == 0) return;
     link.dial(0, kHosts[0], "127.0.0.1", ports_.at(0));
     if (const int parent = tree_.parent(task); parent > 0)
@@ -154,7 +160,7 @@ class Tree {
     if (pid == 0) {
       ::close(fds[0]);
       NodeLink link = make(task);
-      const int port = tree_.children(task).empty() ? 0 : link.port();
+      const int port = link.port();
       (void)!::write(fds[1], &port, sizeof port);
       connect(link, task);
       link.on_loss([](const NodeLink::Loss&) { return true; });
@@ -285,6 +291,71 @@ TEST(NodeLinkTree, ATreeConnectionCarriesNoRelayLines) {
                 "the hyrun of task 1, its tree parent, lost it: it sent 'fence 1 6162', which is not a fence line"),
             std::string::npos)
       << by_root->loss.why;
+}
+
+// Direct modex between two nodes that are not the root: task 3 asks its sibling 4 and task 2
+// (of the root's other subtree) on connections of its own, and each answers back on it. No
+// line of it passes the root or task 3's parent.
+TEST(NodeLinkTree, ADirectModexGoesStraightToTheHolderAndItsAnswerComesBackOnTheAskersConnection) {
+  Tree tree({}, false);
+  std::vector<std::string> elsewhere;
+  for (const int t : {0, 1})
+    for (const LinkKind kind : {LinkKind::kDmodexGet, LinkKind::kDmodexData, LinkKind::kDmodexNone})
+      tree.at(t).on(kind, [&elsewhere, t](int from, std::string_view body) {
+        elsewhere.push_back(fmt::format("task {} from {}: {}", t, from, body));
+        return true;
+      });
+  std::map<int, std::vector<std::uint64_t>> asked;  // by holder: the ids it was asked
+  for (const int holder : {2, 4})
+    tree.at(holder).on(LinkKind::kDmodexGet, [&tree, &asked, holder](int from, std::string_view body) {
+      const auto get = parse_link<LinkDmodexGet>(body);
+      if (!get || from != 3) return false;
+      asked[holder].push_back(get->id);
+      return tree.at(holder).reply(from, format_link(LinkDmodexNone{get->id + 100}));
+    });
+  std::vector<std::pair<int, std::uint64_t>> answers;
+  tree.at(3).on(LinkKind::kDmodexNone, [&answers](int from, std::string_view body) {
+    const auto none = parse_link<LinkDmodexNone>(body);
+    return none && (answers.emplace_back(from, none->id), true);
+  });
+  tree.run_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(tree.at(3).ask(4, format_link(LinkDmodexGet{1, 8})));
+  ASSERT_TRUE(tree.at(3).ask(2, format_link(LinkDmodexGet{2, 4})));
+  ASSERT_TRUE(tree.at(3).ask(4, format_link(LinkDmodexGet{3, 9})));  // on the same connection
+  EXPECT_FALSE(tree.at(3).ask(0, format_link(LinkDmodexGet{4, 0}))) << "the root is asked on its own connection";
+  ASSERT_TRUE(tree.run([&] { return answers.size() == 3; }));
+  tree.run_for(std::chrono::milliseconds(200));
+  std::sort(answers.begin(), answers.end());
+  EXPECT_EQ(answers, (std::vector<std::pair<int, std::uint64_t>>{{2, 102}, {4, 101}, {4, 103}}));
+  EXPECT_EQ(asked[4], (std::vector<std::uint64_t>{1, 3}));
+  EXPECT_EQ(asked[2], std::vector<std::uint64_t>{2});
+  EXPECT_TRUE(elsewhere.empty()) << elsewhere.front();
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+}
+
+// A direct modex connection is not watched: its end (the holder left, or it took a line that
+// is not direct modex) is no loss, and the asker hears that the holder is unreachable.
+TEST(NodeLinkTree, TheEndOfADirectModexConnectionIsNoLossAndTheAskerHearsOfIt) {
+  Tree tree({}, false);
+  std::vector<int> unreachable;
+  tree.at(3).on_unreachable([&unreachable](int task) { unreachable.push_back(task); });
+  tree.at(2).on(LinkKind::kDmodexGet, [](int, std::string_view) { return true; });
+  tree.at(4).on(LinkKind::kDmodexGet, [](int, std::string_view) { return true; });
+  tree.run_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(tree.at(3).ask(2, format_link(LinkDmodexGet{1, 4})));
+  ASSERT_TRUE(tree.at(3).ask(4, format_link(LinkDmodexGet{2, 8})));
+  tree.run_for(std::chrono::milliseconds(200));
+  tree.at(2).say_bye();  // task 2 ends: its direct modex connections close, its tree ones say bye
+  tree.drop(2);
+  ASSERT_TRUE(tree.run([&] { return unreachable.size() == 1; }));
+  EXPECT_EQ(unreachable, std::vector<int>{2});
+  ASSERT_TRUE(tree.at(3).ask(4, format_link(LinkFencePart{1, "ab"})));  // not direct modex: task 4 closes
+  ASSERT_TRUE(tree.run([&] { return unreachable.size() == 2; }));
+  EXPECT_EQ(unreachable, (std::vector<int>{2, 4}));
+  tree.run_for(std::chrono::milliseconds(1500));  // past the silence limit
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
 }
 
 }  // namespace

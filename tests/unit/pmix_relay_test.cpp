@@ -62,6 +62,19 @@ class Job {
           [this, t](std::uint32_t rank, std::uint64_t id) { serves_.emplace_back(t, rank, id); }, max_bytes));
   }
   PmixRelay& node(int t) { return *relays_.at(static_cast<std::size_t>(t)); }
+  // Direct modex straight between the nodes that are not the root (NodeLink::ask, reply), but
+  // to a node in `no_connection`.
+  void direct(std::set<int> no_connection = {}) {
+    no_connection_ = std::move(no_connection);
+    for (int t = 1; t < static_cast<int>(relays_.size()); ++t) {
+      const auto straight = [this, t](int to, const std::string& body) {
+        if (no_connection_.contains(to) || no_connection_.contains(t)) return false;
+        lines_.emplace_back(t, to, body);
+        return true;
+      };
+      node(t).direct_through(straight, straight);
+    }
+  }
   // Node t's ranks join the next fence with `bytes` random bytes; what completes it.
   Outcome join(int t, std::size_t bytes) {
     auto [pending, outcome] = request(random_bytes(random_, bytes));
@@ -76,6 +89,32 @@ class Job {
     lines_.pop_front();
     ++lines_sent;
     return node(to).handle(from, body);
+  }
+
+  // Delivers the last line queued, ahead of the others; false when there is none or it was refused.
+  bool deliver_last() {
+    if (lines_.empty()) return false;
+    const auto [from, to, body] = lines_.back();
+    lines_.pop_back();
+    return node(to).handle(from, body);
+  }
+  // Drops the lines queued between tasks a and b (their connection ended).
+  void cut(int a, int b) {
+    std::erase_if(lines_, [a, b](const auto& line) {
+      const auto& [from, to, body] = line;
+      return (from == a && to == b) || (from == b && to == a);
+    });
+  }
+
+  // Hands the servers' answers asked for so far to their relays; true.
+  bool deliver_serves() {
+    while (!serves_.empty()) {
+      const auto [t, rank, id] = serves_.front();
+      serves_.pop_front();
+      const auto it = committed.find(rank);
+      node(t).local_data(id, it != committed.end(), it != committed.end() ? it->second : "");
+    }
+    return true;
   }
 
   // Delivers every line (and the servers' answers) until none is left; returns false when a
@@ -95,6 +134,7 @@ class Job {
       ++lines_sent;
       longest_line = std::max(longest_line, body.size());
       if (body.starts_with("more ")) ++pieces_sent;
+      if (from == 0 || to == 0) root_lines.push_back(body);
       if (!node(to).handle(from, body)) return false;
     }
     return true;
@@ -104,6 +144,7 @@ class Job {
   std::vector<std::pair<int, std::uint32_t>> served;  // (task whose server was asked, rank)
   int lines_sent = 0;
   int pieces_sent = 0;
+  std::vector<std::string> root_lines;  // to or from the root
   std::size_t longest_line = 0;
 
  private:
@@ -112,6 +153,7 @@ class Job {
   std::vector<std::unique_ptr<PmixRelay>> relays_;
   std::deque<std::tuple<int, int, std::string>> lines_;
   std::deque<std::tuple<int, std::uint32_t, std::uint64_t>> serves_;
+  std::set<int> no_connection_;
 };
 
 // Every node joins the job's next fence with parts[t], in `order`, and every line is
@@ -193,6 +235,103 @@ TEST(PmixRelay, DirectModexIsServedByTheNodeThatHoldsTheRankThroughTheRoot) {
     EXPECT_TRUE((*outcomes[i])->first);
     EXPECT_EQ((*outcomes[i])->second, job.committed[asks[i].second]) << "request " << i;
   }
+}
+
+// With direct modex straight between nodes, a node asks the holder itself and the answer
+// comes back the same way: no line of it passes the root; the root's ranks are still asked of
+// the root, and the root asks as before.
+TEST(PmixRelay, DirectModexBetweenTwoNodesGoesStraightToTheHolderNotThroughTheRoot) {
+  std::mt19937 random(13);
+  Job job(4, 2);
+  job.direct();
+  for (std::uint32_t rank = 0; rank < 8; ++rank) job.committed[rank] = random_bytes(random, 40000 + rank);
+  const std::vector<std::pair<int, std::uint32_t>> between{{1, 5}, {3, 2}, {2, 7}, {1, 6}};
+  std::vector<Outcome> outcomes;
+  for (const auto& [t, rank] : between) {
+    auto [pending, outcome] = request();
+    outcomes.push_back(outcome);
+    job.node(t).direct_modex(rank, pending);
+  }
+  ASSERT_TRUE(job.deliver());
+  EXPECT_TRUE(job.root_lines.empty()) << job.root_lines.front().substr(0, 40);
+  for (std::size_t i = 0; i < between.size(); ++i) {
+    ASSERT_TRUE(*outcomes[i]) << "request " << i;
+    EXPECT_TRUE((*outcomes[i])->first);
+    EXPECT_EQ((*outcomes[i])->second, job.committed[between[i].second]) << "request " << i;
+  }
+  const std::vector<std::pair<int, std::uint32_t>> with_root{{2, 1}, {0, 4}};
+  outcomes.clear();
+  for (const auto& [t, rank] : with_root) {
+    auto [pending, outcome] = request();
+    outcomes.push_back(outcome);
+    job.node(t).direct_modex(rank, pending);
+  }
+  ASSERT_TRUE(job.deliver());
+  EXPECT_FALSE(job.root_lines.empty());
+  for (std::size_t i = 0; i < with_root.size(); ++i) {
+    ASSERT_TRUE(*outcomes[i]) << "request " << i;
+    EXPECT_EQ((*outcomes[i])->second, job.committed[with_root[i].second]) << "request " << i;
+  }
+}
+
+// A node without a connection of its own to the holder asks through the root, as before.
+TEST(PmixRelay, WithoutAConnectionToTheHolderADirectModexGoesThroughTheRoot) {
+  Job job(3, 1);
+  job.direct({2});
+  job.committed[2] = "two";
+  auto [pending, outcome] = request();
+  job.node(1).direct_modex(2, pending);
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*outcome);
+  EXPECT_EQ((*outcome)->second, "two");
+  EXPECT_FALSE(job.root_lines.empty());
+}
+
+// Only the node asked answers: an answer from another node, or from the root for a request
+// that went straight, is refused; once the holder's connection ends, what was asked there
+// fails at once, and what was asked elsewhere does not.
+TEST(PmixRelay, OnlyTheNodeAskedAnswersAndItsConnectionsEndFailsWhatWasAskedThere) {
+  Job job(4, 1);
+  job.direct();
+  job.committed[3] = "three";
+  auto [to_2, to_2_done] = request();
+  auto [to_3, to_3_done] = request();
+  job.node(1).direct_modex(2, to_2);  // id 0, straight to node 2
+  job.node(1).direct_modex(3, to_3);  // id 1, straight to node 3
+  EXPECT_FALSE(job.node(1).handle(3, "dmodex-none 0")) << "node 3 was not asked";
+  EXPECT_FALSE(job.node(1).handle(0, "dmodex-none 0")) << "the root was not asked";
+  job.cut(1, 2);
+  job.node(1).unreachable(2);
+  ASSERT_TRUE(*to_2_done);
+  EXPECT_FALSE((*to_2_done)->first);
+  EXPECT_FALSE(*to_3_done);
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*to_3_done);
+  EXPECT_EQ((*to_3_done)->second, "three");
+}
+
+// A node's requests straight to this one come on their own connection, beside the one its
+// answers' pieces come on: a request between an answer's pieces is taken, and the answer
+// arrives whole.
+TEST(PmixRelay, ARequestStraightFromANodeBetweenItsAnswersPiecesIsTaken) {
+  std::mt19937 random(17);
+  Job job(3, 1);
+  job.direct();
+  job.committed[2] = random_bytes(random, 3 * kLinkPieceBytes + 7);
+  job.committed[1] = random_bytes(random, 99);
+  auto [pending, outcome] = request();
+  job.node(1).direct_modex(2, pending);
+  ASSERT_TRUE(job.deliver_one());  // node 2 is asked
+  ASSERT_TRUE(job.deliver_serves());
+  ASSERT_TRUE(job.deliver_one());  // the answer's first piece reaches node 1
+  auto [back, back_done] = request();
+  job.node(2).direct_modex(1, back);  // node 2 asks for node 1's rank meanwhile
+  ASSERT_TRUE(job.deliver_last()) << "a request between the pieces of an answer from the same node";
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*outcome);
+  EXPECT_TRUE((*outcome)->second == job.committed[2]) << "the answer in pieces differs";
+  ASSERT_TRUE(*back_done);
+  EXPECT_EQ((*back_done)->second, job.committed[1]);
 }
 
 // Tasks of 2, 3 and 1 ranks (ranks 0-1, 2-4, 5): every rank's data comes from its own

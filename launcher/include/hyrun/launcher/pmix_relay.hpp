@@ -14,10 +14,13 @@
 //    outer launcher's PMIx fence instead: each node hands in its part ("p" and the part, or
 //    "f" and why it is too large), and every node completes (or fails) its fence from every
 //    node's part, with no line on the link.
-//  - Direct modex: a client wants the data of a rank of another node. The request goes to
-//    the root ("dmodex-get <id> <rank>"), which asks the node that holds the rank (or its
-//    own server); that node's server answers once the rank has committed, and the answer
-//    goes back the same way ("dmodex-data <id> <hex>", or "dmodex-none <id>").
+//  - Direct modex: a client wants the data of a rank of another node. The request
+//    ("dmodex-get <id> <rank>") goes straight to the node that holds the rank, on a
+//    connection of the asking node's own (direct_through(): NodeLink::ask), or, where there is
+//    none (the root asks, the root holds the rank, the holder cannot be reached), to the
+//    root, which asks the holder (or its own server). The holder's server answers once the
+//    rank has committed, and the answer goes back the way the request came ("dmodex-data
+//    <id> <hex>", or "dmodex-none <id>"). So the root carries no other nodes' data.
 //
 // Contract: what a line carries is checked (a known fence or request, a rank of the job,
 // hex) before it is used; a line that fails is the end of the link (handle() returns false).
@@ -67,6 +70,15 @@ class PmixRelay final : public CrossNodeRequests {
 
   void fence(std::shared_ptr<pmix::PendingRequest> fence) override;
   void direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRequest> request) override;
+
+  /// Direct modex between two nodes that are not the root (a node's side): `ask` sends a
+  /// request straight to the holder (NodeLink::ask), `reply` an answer back on the asker's
+  /// connection (NodeLink::reply); false: there is no such connection (the request goes
+  /// through the root, the answer is dropped: its asker is gone).
+  using Direct = std::function<bool(int task, const std::string& body)>;
+  void direct_through(Direct ask, Direct reply);
+  /// The connection that `ask` opened to `task` ended: what this node asked there fails.
+  void unreachable(int task);
   void local_data(std::uint64_t id, bool ok, std::string data) override;
 
   /// A line's body from `from_task` on the link; false when it is not exactly one of the
@@ -101,6 +113,16 @@ class PmixRelay final : public CrossNodeRequests {
   struct Routed {  // root: a direct modex it passed on, and whom to answer
     int task;
     std::uint64_t id;
+    int holder;  // who may answer
+  };
+  struct Asked {  // this node's direct modex
+    std::shared_ptr<pmix::PendingRequest> request;
+    int via;  // who may answer: the holder, or the root
+  };
+  struct Serving {     // a request this node's server answers
+    int to;            // the asker (the root, or a node straight), or this node
+    std::uint64_t id;  // the asker's id
+    std::uint32_t rank;
   };
   bool usable(const std::shared_ptr<pmix::PendingRequest>& request);
   void complete_fences();
@@ -120,10 +142,11 @@ class PmixRelay final : public CrossNodeRequests {
   void send_pieces(int task, const std::vector<std::string>& bodies);
   // Root: a direct modex of `rank` asked by `task` as its `id`.
   void route(int task, std::uint64_t id, std::uint32_t rank);
-  // Any node: serve `rank`'s data for the root's request `id`.
-  void serve(std::uint64_t id, std::uint32_t rank);
-  // An answer to the request `id` of this node (requester) or of the root's routing table.
-  bool answer(std::uint64_t id, std::optional<std::string> data);
+  // Any node: serve `rank`'s data for `to`'s request `id`.
+  void serve(int to, std::uint64_t id, std::uint32_t rank);
+  // An answer from `from` to the request `id` of this node (requester) or of the root's
+  // routing table; false when `from` is not who was asked.
+  bool answer(int from, std::uint64_t id, std::optional<std::string> data);
   // The task that holds `rank` (a rank of the job: checked before).
   int holder_of(std::uint32_t rank) const { return layout_.task_of(static_cast<int>(rank)); }
   bool in_job(std::uint32_t rank) const { return rank < static_cast<std::uint32_t>(layout_.world_size()); }
@@ -146,9 +169,11 @@ class PmixRelay final : public CrossNodeRequests {
   std::set<std::uint64_t> failed_;
   std::map<int, std::string> pieces_;  // each task's pieces of its next numbered-bytes line
   std::uint64_t next_id_ = 0;          // this node's requests (and, on the root, routed ones)
-  std::map<std::uint64_t, std::shared_ptr<pmix::PendingRequest>> asked_;      // this node's direct modex
-  std::map<std::uint64_t, Routed> routed_;                                    // root
-  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint32_t>> serving_;  // serve id -> (the root's id, rank)
+  Direct ask_;
+  Direct reply_;
+  std::map<std::uint64_t, Asked> asked_;
+  std::map<std::uint64_t, Routed> routed_;    // root
+  std::map<std::uint64_t, Serving> serving_;  // by the id given to this node's server
 };
 
 }  // namespace hyrun

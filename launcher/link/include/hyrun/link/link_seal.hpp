@@ -22,9 +22,14 @@ namespace hyrun {
 /// 32 hex digits from the kernel's CSPRNG: a node's nonce for one connection.
 std::string new_link_nonce();
 /// What a node sends to prove that it holds the job token: hex HMAC-SHA256(token,
-/// "hyrun-link v5 <task> to <to> <nonce>"). Bound to the hyrun it connects to (the root, or
-/// its parent in the tree), so a hello seen on one connection opens no other.
-std::string link_hello_proof(const std::string& token, int task, int to, std::string_view nonce);
+/// "hyrun-link v5 <task> to <to> <nonce>", or "... to <to> direct-modex <nonce>"). Bound to
+/// the hyrun it connects to (the root, its parent in the tree, or a node it asks for direct
+/// modex) and to what for, so a hello seen on one connection opens no other.
+/// What a connection is for, proved with it: the root's or the tree's, or direct modex
+/// (node_link.hpp), so that a hello of one kind never opens the other.
+enum class LinkPurpose { kTree, kDirectModex };
+std::string link_hello_proof(const std::string& token, int task, int to, std::string_view nonce,
+                             LinkPurpose purpose = LinkPurpose::kTree);
 
 /// One direction of one connection: seals what it sends, or opens what it receives.
 class LinkSeal {

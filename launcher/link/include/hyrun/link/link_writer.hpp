@@ -14,9 +14,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "hyrun/link/link_seal.hpp"
 
@@ -58,6 +60,9 @@ class LinkWriter {
   void flush(int task);
   /// Whether `task` waits for its socket to be writable (connecting, or bytes queued).
   bool wants_out(int task) const;
+  /// Every task that wants_out() now, in order: one look for the main loop's poll, however
+  /// many peers there are.
+  std::vector<int> wanting_out() const;
   /// No more heartbeats to `task` (it said bye, or we did).
   void stop_heartbeats(int task);
   /// Heartbeats to `task` from now (it watches this hyrun now: link_tree.hpp).
@@ -87,12 +92,15 @@ class LinkWriter {
   void run(std::chrono::milliseconds heartbeat);
   static void flush_locked(Out& out);
   static void check_connected_locked(Out& out);
+  // Keeps wanting_ true to `task`'s queue and connect after a change to them.
+  void settle_locked(int task, const Out& out);
 
   const std::size_t max_queued_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
   std::map<int, Out> peers_;
+  std::set<int> wanting_;                 // the peers that wants_out()
   std::uint64_t written_by_removed_ = 0;  // bytes_sent() of peers removed
   std::thread thread_;
 };

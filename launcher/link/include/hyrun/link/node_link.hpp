@@ -19,12 +19,22 @@
 // root from then on, as they are once their parent said bye. A node that ends the job for
 // the root's loss (or the root's word) tells its children, so the loss of the root reaches
 // every node along the tree.
+// The root holds a connection to every node, so the link's sockets sit in an epoll set of its
+// own and the main loop polls one descriptor for them all: a wake of the root costs what is
+// ready, not the number of nodes.
+// Direct modex between two nodes that are not the root goes straight from the node that asks
+// to the node that holds the rank, not through the root: ask() opens a connection of its own
+// to that node on first use (every node listens), and the holder's reply() goes back on it.
+// Such a connection carries direct modex only; it is not watched (the tree judges liveness),
+// and its closing is no loss: the asker's open requests to that node fail (on_unreachable).
 // Its lines are the kinds of link_message.hpp: the link takes alive, bye and lost itself;
 // another protocol carried on the root's connections (the PMIx relay: fences and direct
 // modex) registers a handler for each kind of its own (on()). A line of a kind that no one
 // takes, or of no kind of the protocol's version, ends the link. Wire format:
 // docs/architecture.md.
 #include <chrono>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -96,6 +106,24 @@ class NodeLink : public PollParticipant {
                              std::size_t max_queued = LinkWriter::kMaxQueuedBytes);
 
   void on_loss(LossHandler handler) { on_loss_ = std::move(handler); }
+
+  /// Where a task's hyrun listens (an address this node reaches it at, and the port).
+  struct Endpoint {
+    std::string address;
+    int port = 0;
+  };
+  /// Finds where `task` listens (nullopt: it does not), for ask().
+  using Locate = std::function<std::optional<Endpoint>(int task)>;
+  void locate_with(Locate locate) { locate_ = std::move(locate); }
+  /// Called when the connection that ask() opened to `task` closed or could not connect.
+  void on_unreachable(std::function<void(int task)> handler) { on_unreachable_ = std::move(handler); }
+  /// A node that is not the root: sends `body` (a direct modex request) on this node's own
+  /// connection to `task`, another node that is not the root, connecting on first use.
+  /// False when there is none and none can be had (no locate_with, no endpoint, lost).
+  bool ask(int task, const std::string& body);
+  /// Sends `body` (an answer) back on the connection that `task` opened with ask(); false
+  /// when it is gone.
+  bool reply(int task, const std::string& body);
   /// Takes the lines of `kind` (a kind the link does not take itself: not alive, bye or
   /// lost; Error otherwise): called with the sending task and the line's body; returns false
   /// for a body that is not exactly its kind's (then the line ends the link).
@@ -139,12 +167,15 @@ class NodeLink : public PollParticipant {
   struct Peer {
     UniqueFd fd;
     int task = -1;  // -1: accepted, hello not read yet
+    int slot = 0;   // identified: its index in peers_ (its key in the epoll set and the writer)
     std::string host;
     bool connecting = false;  // our non-blocking connect is in progress
     bool said_bye = false;
-    bool gone = false;          // lost, or closed after its bye
-    bool overflowed = false;    // its queue passed the writer's bound: lost at the next tick
-    bool watched = true;        // parent or child in the tree: heartbeats, and its silence is a loss
+    bool gone = false;        // lost, or closed after its bye
+    bool overflowed = false;  // its queue passed the writer's bound: lost at the next tick
+    bool watched = true;      // parent or child in the tree: heartbeats, and its silence is a loss
+    bool out_armed = false;   // its socket's writability is in the epoll set
+    enum class Direct { kNo, kOut, kIn } direct = Direct::kNo;  // ask()'s connection, ours or the peer's
     Clock::time_point heard{};  // identified: the last bytes read; unidentified: accepted
     std::string in;
     std::optional<LinkSeal> seal;  // identified: opens the lines it sends
@@ -159,6 +190,7 @@ class NodeLink : public PollParticipant {
   /// The kinds the link takes itself (alive, bye, lost from the root); false: not one of
   /// those, or not exactly its kind.
   bool take_own(Peer& peer, LinkKind kind, const std::string& body);
+  void on_direct_line(Peer& peer, LinkKind kind, const std::string& body);
   void send(Peer& peer, const std::string& line);
   /// say_bye's end for one peer whose socket polled `revents`.
   void finish_bye(Peer& peer, short revents);
@@ -177,8 +209,27 @@ class NodeLink : public PollParticipant {
   /// children (at the root), or this node watches the root (at the child; also while it
   /// awaits the root's word on a parent it lost).
   void adopt_children_of(int task);
+  /// The root's, the parent's or a child's connection to `task` (not ask()'s).
   Peer* find_peer(int task);
+  Peer* find_direct(int task, Peer::Direct which);
+  /// Accepts a hello from a task that is none of this node's tree peers: ask()'s connection.
+  /// An accepted connection's first line: a hello of the job's, for a tree place or ask().
+  void take_hello(Peer& peer, const std::string& line);
+  /// A place for ask()'s connection from `task`; null when it has one already.
+  Peer* add_direct_in(int task);
+  /// Opens a connection to `task` at `address`:`port`; returns its index in peers_.
+  std::size_t open_connection(int task, const std::string& host, const std::string& address, int port,
+                              LinkPurpose purpose);
+
   void close_quietly(Peer& peer);
+  // The epoll set (key: a task, an unidentified peer's descriptor, or the listener).
+  void watch(int fd, std::uint64_t key, std::uint32_t events);
+  void rewatch(int fd, std::uint64_t key, std::uint32_t events);
+  void unwatch(const Peer& peer);
+  /// Arms or disarms each peer's writability to what it waits for (connect, queued bytes).
+  void settle_writability();
+  /// Handles one socket's readiness (the poll's bits) for `peer`.
+  void on_ready(Peer& peer, short revents);
 
   bool root_ = false;
   int self_ = 0;
@@ -187,15 +238,23 @@ class NodeLink : public PollParticipant {
   int port_ = 0;
   std::string token_;
   UniqueFd listener_;
-  std::vector<Peer>
-      peers_;  // root: one per task, at its index (fd empty until hello); others: the root, the parent, children
-  std::vector<Peer> unidentified_;                   // root: accepted, hello not read yet
-  std::size_t max_unidentified_ = kMaxUnidentified;  // root: see expect()
+  UniqueFd poller_;                // epoll: every socket of the link
+  bool listener_watched_ = false;  // in the epoll set (not while accepting is paused)
+  // Root: one per task, at its index (fd empty until hello); others: the root, the parent,
+  // children, and ask()'s connections. A deque: a handler may add one while another is in use.
+  // The epoll set's key of an identified peer is its index here.
+  std::deque<Peer> peers_;
+  std::map<std::pair<int, Peer::Direct>, std::size_t> direct_;  // ask()'s connections: their index
+  std::vector<Peer> unidentified_;                              // root: accepted, hello not read yet
+  std::size_t max_unidentified_ = kMaxUnidentified;             // root: see expect()
   std::chrono::milliseconds silence_limit_;
   std::uint64_t received_ = 0;
   Clock::time_point connect_deadline_{};
   LossHandler on_loss_;
+  Locate locate_;
+  std::function<void(int task)> on_unreachable_;
   std::map<LinkKind, Handler> handlers_;
+  std::vector<std::string> hosts_;           // each task's host (expect())
   Clock::time_point accept_paused_until_{};  // out of descriptors: the listener is not polled until then
   // What someone outside the job can provoke is logged bounded.
   WarningLimiter refusals_{"refused or closed connections on the node link"};
