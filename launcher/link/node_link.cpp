@@ -174,9 +174,10 @@ std::size_t NodeLink::open_connection(int task, const std::string& host, const s
   watch(peer.fd.get(), static_cast<std::uint64_t>(peer.slot), EPOLLIN | EPOLLOUT);
   // A fresh nonce per connection: the session's key derives from it (link_seal.hpp).
   const std::string nonce = new_link_nonce();
-  // Heartbeats only to the parent (dial() sets watched after this returns).
+  // Heartbeats only to the parent, on the tree's connection (dial() sets watched after this
+  // returns): a direct modex connection to it carries none.
   writer_->add(peer.slot, peer.fd.get(), peer.connecting, LinkSeal(token_, self_, nonce, LinkSeal::Direction::kToRoot),
-               task == tree_.parent(self_));
+               purpose == LinkPurpose::kTree && task == tree_.parent(self_));
   writer_->send_hello(peer.slot,
                       format_link(LinkHello{self_, nonce, link_hello_proof(token_, self_, task, nonce, purpose)}));
   peer.seal.emplace(token_, self_, nonce, LinkSeal::Direction::kFromRoot);

@@ -371,12 +371,15 @@ dmodex-direct)  # direct modex between two nodes goes straight from the asker to
   : "${PMIX_CLIENT:?set by CTest}"
   # 4 simulated nodes with a rank each; each puts 1 MiB, fences without collecting data, and
   # reads every rank's value, each byte checked: 3 direct modex a node, 12 in all.
+  # Width 32 (the star) and 1 (a chain: each node also asks its parent and its child).
   size=1048576
-  run_job 90 "$HYRUN" -n 4 --bootstrap=none -- "$HYRUN" -n 1 --fences link --timings -- "$PMIX_CLIENT" put-dmodex $size
+  for width in 32 1; do
+  run_job 90 "$HYRUN" -n 4 --bootstrap=none -- "$HYRUN" -n 1 --fences link --tree-width $width --timings -- \
+    "$PMIX_CLIENT" put-dmodex $size
   expect_rc 0
   for r in 0 1 2 3; do expect_stdout "^pmix-bare-client: rank $r read every rank's $size bytes$"; done
-  python3 - "$ERR" "$size" <<'PY' && pass "the root sent and received only its own rank's data and the data it asked for" \
-    || { fail "the root carried other nodes' data"; show_output; }
+  python3 - "$ERR" "$size" <<'PY' && pass "width $width: the root sent and received only its own rank's data and the data it asked for" \
+    || { fail "width $width: the root carried other nodes' data"; show_output; }
 import re, sys
 err, size = open(sys.argv[1]).read(), int(sys.argv[2])
 cost = re.compile(r"timings on \S+ \(task (\d) of 4\), ms: .*; node link bytes sent (\d+), received (\d+); ", re.M)
@@ -387,6 +390,7 @@ assert sorted(nodes) == [0, 1, 2, 3], nodes
 for task, (sent, received) in nodes.items():
     assert 3 * 2 * size <= sent < 4 * 2 * size and 3 * 2 * size <= received < 4 * 2 * size, (task, nodes)
 PY
+  done
   ;;
 link-tree)  # the node link as a tree (--tree-width): a job's data over it, and a stopped node named by the root
   : "${PMIX_KEYS_CLIENT:?set by CTest}"
@@ -424,6 +428,25 @@ simulated-128-nodes|simulated-128-nodes-link)  # a hybrid job of 128 simulated n
   oks=0
   for r in $(seq 0 127); do grep -qx "pmix-keys: rank $r of 128: ok" "$OUT" && oks=$((oks + 1)); done
   [ "$oks" = 128 ] && pass "128 of 128 ranks read every key" || { fail "$oks of 128 ranks read every key"; show_output; }
+  ;;
+simulated-64-nodes-dmodex)  # direct modex over 64 simulated nodes: two levels of the tree, each node asks every other
+  # Each rank puts 64 KiB and reads every rank's by direct modex: tasks 33-63 ask their parent,
+  # task 1, too, on connections of their own (which must carry no heartbeat). The root sends
+  # what any node sends: its own rank's data to 63 nodes, as hex.
+  : "${PMIX_CLIENT:?set by CTest}"
+  size=65536
+  run_job 110 "$HYRUN" -n 64 --bootstrap=none -- "$HYRUN" -n 1 --bootstrap=none --fences link --timings -- \
+    "$PMIX_CLIENT" put-dmodex $size
+  expect_rc 0
+  reads=$(grep -c "^pmix-bare-client: rank [0-9]* read every rank's $size bytes$" "$OUT" || true)
+  [ "$reads" = 64 ] && pass "64 of 64 ranks read every rank's $size bytes" || { fail "$reads of 64 ranks read every value"; show_output; }
+  sent=$(grep -E "timings on \S+ \(task 0 of 64\)" "$ERR" | grep -oE "node link bytes sent [0-9]+" | awk '{print $NF}')
+  own=$((63 * 2 * size))
+  if [ -n "$sent" ] && [ "$sent" -ge "$own" ] && [ "$sent" -lt $((own * 5 / 4)) ]; then
+    pass "the root sent $sent bytes: its own rank's data to each node, nothing of others'"
+  else
+    fail "the root sent '${sent}' bytes; its own rank's data to 63 nodes is $own"; show_output
+  fi
   ;;
 *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac

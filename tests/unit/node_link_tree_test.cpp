@@ -293,20 +293,22 @@ TEST(NodeLinkTree, ATreeConnectionCarriesNoRelayLines) {
       << by_root->loss.why;
 }
 
-// Direct modex between two nodes that are not the root: task 3 asks its sibling 4 and task 2
-// (of the root's other subtree) on connections of its own, and each answers back on it. No
-// line of it passes the root or task 3's parent.
+// Direct modex between two nodes that are not the root: task 3 asks its sibling 4, task 2
+// (of the root's other subtree) and its own parent, task 1, on connections of its own, and
+// each answers back on it. No line of it passes the root, and the connections stay open
+// (no heartbeat goes on them, not even to the parent).
 TEST(NodeLinkTree, ADirectModexGoesStraightToTheHolderAndItsAnswerComesBackOnTheAskersConnection) {
   Tree tree({}, false);
   std::vector<std::string> elsewhere;
-  for (const int t : {0, 1})
-    for (const LinkKind kind : {LinkKind::kDmodexGet, LinkKind::kDmodexData, LinkKind::kDmodexNone})
-      tree.at(t).on(kind, [&elsewhere, t](int from, std::string_view body) {
-        elsewhere.push_back(fmt::format("task {} from {}: {}", t, from, body));
-        return true;
-      });
+  for (const LinkKind kind : {LinkKind::kDmodexGet, LinkKind::kDmodexData, LinkKind::kDmodexNone})
+    tree.at(0).on(kind, [&elsewhere](int from, std::string_view body) {
+      elsewhere.push_back(fmt::format("the root from {}: {}", from, body));
+      return true;
+    });
+  std::vector<int> unreachable;
+  tree.at(3).on_unreachable([&unreachable](int task) { unreachable.push_back(task); });
   std::map<int, std::vector<std::uint64_t>> asked;  // by holder: the ids it was asked
-  for (const int holder : {2, 4})
+  for (const int holder : {1, 2, 4})
     tree.at(holder).on(LinkKind::kDmodexGet, [&tree, &asked, holder](int from, std::string_view body) {
       const auto get = parse_link<LinkDmodexGet>(body);
       if (!get || from != 3) return false;
@@ -322,13 +324,18 @@ TEST(NodeLinkTree, ADirectModexGoesStraightToTheHolderAndItsAnswerComesBackOnThe
   ASSERT_TRUE(tree.at(3).ask(4, format_link(LinkDmodexGet{1, 8})));
   ASSERT_TRUE(tree.at(3).ask(2, format_link(LinkDmodexGet{2, 4})));
   ASSERT_TRUE(tree.at(3).ask(4, format_link(LinkDmodexGet{3, 9})));  // on the same connection
+  ASSERT_TRUE(tree.at(3).ask(1, format_link(LinkDmodexGet{5, 2})));  // the parent
   EXPECT_FALSE(tree.at(3).ask(0, format_link(LinkDmodexGet{4, 0}))) << "the root is asked on its own connection";
-  ASSERT_TRUE(tree.run([&] { return answers.size() == 3; }));
-  tree.run_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(tree.run([&] { return answers.size() == 4; }));
+  tree.run_for(std::chrono::milliseconds(1500));  // heartbeats go every 200 ms: none on these connections
+  ASSERT_TRUE(tree.at(3).ask(1, format_link(LinkDmodexGet{6, 3})));
+  ASSERT_TRUE(tree.run([&] { return answers.size() == 5; }));
   std::sort(answers.begin(), answers.end());
-  EXPECT_EQ(answers, (std::vector<std::pair<int, std::uint64_t>>{{2, 102}, {4, 101}, {4, 103}}));
+  EXPECT_EQ(answers, (std::vector<std::pair<int, std::uint64_t>>{{1, 105}, {1, 106}, {2, 102}, {4, 101}, {4, 103}}));
   EXPECT_EQ(asked[4], (std::vector<std::uint64_t>{1, 3}));
   EXPECT_EQ(asked[2], std::vector<std::uint64_t>{2});
+  EXPECT_EQ(asked[1], (std::vector<std::uint64_t>{5, 6}));
+  EXPECT_TRUE(unreachable.empty()) << "a direct modex connection of task 3's ended, to task " << unreachable.front();
   EXPECT_TRUE(elsewhere.empty()) << elsewhere.front();
   for (const auto& s : tree.seen)
     ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
