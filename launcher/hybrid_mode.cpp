@@ -1,6 +1,7 @@
 #include "hyrun/launcher/hybrid_mode.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "hyrun/launcher/root_exchange.hpp"
 #include "hyrun/process/adopted_orphans.hpp"
 #include "hyrun/process/job_events.hpp"
+#include "hyrun/process/wait_status.hpp"
 
 namespace hyrun {
 namespace {
@@ -215,22 +217,30 @@ std::string server_uri_names() {
 
 }  // namespace
 
-std::optional<pmix::ClientProcess> connect_pmix_for(const LaunchOptions& options) {
+std::optional<pmix::ClientProcess> connect_pmix_for(const LaunchOptions& options, const SignalEvents& signals) {
   if (options.mode == LaunchMode::kLocal) return std::nullopt;
   // A PMIx server gives its clients PMIX_NAMESPACE; without it PMIx_Init can only fail,
   // after ~40 ms of looking for a system server, which local launches need not pay.
   const char* announced = std::getenv("PMIX_NAMESPACE");
   std::optional<pmix::ClientProcess> client;
   try {
-    if (announced != nullptr || options.mode == LaunchMode::kPmix) client = pmix::ClientProcess::connect();
+    if (announced != nullptr || options.mode == LaunchMode::kPmix)
+      client = pmix::ClientProcess::connect(options.bootstrap_timeout,
+                                            [&signals] { return signals.pending_stop().has_value(); });
+  } catch (const pmix::ClientProcess::Stopped&) {
+    const int sig = signals.pending_stop().value_or(SIGTERM);
+    throw Error(
+        fmt::format("received {} while hyrun connected to the PMIx server; nothing was started", signal_name(sig)),
+        128 + sig);
   } catch (const Error& e) {
     if (announced == nullptr) throw;
     // The environment names a server that does not take hyrun: most often one left from an
     // ended job or step (a shell inside an allocation, a script that saved its environment).
-    throw Error(fmt::format("{}: hyrun's environment names a PMIx server (PMIX_NAMESPACE={}{}) that did not take it "
+    throw Error(fmt::format("{}{}: hyrun's environment names a PMIx server (PMIX_NAMESPACE={}{}) that did not take it "
                             "as a client; if those PMIX_* variables are left from an ended job, unset them, or pass "
                             "--mode=local to run on this machine alone",
-                            e.what(), announced, server_uri_names()),
+                            e.what(), e.exit_code() == exit_code::kTimeout ? " (--bootstrap-timeout)" : "", announced,
+                            server_uri_names()),
                 e.exit_code());
   }
   if (client) return client;

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   try {
     hyrun::init_logging("hyrun", options.log_level);
     auto signals = hyrun::prepare_launcher_process();
-    if (auto pmix = hyrun::connect_pmix_for(options)) return hyrun::run_hybrid(options, signals, *pmix);
+    if (auto pmix = hyrun::connect_pmix_for(options, signals)) return hyrun::run_hybrid(options, signals, *pmix);
     return hyrun::run_local(options, signals);
   } catch (const hyrun::Error& e) {
     hyrun::job_event_line(e.what());

@@ -35,8 +35,7 @@ using nlohmann::json;
 constexpr std::size_t kMaxMessage = 4 << 20;
 // Beyond a call's own limit (which the helper enforces), how long hyrun waits for its reply.
 constexpr auto kReplySlack = std::chrono::seconds(10);
-// PMIx_Init, and the end of the helper (PMIx_Finalize).
-constexpr auto kInitLimit = std::chrono::seconds(60);
+// The end of the helper (PMIx_Finalize).
 constexpr auto kEndLimit = std::chrono::seconds(5);
 
 void send_message(int fd, const json& message) {
@@ -234,7 +233,8 @@ void clear_pmix_environment() {
 
 }  // namespace
 
-std::optional<ClientProcess> ClientProcess::connect() {
+std::optional<ClientProcess> ClientProcess::connect(std::chrono::milliseconds init_limit,
+                                                    const std::function<bool()>& stop) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
     throw SystemError("hyrun's PMIx client helper: socketpair", errno);
@@ -251,7 +251,15 @@ std::optional<ClientProcess> ClientProcess::connect() {
   ClientProcess process;
   process.socket_ = std::move(ours);
   process.pid_ = pid;
-  const auto info = receive_message(process.socket_.get(), Clock::now() + kInitLimit);
+  bool stopped = false;
+  std::optional<json> info;
+  try {
+    info = receive_message(process.socket_.get(), Clock::now() + init_limit, stop, &stopped);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(fmt::format("hyrun's PMIx client helper: PMIx_Init did not complete within {:g} s",
+                                   std::chrono::duration<double>(init_limit).count()));
+  }
+  if (stopped) throw Stopped("hyrun was asked to end while its PMIx client helper connected (PMIx_Init)");
   if (!info) throw Error(fmt::format("hyrun's PMIx client helper (pid {}) ended before it connected", pid));
   if (info->contains("error"))
     throw Error(info->at("error").get<std::string>(), info->value("exit_code", exit_code::kLauncherError));

@@ -476,6 +476,38 @@ stale-pmix-environment)  # PMIX_* variables of an ended job: the message names t
   expect_stderr "PMIx_Init failed: .*names a PMIx server \(PMIX_NAMESPACE=ended\.job\.7\)"
   run_job 30 env PMIX_NAMESPACE=ended.job.7 "$HYRUN" -n 1 --mode=local --bootstrap=none -- /bin/true
   expect_rc 0
+  # A server that takes the connection and never answers the handshake: hyrun's own
+  # PMIx_Init is bounded by --bootstrap-timeout (the start's one limit), not by a limit of
+  # its own that the option cannot raise.
+  reserve_port
+  python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8); open(sys.argv[2] + "/silent-up", "w").close()
+held = []
+for i in range(8):
+    held.append(s.accept()[0]); open(sys.argv[2] + "/silent-took." + str(i), "w").close()
+time.sleep(120)' "$PORT" "$WORK" &
+  silent=$!
+  for _ in $(seq 100); do [ -e "$WORK/silent-up" ] && break; sleep 0.1; done
+  silent_env=(env PMIX_NAMESPACE=silent.job.7 "PMIX_SERVER_URI41=pmix-server.99999;tcp4://127.0.0.1:$PORT"
+    "PMIX_SERVER_URI4=pmix-server.99999;tcp4://127.0.0.1:$PORT" PMIX_RANK=0)
+  run_job 30 "${silent_env[@]}" "$HYRUN" -n 1 --bootstrap=none --bootstrap-timeout 2 -- /bin/true
+  expect_rc 124
+  expect_stderr "PMIx_Init did not complete within 2 s \(--bootstrap-timeout\).*names a PMIx server \(PMIX_NAMESPACE=silent\.job\.7"
+  # A signal while that PMIx_Init waits ends hyrun at once (it is blocked into a signalfd by then).
+  # The connection the server takes next is this hyrun's: its helper connects after hyrun
+  # blocked the signals, so the SIGTERM below comes while PMIx_Init waits.
+  took=$(find "$WORK" -maxdepth 1 -name 'silent-took.*' | wc -l)
+  "${silent_env[@]}" "$HYRUN" -n 1 --bootstrap=none -- /bin/true 2>"$WORK/err.term" &
+  hy=$!
+  for _ in $(seq 300); do [ -e "$WORK/silent-took.$took" ] && break; sleep 0.1; done
+  [ -e "$WORK/silent-took.$took" ] || fail "hyrun's PMIx client helper never connected to the silent server"
+  kill -TERM "$hy"
+  wait "$hy"; rc=$?
+  kill "$silent" 2>/dev/null; wait "$silent" 2>/dev/null
+  [ "$rc" -eq 143 ] && pass "SIGTERM during PMIx_Init: exit code 143" || fail "SIGTERM during PMIx_Init: exit code $rc"
+  grep -q "received SIGTERM while hyrun connected to the PMIx server; nothing was started" "$WORK/err.term" \
+    && pass "SIGTERM during PMIx_Init is said" || { fail "SIGTERM during PMIx_Init is not said"; cat "$WORK/err.term"; }
   ;;
 usage)
   run_job 10 "$HYRUN" -- /bin/true

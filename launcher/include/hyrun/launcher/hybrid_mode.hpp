@@ -13,8 +13,9 @@ namespace hyrun {
 
 /// The PMIx connection for --mode: nullopt means local mode. Throws UsageError for
 /// --mode=pmix without a server, and for a multi-task srun step without a PMIx server
-/// (which would otherwise run one independent local job per task).
-std::optional<pmix::ClientProcess> connect_pmix_for(const LaunchOptions& options);
+/// (which would otherwise run one independent local job per task). hyrun's own PMIx_Init
+/// is bounded by --bootstrap-timeout and ends with 128 + signal when one asks hyrun to end.
+std::optional<pmix::ClientProcess> connect_pmix_for(const LaunchOptions& options, const SignalEvents& signals);
 
 /// Runs this node's part of the job; returns the job's exit code. On a rank failure it
 /// stops the local ranks and aborts the whole PMIx job so that other nodes stop too.

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "hyrun/common/error.hpp"
 #include "hyrun/common/unique_fd.hpp"
 #include "hyrun/pmix/client_api.hpp"
 
@@ -31,9 +32,16 @@ namespace hyrun::pmix {
 
 class ClientProcess final : public ClientApi {
  public:
-  /// Starts the helper and connects it (PMIx_Init). nullopt when no PMIx server started
-  /// this process (as pmix::Client::connect). Throws hyrun::Error on any other failure.
-  static std::optional<ClientProcess> connect();
+  /// Starts the helper and connects it (PMIx_Init), waiting at most `init_limit` (hyrun's
+  /// --bootstrap-timeout: on a machine that starts hundreds of nodes at once the server may
+  /// take its time) and looking at `stop` every 20 ms. nullopt when no PMIx server started
+  /// this process (as pmix::Client::connect). Throws TimeoutError past the limit, Stopped
+  /// when `stop` said so, hyrun::Error on any other failure.
+  static std::optional<ClientProcess> connect(std::chrono::milliseconds init_limit, const std::function<bool()>& stop);
+  /// connect() gave up because `stop` said so (a signal asked hyrun to end).
+  struct Stopped : Error {
+    using Error::Error;
+  };
 
   ~ClientProcess() override;  ///< ends the helper: PMIx_Finalize there, bounded
   ClientProcess(ClientProcess&& other) noexcept = default;
