@@ -555,9 +555,21 @@ NodeLink::Clock::time_point NodeLink::wake_by() const {
   return t;
 }
 
+// A peer past its limit may have sent in time while this hyrun was away from its loop (busy,
+// or starved of CPU on a loaded machine): what waits in its socket is taken first, so that this
+// hyrun's own lateness is never the peer's silence.
+void NodeLink::take_what_waits(Peer& peer) {
+  pollfd p{peer.fd.get(), static_cast<short>(POLLIN | (peer.connecting ? POLLOUT : 0)), 0};
+  if (::poll(&p, 1, 0) > 0) on_ready(peer, p.revents);
+}
+
 void NodeLink::on_tick() {
   const auto now = Clock::now();
-  for (auto& p : peers_) {
+  // By index: what a peer's lines do may add peers (a deque keeps references, not iterators).
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    Peer& p = peers_[i];
+    if (p.fd && !p.gone && !p.overflowed && (p.watched || p.connecting) && now - p.heard >= silence_limit_)
+      take_what_waits(p);
     if (!p.gone && p.overflowed) {
       lose(p, fmt::format("it took none of the {} MiB queued for it on the node link: its hyrun reads nothing",
                           writer_->max_queued() >> 20));
@@ -568,14 +580,17 @@ void NodeLink::on_tick() {
       lose(p, fmt::format("it did not connect within {} of the fence",
                           seconds_text(std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::max<Clock::duration>(kConnectLimit, silence_limit_)))));
-    else if (p.fd && (p.watched || p.connecting) && now - p.heard >= silence_limit_)
+    else if (p.fd && (p.watched || p.connecting) && Clock::now() - p.heard >= silence_limit_)
       lose(p, p.connecting ? fmt::format("cannot connect: no answer within {}", seconds_text(silence_limit_))
                            : fmt::format("silent for {} (--node-timeout): its node is off the network or its hyrun "
                                          "is stopped",
                                          seconds_text(silence_limit_)));
   }
   for (auto& p : unidentified_)
-    if (now - p.heard >= hello_limit()) close_quietly(p);
+    if (p.fd && !p.gone && now - p.heard >= hello_limit()) {
+      take_what_waits(p);  // a hello read here moves the peer out (its fd taken)
+      if (p.fd && !p.gone) close_quietly(p);
+    }
   std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
   refusals_.flush(now);
   accept_failures_.flush(now);

@@ -85,6 +85,21 @@ void expect_dead_node_lost_as_closed(Pair& pair) {
   EXPECT_EQ(pair.root_loss->why, "connection closed");
 }
 
+// A hyrun whose loop was busy (a node reading hundreds of records on a loaded machine) must not
+// take its own lateness for the peer's silence: the peer's heartbeats (sent by its writer's
+// thread) wait in the socket, and the first tick after the pause reads them before judging.
+// The tick is called first here, before any poll: the order that lost the peer.
+TEST(NodeLink, AHyrunThatWasBusyReadsWhatItsPeerSentBeforeTakingItForSilent) {
+  Pair pair;
+  pair.run_both_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(kLimit + std::chrono::milliseconds(500));  // neither loop runs
+  pair.root.on_tick();
+  pair.node->on_tick();
+  EXPECT_FALSE(pair.root_loss) << pair.root_loss->host << ": " << pair.root_loss->why;
+  EXPECT_FALSE(pair.node_loss) << pair.node_loss->host << ": " << pair.node_loss->why;
+  expect_dead_node_lost_as_closed(pair);  // the link still works: the node's end is seen by name
+}
+
 TEST(NodeLink, ANodeThatClosesWithoutByeIsLostByName) {
   Pair pair;
   pair.run_both_for(std::chrono::milliseconds(300));
@@ -442,6 +457,27 @@ TEST(NodeLink, AtTheCapTheOldestIdleConnectionsCloseAfterTheHellosThatCameAreRea
 
 // Every node of a large job connects at once after the fence; those whose hello comes late
 // (a busy node) must not be closed for the cap on connections that wait for their hello.
+// As AHyrunThatWasBusyReads...BeforeTakingItForSilent, for a hello: a node that connected and
+// said its hello at once is not closed because the root's loop came to it after the hello limit (512 simulated nodes of
+// 4 ranks on 2 cores: nodes' connections were closed, their hellos unread, and the job failed).
+TEST(NodeLink, AHelloSentInTimeIsReadThoughTheRootComesToItLate) {
+  NodeLink root = NodeLink::listen(kLimit);
+  root.expect({"n1", "n2"}, 0, kToken);
+  std::optional<Loss> root_loss;
+  root.on_loss([&](const NodeLink::Loss& l) { return root_loss = Loss{l.host, l.why}, false; });
+  std::optional<UniqueFd> node(connect_raw(root.port()));
+  pump(
+      {&root}, [] { return false; }, std::chrono::milliseconds(100));  // accepted: its hello clock runs
+  const std::string hello = hello_for(1);
+  ASSERT_EQ(::send(node->get(), hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
+  std::this_thread::sleep_for(kLimit + std::chrono::milliseconds(200));  // past the hello limit, the loop away
+  root.on_tick();
+  EXPECT_FALSE(ended_by_peer(node->get())) << "the root closed a node whose hello waited unread";
+  node.reset();  // it was linked: its end is a loss by name
+  ASSERT_TRUE(pump({&root}, [&] { return root_loss.has_value(); }));
+  EXPECT_EQ(root_loss->host, "n2");
+}
+
 TEST(NodeLink, EveryNodeOfALargeJobLinksThoughAllConnectAtOnceAndTheirHellosAreLate) {
   constexpr int kNodes = 121;  // 120 connections at once: within the backlog hyrun had before
   std::vector<std::string> hosts;

@@ -198,6 +198,8 @@ class NodeLink : public PollParticipant {
   std::chrono::milliseconds hello_limit() const {
     return std::min<std::chrono::milliseconds>(silence_limit_, std::chrono::seconds(5));
   }
+  /// Handles what `peer`'s socket holds now (lines, a connect's end), before a limit judges it.
+  void take_what_waits(Peer& peer);
   void lose(Peer& peer, const std::string& why);
   /// Hands `loss` to the handler once a task; returns true when it was absorbed. A node that
   /// the loss ends tells its children.
