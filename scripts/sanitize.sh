@@ -35,7 +35,7 @@ for kind in "${kinds[@]}"; do
   case $kind in
   asan)
     dir=$base-asan
-    configure_and_build "$dir" address,undefined hyrun hello test-rank rogue-peer mpi-check mpich-check pmix-bare-client pmix-keys-client pmi2-client hyrun-unit-tests pmix_client_test \
+    configure_and_build "$dir" address,undefined hyrun hello test-rank rogue-peer mpi-check mpich-check pmix-bare-client pmix-keys-client pmi2-client hyrun-unit-tests pmix_client_test pmix_server_test \
       hyrun_binding_tests ep_unit_tests ep_check_support_tests ep_buffer_tests ep_ucx_tests elastic_plan_tests \
       ep_bench_report_tests elastic_runtime_tests ep_tool_main_tests
     # intercept_tls_get_addr=0: LeakSanitizer (gcc 12's, Debian 12's glibc) then scans static TLS

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <cstring>
 #include <future>
+#include <mutex>
+#include <shared_mutex>
 #include <thread>
 
 #include "hyrun/common/error.hpp"
@@ -29,41 +31,53 @@ constexpr auto kLocalWorkLimit = std::chrono::seconds(30);
 // How long the end of the job waits for libpmix's thread before it leaves without it.
 constexpr auto kFinalizeLimit = std::chrono::seconds(5);
 
-Server* server_of(void* server_object) { return static_cast<Server*>(server_object); }
-
 // Info arrays of a server whose finalize did not return: libpmix may still read them.
 std::vector<InfoArray>& abandoned_info() {
   static std::vector<InfoArray> arrays;
   return arrays;
 }
 
+// The one server of this process (server.hpp); libpmix's fence upcall carries no server object.
+// libpmix may outlive it: ~Server leaves the library running when its finalize would crash or
+// does not return, and clients still come, finalize and abort. So every upcall uses the server
+// only while it holds the gate, and ~Server takes the gate to say it is gone: no upcall then
+// touches its memory (a freed Server's queue written from libpmix's thread corrupted the heap).
+std::atomic<Server*> the_server{nullptr};
+std::shared_mutex& gate() {
+  static std::shared_mutex mutex;
+  return mutex;
+}
+
+// Posts `event` to the server if there still is one.
+void post_to_server(ClientEvent event) {
+  std::shared_lock lock(gate());
+  if (Server* server = the_server.load()) server->post(std::move(event));
+}
+
 // The upcalls, on libpmix's progress thread: queue, wake, return. PMIX_OPERATION_SUCCEEDED
 // says the request is done and no callback will come.
-pmix_status_t on_connected(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
-  if (server_object != nullptr)
-    server_of(server_object)->post({ClientEvent::Kind::kConnected, proc->rank, 0, {}, {}, {}, 0});
+pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
+  post_to_server({ClientEvent::Kind::kConnected, proc->rank, 0, {}, {}, {}, 0});
   return PMIX_OPERATION_SUCCEEDED;
 }
 
-pmix_status_t on_finalized(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
-  if (server_object != nullptr)
-    server_of(server_object)->post({ClientEvent::Kind::kFinalized, proc->rank, 0, {}, {}, {}, 0});
+pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
+  post_to_server({ClientEvent::Kind::kFinalized, proc->rank, 0, {}, {}, {}, 0});
   return PMIX_OPERATION_SUCCEEDED;
 }
 
-pmix_status_t on_abort(const pmix_proc_t* proc, void* server_object, int status, const char message[], pmix_proc_t*,
-                       size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
-  if (server_object == nullptr) return PMIX_ERR_NOT_SUPPORTED;
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char message[], pmix_proc_t*, size_t,
+                       pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  std::shared_lock lock(gate());
+  Server* server = the_server.load();
+  if (server == nullptr) return PMIX_ERR_NOT_SUPPORTED;  // no callback comes
   ClientEvent event{ClientEvent::Kind::kAborted, proc->rank, status, message != nullptr ? message : "", {}, {}, 0};
   // The client is released when hyrun has read the event: its end comes after.
   if (cbfunc != nullptr)
     event.hold = std::shared_ptr<void>(cbdata, [cbfunc](void* data) { cbfunc(PMIX_SUCCESS, data); });
-  server_of(server_object)->post(std::move(event));
+  server->post(std::move(event));
   return PMIX_SUCCESS;
 }
-
-// The one server of this process (server.hpp): libpmix's fence upcall carries no server object.
-std::atomic<Server*> the_server{nullptr};
 
 void release_bytes(void* release) { std::unique_ptr<std::string>(static_cast<std::string*>(release)); }
 
@@ -99,6 +113,7 @@ pmix_status_t on_fence(const pmix_proc_t* procs, size_t nprocs, const pmix_info_
                        pmix_modex_cbfunc_t cbfunc, void* cbdata) {
   if (cbfunc == nullptr) return PMIX_ERR_NOT_SUPPORTED;
   std::string part(data != nullptr ? data : "", data != nullptr ? size : 0);
+  std::shared_lock lock(gate());
   Server* server = the_server.load();
   if (server == nullptr) {  // the job ends: its server is going
     complete_fence(cbfunc, cbdata, PMIX_ERR_LOST_CONNECTION, std::move(part));
@@ -124,6 +139,7 @@ pmix_status_t on_fence(const pmix_proc_t* procs, size_t nprocs, const pmix_info_
 // the node that holds it (pmix_relay.hpp).
 pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t*, size_t, pmix_modex_cbfunc_t cbfunc,
                               void* cbdata) {
+  std::shared_lock lock(gate());
   Server* server = the_server.load();
   if (cbfunc == nullptr || server == nullptr || !server->relays_fences() ||
       !PMIX_CHECK_NSPACE(proc->nspace, server->nspace().c_str()))
@@ -139,9 +155,8 @@ pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t*, size_
   return PMIX_SUCCESS;
 }
 
-// serve_local_data's request, until libpmix answers it.
+// serve_local_data's request, until libpmix answers it (to the server, if it is still there).
 struct LocalDataRequest {
-  Server* server;
   std::uint32_t rank;
   std::uint64_t id;
 };
@@ -154,7 +169,7 @@ void on_local_data(pmix_status_t status, char* data, size_t size, void* cbdata) 
   event.id = request->id;
   event.status = status == PMIX_SUCCESS ? 0 : 1;
   if (status == PMIX_SUCCESS && data != nullptr) event.message.assign(data, size);
-  request->server->post(std::move(event));
+  post_to_server(std::move(event));
 }
 
 pmix_server_module_t make_module() {
@@ -203,7 +218,10 @@ Server::Server(const std::string& rendezvous_dir, const NodeName& node, hwloc_to
 }
 
 Server::~Server() {
-  the_server.store(nullptr);  // a fence from now on fails at once
+  {
+    std::unique_lock lock(gate());  // waits for an upcall that is using this server
+    the_server.store(nullptr);      // a fence from now on fails at once; no upcall touches this
+  }
   bool lost_client = false;
   {
     std::lock_guard lock(mutex_);
@@ -215,6 +233,7 @@ Server::~Server() {
   // soon after, and its directory is removed by its owner, so the library is left as it is.
   if (lost_client) {
     spdlog::debug("hyrun's PMIx server: a client ended without PMIx_Finalize; libpmix is not finalized");
+    abandoned_info().push_back(std::move(init_info_));  // libpmix, still running, may read it
     return;
   }
   finalize_bounded();
@@ -300,7 +319,7 @@ std::vector<std::pair<std::string, std::string>> Server::client_environment(std:
 void Server::serve_local_data(std::uint32_t rank, std::uint64_t id) {
   pmix_proc_t proc;
   PMIX_LOAD_PROCID(&proc, nspace_.c_str(), rank);
-  auto request = std::make_unique<LocalDataRequest>(LocalDataRequest{this, rank, id});
+  auto request = std::make_unique<LocalDataRequest>(LocalDataRequest{rank, id});
   if (const pmix_status_t rc = PMIx_server_dmodex_request(&proc, on_local_data, request.get()); rc != PMIX_SUCCESS) {
     spdlog::debug("PMIx_server_dmodex_request for rank {}: {}", rank, describe_status(rc));
     ClientEvent event;
