@@ -10,7 +10,7 @@
 # process of the job on them; the root's bytes and CPU against the median node's are what a
 # real cluster would see.
 #
-#   bench/simulated-nodes.sh [--nodes "N..."] [--per-node "R..."] [--reps K] [--program keys|hello|dmodex]
+#   bench/simulated-nodes.sh [--nodes "N..."] [--per-node "R..."] [--reps K] [--program keys|hello|dmodex|modex]
 #                            [--routes "link outer"] [--tree-widths "W..."] [--plot FILE.png]
 #     --nodes      default "16 32 64 128 256"
 #     --per-node   default "1 4"
@@ -22,8 +22,19 @@
 #                  one key a peer in one collect-data fence; default); hello: the worker
 #                  library's hello (UCX bootstrap through rank 0's address); dmodex: tests'
 #                  pmix-bare-client put-dmodex 65536 (each rank puts 64 KiB, fences without
-#                  the data and reads every rank's: direct modex between every two nodes)
+#                  the data and reads every rank's: direct modex between every two nodes);
+#                  modex: tests' pmix-bare-client put 500 (MPI_Init's modex as the issue models
+#                  it: each rank puts 500 bytes, one collect-data fence, every value read back;
+#                  runs at 512 nodes, where keys' alltoall of N squared keys on every node does
+#                  not fit 24 GB)
 #     --plot       also draws the root's bytes sent and CPU against N with gnuplot
+# Both hyrun levels run with --bootstrap-timeout 600, and the nodes with --node-timeout 300:
+# hundreds of nodes starting on a few shared cores take long to reach the exchange fence
+# (512 nodes on 2 cores: it completed after 43 s in one run and passed the default 60 s in
+# another), and a node that reads the others' records from the outer hyrun, one process
+# serving them all, may be slow to beat for a child that linked before it (512 x 4: a node
+# read them for 66 s; nodes were taken for lost at the default 30 s). A real cluster's nodes
+# start in parallel, each reading from its own PMIx server.
 set -euo pipefail
 # shellcheck source=bench/row.sh
 . "$(dirname "$0")/row.sh"
@@ -39,7 +50,7 @@ hyrun=$build/launcher/hyrun
 case $program in
   keys) prog=$build/tests/integration/pmix-keys-client ;;
   hello) prog=$build/examples/hello ;;
-  dmodex) prog=$build/tests/integration/pmix-bare-client ;;
+  dmodex | modex) prog=$build/tests/integration/pmix-bare-client ;;
   *) usage ;;
 esac
 for route in $routes; do
@@ -56,11 +67,13 @@ run() {
   case $program in
     keys) args=("$prog" "$n" "$r") inner=(--bootstrap=none) ;;
     dmodex) args=("$prog" put-dmodex 65536) inner=(--bootstrap=none) ;;
+    modex) args=("$prog" put 500) inner=(--bootstrap=none) ;;
     *) args=("$prog") inner=() ;;
   esac
   t0=$(date +%s%N)
-  if ! timeout -k 5 600 "$hyrun" -n "$n" --bootstrap=none -- "$hyrun" -n "$r" "${inner[@]}" --fences "$route" \
-    --tree-width "$width" --timings -- "${args[@]}" >"$out/log" 2>&1; then
+  if ! timeout -k 5 900 "$hyrun" -n "$n" --bootstrap=none --bootstrap-timeout 600 -- "$hyrun" -n "$r" "${inner[@]}" \
+    --bootstrap-timeout 600 --node-timeout 300 --fences "$route" --tree-width "$width" --timings -- "${args[@]}" \
+    >"$out/log" 2>&1; then
     echo "simulated-nodes: $n x $r ($route, tree width $width) failed; its last lines:" >&2
     tail -5 "$out/log" >&2
     exit 1

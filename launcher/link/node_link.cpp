@@ -356,7 +356,10 @@ void NodeLink::on_readable(Peer& peer) {
       if (peer.gone) return;
       peer.in.erase(0, start);
       if (peer.in.size() > (peer.task < 0 ? kMaxLine : kMaxSealedLine)) {
-        if (peer.task < 0) return close_quietly(peer);
+        if (peer.task < 0) {
+          spdlog::debug("node link: closed a connection whose first line is longer than a hello");
+          return close_quietly(peer);
+        }
         return lose(peer, "it sent something that is not the node link's protocol");
       }
       continue;
@@ -589,7 +592,11 @@ void NodeLink::on_tick() {
   for (auto& p : unidentified_)
     if (p.fd && !p.gone && now - p.heard >= hello_limit()) {
       take_what_waits(p);  // a hello read here moves the peer out (its fd taken)
-      if (p.fd && !p.gone) close_quietly(p);
+      if (p.fd && !p.gone) {
+        spdlog::debug("node link: closed a connection that sent no hello within {} of its accept",
+                      seconds_text(hello_limit()));
+        close_quietly(p);
+      }
     }
   std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
   refusals_.flush(now);
