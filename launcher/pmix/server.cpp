@@ -56,21 +56,23 @@ void post_to_server(ClientEvent event) {
 
 // The upcalls, on libpmix's progress thread: queue, wake, return. PMIX_OPERATION_SUCCEEDED
 // says the request is done and no callback will come.
-pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
-  post_to_server({ClientEvent::Kind::kConnected, proc->rank, 0, {}, {}, {}, 0});
+// A client registered without the server object (none is: register_job gives every rank
+// one) is not the job's: its events are dropped, as before.
+pmix_status_t on_connected(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
+  if (server_object != nullptr) post_to_server({ClientEvent::Kind::kConnected, proc->rank, 0, {}, {}, {}, 0});
   return PMIX_OPERATION_SUCCEEDED;
 }
 
-pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
-  post_to_server({ClientEvent::Kind::kFinalized, proc->rank, 0, {}, {}, {}, 0});
+pmix_status_t on_finalized(const pmix_proc_t* proc, void* server_object, pmix_op_cbfunc_t, void*) {
+  if (server_object != nullptr) post_to_server({ClientEvent::Kind::kFinalized, proc->rank, 0, {}, {}, {}, 0});
   return PMIX_OPERATION_SUCCEEDED;
 }
 
-pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char message[], pmix_proc_t*, size_t,
-                       pmix_op_cbfunc_t cbfunc, void* cbdata) {
+pmix_status_t on_abort(const pmix_proc_t* proc, void* server_object, int status, const char message[], pmix_proc_t*,
+                       size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
   std::shared_lock lock(gate());
   Server* server = the_server.load();
-  if (server == nullptr) return PMIX_ERR_NOT_SUPPORTED;  // no callback comes
+  if (server_object == nullptr || server == nullptr) return PMIX_ERR_NOT_SUPPORTED;  // no callback comes
   ClientEvent event{ClientEvent::Kind::kAborted, proc->rank, status, message != nullptr ? message : "", {}, {}, 0};
   // The client is released when hyrun has read the event: its end comes after.
   if (cbfunc != nullptr)

@@ -3,7 +3,9 @@
 // take clients, hear a PMIx_Finalize and call the server module. Those upcalls must not touch
 // the Server that is gone: at 512 simulated nodes of 4 ranks, nodes torn down after an abort
 // died of "corrupted double-linked list" in libpmix's thread (docs/reliability.md). Under
-// AddressSanitizer (scripts/sanitize.sh) a use of the freed Server fails this test.
+// AddressSanitizer (scripts/sanitize.sh) a use of the freed Server fails this test. It leaves
+// libpmix running in its process, which then cannot start another server: one run a process
+// (ctest starts each test in its own; --gtest_repeat cannot repeat it).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
