@@ -1,21 +1,20 @@
 // The node link's tree (link_tree.hpp, node_link.hpp): five hyrun processes' links over
 // loopback, width 2, so the root watches tasks 1 and 2, and task 1 watches tasks 3 and 4.
 // A node that stops (SIGSTOP) is a process of its own; the others run here.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "forked_node.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/link/link_tree.hpp"
 #include "hyrun/link/node_link.hpp"
@@ -25,6 +24,7 @@ namespace hyrun {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using test_support::ForkedNode;
 constexpr const char* kToken = "0123456789abcdef0123456789abcdef";
 constexpr std::chrono::milliseconds kLimit{1000};
 const std::vector<std::string> kHosts{"n0", "n1", "n2", "n3", "n4"};
@@ -91,20 +91,19 @@ bool pump(const std::vector<NodeLink*>& links, const std::function<bool()>& done
 // by the test). `absorb`: whether the nodes' handlers let the job go on after a loss.
 class Tree {
  public:
-  Tree(std::vector<int> forked, bool absorb) : tree_(2, 5), absorb_(absorb) {
-    for (int task = 0; task < 5; ++task) {
-      const bool fork_it = std::find(forked.begin(), forked.end(), task) != forked.end();
-      if (fork_it)
-        fork_node(task);
-      else
-        start_here(task);
+  Tree(const std::vector<int>& forked, bool absorb) : tree_(2, 5), absorb_(absorb) {
+    // The forked nodes first, while this process has no thread yet (forked_node.hpp): each
+    // listens, tells its port, and waits for everyone's before it dials.
+    for (const int task : forked) {
+      forked_[task] = std::make_unique<ForkedNode>([this, task](ForkedNode& self) { run_forked(self, task); });
+      ports_[task] = forked_[task]->heard();
     }
-  }
-  ~Tree() {
-    for (const auto& [task, pid] : pids_) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
+    for (int task = 0; task < 5; ++task)
+      if (!forked_.contains(task)) links_[task].emplace(make(task));
+    std::vector<int> ports;
+    for (int task = 0; task < 5; ++task) ports.push_back(ports_.at(task));
+    for (auto& [task, node] : forked_) node->send_words(ports);
+    for (auto& [task, link] : links_) start_here(task);
   }
   NodeLink& at(int task) { return *links_.at(task); }
   std::vector<NodeLink*> here() {
@@ -113,7 +112,7 @@ class Tree {
       if (link) out.push_back(&*link);
     return out;
   }
-  void stop(int task) { ASSERT_EQ(::kill(pids_.at(task), SIGSTOP), 0); }
+  void stop(int task) { ASSERT_EQ(::kill(forked_.at(task)->pid(), SIGSTOP), 0); }
   void drop(int task) { links_.at(task).reset(); }
   bool run(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(8)) {
     return pump(here(), done, limit);
@@ -144,7 +143,6 @@ class Tree {
       link.dial(parent, kHosts[parent], "127.0.0.1", ports_.at(parent));
   }
   void start_here(int task) {
-    links_[task].emplace(make(task));
     NodeLink& link = *links_[task];
     connect(link, task);
     link.on_loss([this, task](const NodeLink::Loss& l) {
@@ -152,35 +150,22 @@ class Tree {
       return absorb_ && l.task != 0;
     });
   }
-  void fork_node(int task) {
-    int fds[2];
-    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::close(fds[0]);
-      NodeLink link = make(task);
-      const int port = link.port();
-      (void)!::write(fds[1], &port, sizeof port);
-      connect(link, task);
-      link.on_loss([](const NodeLink::Loss&) { return true; });
-      pump(
-          {&link}, [] { return false; }, std::chrono::seconds(60));
-      ::_exit(0);
-    }
-    ::close(fds[1]);
-    int port = 0;
-    ASSERT_EQ(::read(fds[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
-    ::close(fds[0]);
-    if (port != 0) ports_[task] = port;
-    pids_[task] = pid;
+  void run_forked(ForkedNode& self, int task) {
+    NodeLink link = make(task);
+    self.tell(link.port());
+    const std::vector<int> ports = self.wait_words();
+    for (int t = 0; t < static_cast<int>(ports.size()); ++t) ports_[t] = ports[t];
+    connect(link, task);
+    link.on_loss([](const NodeLink::Loss&) { return true; });
+    pump(
+        {&link}, [] { return false; }, std::chrono::seconds(60));
   }
 
   LinkTree tree_;
   bool absorb_;
   std::map<int, int> ports_;
   std::map<int, std::optional<NodeLink>> links_;
-  std::map<int, pid_t> pids_;
+  std::map<int, std::unique_ptr<ForkedNode>> forked_;  // ended (SIGKILL) before links_ close
 };
 
 bool seen_by(const std::vector<Seen>& seen, int by, int task) {
