@@ -76,7 +76,9 @@ run() {
   if ! timeout -k 5 "$limit_s" "$hyrun" -n "$n" --bootstrap=none --bootstrap-timeout 600 -- "$hyrun" -n "$r" "${inner[@]}" \
     --bootstrap-timeout 600 --node-timeout 300 --fences "$route" --tree-width "$width" --timings -- "${args[@]}" \
     >"$out/log" 2>&1; then
-    echo "simulated-nodes: $n x $r ($route, tree width $width) failed; its last lines:" >&2
+    kept=${TMPDIR:-/tmp}/simulated-nodes.$n.$r.$route.$width.log
+    cp "$out/log" "$kept"
+    echo "simulated-nodes: $n x $r ($route, tree width $width) failed; its last lines (all of them: $kept):" >&2
     tail -5 "$out/log" >&2
     exit 1
   fi

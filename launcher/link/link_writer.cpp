@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 
@@ -13,6 +14,11 @@ namespace {
 constexpr std::size_t kMaxPending = 4096;  // a peer that takes nothing: no more heartbeats for it
 // Pieces handed to one sendmsg.
 constexpr std::size_t kMaxIov = 64;
+// How often the thread looks at a connect in progress. The hello queued at the dial leaves as
+// the connect completes: a node's main loop may be away for seconds (starting its ranks on a
+// loaded machine), past the 5 s in which the root awaits a hello, and the heartbeat period is
+// --node-timeout / 5 (6 s by default).
+constexpr std::chrono::milliseconds kConnectLook{20};
 }  // namespace
 
 LinkWriter::LinkWriter(std::chrono::milliseconds heartbeat, std::size_t max_queued) : max_queued_(max_queued) {
@@ -39,13 +45,17 @@ LinkWriter::~LinkWriter() {
 }
 
 void LinkWriter::add(int task, int fd, bool connecting, LinkSeal seal, bool beats) {
-  std::lock_guard lock(mutex_);
-  Out& out = peers_[task];
-  out.fd = fd;
-  out.connecting = connecting;
-  out.beats = beats;
-  out.seal = std::move(seal);
-  settle_locked(task, out);
+  {
+    std::lock_guard lock(mutex_);
+    Out& out = peers_[task];
+    out.fd = fd;
+    out.connecting = connecting;
+    out.beats = beats;
+    out.seal = std::move(seal);
+    settle_locked(task, out);
+    connect_added_ = connect_added_ || connecting;
+  }
+  if (connecting) wake_.notify_all();
 }
 
 void LinkWriter::connected(int task) {
@@ -185,16 +195,24 @@ void LinkWriter::check_connected_locked(Out& out) {
 }
 
 void LinkWriter::run(std::chrono::milliseconds heartbeat) {
+  using Clock = std::chrono::steady_clock;
   std::unique_lock lock(mutex_);
+  auto next_beat = Clock::now() + heartbeat;
   while (!stopping_) {
-    wake_.wait_for(lock, heartbeat, [this] { return stopping_; });
+    const bool connecting =
+        std::any_of(peers_.begin(), peers_.end(), [](const auto& peer) { return peer.second.connecting; });
+    const auto until = connecting ? std::min(next_beat, Clock::now() + kConnectLook) : next_beat;
+    wake_.wait_until(lock, until, [this] { return stopping_ || connect_added_; });
     if (stopping_) return;
+    connect_added_ = false;
+    const bool beat = Clock::now() >= next_beat;
+    if (beat) next_beat = Clock::now() + heartbeat;
     for (auto& [task, out] : peers_) {
       if (out.connecting) check_connected_locked(out);
-      if (!out.connecting && out.beats) {
-        if (out.pending_bytes <= kMaxPending)
+      if (!out.connecting) {
+        if (beat && out.beats && out.pending_bytes <= kMaxPending)
           queue_locked(out, Piece{out.seal->seal(format_link(LinkAlive{})) + '\n', nullptr});
-        flush_locked(out);
+        flush_locked(out);  // a hello that waited for the connect, beating peer or not
       }
       settle_locked(task, out);
     }

@@ -3,6 +3,7 @@
 #include "hyrun/link/link_writer.hpp"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -129,18 +130,40 @@ TEST(LinkWriter, NothingIsWrittenToARemovedOrByePeer) {
   EXPECT_EQ(bodies(read_for(a.theirs.get(), std::chrono::milliseconds(100))), std::vector<std::string>{"bye"});
 }
 
-TEST(LinkWriter, AConnectingPeerGetsItsQueuedLinesOnceConnected) {
-  SocketPair pair;
+// A connect that stays in progress: the listener's backlog (0: one connection) is full, so the
+// kernel drops this one's SYN until the test accepts the first; its retransmission (1 s on)
+// then completes it. The writer's thread sends what was queued as it completes, without the
+// main loop's connected(): the hello of a node whose loop is busy (NodeLink's
+// ANodeBusyAfterItDialledSaysItsHelloOnTime).
+TEST(LinkWriter, AConnectingPeerGetsItsQueuedLinesAsItsConnectCompletes) {
+  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof a;
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &length), 0);
+  ASSERT_EQ(::listen(listener.get(), 0), 0);
+  UniqueFd first(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(::connect(first.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  UniqueFd peer(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  ASSERT_NE(::connect(peer.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(errno, EINPROGRESS);
+
   LinkWriter writer(std::chrono::seconds(10));  // no heartbeat during the test
-  writer.add(0, pair.ours.get(), true, sealer());
+  writer.add(0, peer.get(), true, sealer());
   writer.send_hello(0, "hello");
-  EXPECT_TRUE(writer.wants_out(0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(writer.wants_out(0)) << "the connect completed though its SYN could not be taken";
   EXPECT_EQ(writer.wanting_out(), std::vector<int>{0});
-  EXPECT_EQ(read_for(pair.theirs.get(), std::chrono::milliseconds(50)), "");
-  writer.connected(0);
+
+  UniqueFd(::accept(listener.get(), nullptr, nullptr)).reset();  // room for the peer's SYN
+  pollfd p{listener.get(), POLLIN, 5000};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "the peer's connect did not complete";
+  const UniqueFd theirs(::accept(listener.get(), nullptr, nullptr));
+  EXPECT_EQ(read_for(theirs.get(), std::chrono::milliseconds(1000)), "hello\n");
   EXPECT_FALSE(writer.wants_out(0));
   EXPECT_TRUE(writer.wanting_out().empty());
-  EXPECT_EQ(read_for(pair.theirs.get(), std::chrono::milliseconds(100)), "hello\n");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "forked_node.hpp"
 #include "hyrun/common/error.hpp"
 #include "hyrun/link/link_seal.hpp"
+#include "hyrun/link/link_tree.hpp"
 #include "link_pump.hpp"
 #include "listen_backlog.hpp"
 
@@ -482,6 +483,30 @@ TEST(NodeLink, AHelloSentInTimeIsReadThoughTheRootComesToItLate) {
   node.reset();  // it was linked: its end is a loss by name
   ASSERT_TRUE(pump({&root}, [&] { return root_loss.has_value(); }));
   EXPECT_EQ(root_loss->host, "n2");
+}
+
+// A node whose loop is busy once it dialled (starting its ranks: 11 s in one node of 512 x 4
+// simulated nodes on 2 cores) still says its hello on time: the writer's thread sends it as
+// the connect completes. Here the node's parent in the tree is task 1, so its connection to the
+// root carries no heartbeats, and the limit is the default --node-timeout (30 s: heartbeats
+// every 6 s, a hello within 5 s). Before, the hello waited for the node's loop (or for the
+// writer's next heartbeat), and the root closed the connection at the hello limit: the node
+// then lost the root ("cannot connect: Broken pipe").
+TEST(NodeLink, ANodeBusyAfterItDialledSaysItsHelloOnTime) {
+  constexpr std::chrono::seconds kDefaultLimit{30};
+  const LinkTree tree(1, 3);  // 0 <- 1 <- 2
+  NodeLink root = NodeLink::listen(kDefaultLimit);
+  root.expect({"n0", "n1", "n2"}, 0, kToken, tree);
+  NodeLink node = NodeLink::unlistened(2, kToken, tree, kDefaultLimit);
+  std::optional<Loss> node_loss;
+  node.on_loss([&](const NodeLink::Loss& l) { return node_loss = Loss{l.host, l.why}, false; });
+  node.dial(0, "n0", "127.0.0.1", root.port());
+  pump(
+      {&root}, [] { return false; }, std::chrono::milliseconds(5500));  // past the 5 s hello limit
+  ASSERT_GT(root.bytes_received(), 0U) << "the root has no hello from the node";
+  pump(
+      {&root, &node}, [] { return false; }, std::chrono::milliseconds(300));
+  EXPECT_FALSE(node_loss) << node_loss->why;
 }
 
 // Every node of a large job connects at once after the fence; those whose hello comes late

@@ -30,8 +30,10 @@ class LinkWriter {
   /// largest fences (pmix_relay.hpp: 256 MiB, twice that as hex).
   static constexpr std::size_t kMaxQueuedBytes = std::size_t{4} << 30;
 
-  /// Starts the thread, which sends "alive" to every registered peer each `heartbeat`;
-  /// `max_queued` bounds each peer's queue (send()).
+  /// Starts the thread, which sends "alive" to every peer that beats each `heartbeat`, and
+  /// what is queued for a peer as its non-blocking connect completes (it looks every 20 ms
+  /// while one is in progress): a node's hello waits for no loop. `max_queued` bounds each
+  /// peer's queue (send()).
   explicit LinkWriter(std::chrono::milliseconds heartbeat, std::size_t max_queued = kMaxQueuedBytes);
   /// Stops the thread; the sockets stay their owners'.
   ~LinkWriter();
@@ -99,6 +101,7 @@ class LinkWriter {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  bool connect_added_ = false;  // the thread's wait is shortened for a connect in progress
   std::map<int, Out> peers_;
   std::set<int> wanting_;                 // the peers that wants_out()
   std::uint64_t written_by_removed_ = 0;  // bytes_sent() of peers removed
