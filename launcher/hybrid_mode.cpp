@@ -261,7 +261,11 @@ int run_hybrid(const LaunchOptions& options, SignalEvents& signals, pmix::Client
   spdlog::info("hybrid mode: {}, {} ranks per task, {} ranks in all", pmix.describe(), options.ranks,
                pmix.job_size() * options.ranks);
   PmixExchange exchange(pmix);
-  return run_launch(options, signals, exchange);
+  const int code = run_launch(options, signals, exchange);
+  // PMIx_Finalize with the launcher above, given what PMIx_Init was, unless a signal asks
+  // hyrun to end: a server ending hundreds of nodes at once may be slow to answer.
+  pmix.finish(options.bootstrap_timeout, [&signals] { return signals.pending_stop().has_value(); });
+  return code;
 }
 
 }  // namespace hyrun

@@ -270,11 +270,11 @@ std::optional<ClientProcess> ClientProcess::connect(std::chrono::milliseconds in
   return process;
 }
 
-ClientProcess::~ClientProcess() { end(); }
+ClientProcess::~ClientProcess() { finish(kEndLimit, {}); }
 
 ClientProcess& ClientProcess::operator=(ClientProcess&& other) noexcept {
   if (this != &other) {
-    end();
+    finish(kEndLimit, {});
     ClientApi::operator=(std::move(other));
     socket_ = std::move(other.socket_);
     pid_ = other.pid_;
@@ -286,15 +286,27 @@ ClientProcess& ClientProcess::operator=(ClientProcess&& other) noexcept {
 // The helper finalizes when its socket closes; its end is awaited (bounded), so that the
 // server above never sees a client vanish without PMIx_Finalize while hyrun is ending well.
 // hyrun's own reaper may have reaped it already (it is a child like the ranks).
-void ClientProcess::end() noexcept {
+void ClientProcess::finish(std::chrono::milliseconds limit, const std::function<bool()>& stop) noexcept {
   if (!socket_) return;
   ::shutdown(socket_.get(), SHUT_WR);
+  const auto start = Clock::now();
+  auto deadline = start + std::max<Clock::duration>(limit, kEndLimit);
+  bool asked_to_stop = false;
+  const std::function<bool()> none;
   try {
-    while (receive_message(socket_.get(), Clock::now() + kEndLimit)) {
+    for (;;) {
+      bool stopped = false;
+      const auto message = receive_message(socket_.get(), deadline, asked_to_stop ? none : stop, &stopped);
+      if (stopped) {
+        asked_to_stop = true;
+        deadline = std::min(deadline, Clock::now() + kEndLimit);
+      } else if (!message) {
+        break;  // the helper ended
+      }
     }
   } catch (const std::exception& e) {
-    spdlog::warn("hyrun's PMIx client helper (pid {}) did not end within {} s; killing it", pid_,
-                 std::chrono::duration_cast<std::chrono::seconds>(kEndLimit).count());
+    spdlog::warn("hyrun's PMIx client helper (pid {}) did not end within {:.0f} s; killing it", pid_,
+                 std::chrono::duration<double>(Clock::now() - start).count());
     ::kill(pid_, SIGKILL);
   }
   socket_.reset();

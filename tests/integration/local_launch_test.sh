@@ -509,6 +509,24 @@ time.sleep(120)' "$PORT" "$WORK" &
   grep -q "received SIGTERM while hyrun connected to the PMIx server; nothing was started" "$WORK/err.term" \
     && pass "SIGTERM during PMIx_Init is said" || { fail "SIGTERM during PMIx_Init is not said"; cat "$WORK/err.term"; }
   ;;
+slow-pmix-finalize)  # hyrun's own PMIx_Finalize, late: it waits for it, as for its PMIx_Init
+  # The inner hyrun is a node of a hybrid job that the outer one serves (docs/pmix.md,
+  # "Simulated nodes"). Its rank stops the inner hyrun's PMIx client helper (its sibling, the
+  # inner hyrun's other child) and exits; a timer resumes the helper 7 s later, and only then
+  # does it say PMIx_Finalize. Before, hyrun killed its helper after a fixed 5 s, the helper
+  # never finalized, and the outer hyrun failed the job: "exited 0 without finalizing PMIx".
+  printf '#!/bin/sh\nfor p in $(pgrep -P "$PPID"); do [ "$p" = $$ ] || echo "$p"; done >"$1/helper.pid.tmp"\nmv "$1/helper.pid.tmp" "$1/helper.pid"\nkill -STOP $(cat "$1/helper.pid")\n' >"$WORK/stop-helper"
+  chmod +x "$WORK/stop-helper"
+  (for _ in $(seq 600); do [ -s "$WORK/helper.pid" ] && break; sleep 0.1; done
+    sleep 7; kill -CONT "$(cat "$WORK/helper.pid")") &
+  resumer=$!
+  run_job 60 "$HYRUN" -n 1 --bootstrap=none -- "$HYRUN" -n 1 --bootstrap=none -- "$WORK/stop-helper" "$WORK"
+  wait "$resumer"
+  [ "$(wc -w <"$WORK/helper.pid")" = 1 ] && pass "the rank stopped the inner hyrun's helper" \
+    || fail "the rank did not find one helper: '$(cat "$WORK/helper.pid")'"
+  expect_rc 0
+  ! grep -q "did not end within" "$ERR" && pass "the helper was not killed" || fail "the helper was killed: $(cat "$ERR")"
+  ;;
 usage)
   run_job 10 "$HYRUN" -- /bin/true
   expect_rc 2; expect_stderr "ranks is required"

@@ -43,7 +43,14 @@ class ClientProcess final : public ClientApi {
     using Error::Error;
   };
 
-  ~ClientProcess() override;  ///< ends the helper: PMIx_Finalize there, bounded
+  ~ClientProcess() override;  ///< finish(5 s) if not finished
+
+  /// Ends the helper, which says PMIx_Finalize to the server, and waits for its end at most
+  /// `limit` (at least 5 s), or 5 s more once `stop` says so (a signal asked hyrun to end); past
+  /// that it kills the helper, and the server sees a client end without finalizing. A server
+  /// busy with hundreds of nodes ending at once may take longer than 5 s (512 x 4 simulated
+  /// nodes on 2 cores), so hyrun gives its PMIx_Finalize what its PMIx_Init had.
+  void finish(std::chrono::milliseconds limit, const std::function<bool()>& stop) noexcept;
   ClientProcess(ClientProcess&& other) noexcept = default;
   ClientProcess& operator=(ClientProcess&& other) noexcept;
   ClientProcess(const ClientProcess&) = delete;
@@ -86,7 +93,6 @@ class ClientProcess final : public ClientApi {
 
  private:
   ClientProcess() = default;
-  void end() noexcept;
 
   UniqueFd socket_;
   pid_t pid_ = -1;
