@@ -488,10 +488,9 @@ TEST(NodeLink, AHelloSentInTimeIsReadThoughTheRootComesToItLate) {
 // A node whose loop is busy once it dialled (starting its ranks: 11 s in one node of 512 x 4
 // simulated nodes on 2 cores) still says its hello on time: the writer's thread sends it as
 // the connect completes. Here the node's parent in the tree is task 1, so its connection to the
-// root carries no heartbeats, and the limit is the default --node-timeout (30 s: heartbeats
-// every 6 s, a hello within 5 s). Before, the hello waited for the node's loop (or for the
-// writer's next heartbeat), and the root closed the connection at the hello limit: the node
-// then lost the root ("cannot connect: Broken pipe").
+// root carries no heartbeats, and the limit is the default --node-timeout (30 s: a hello
+// within 5 s). Before, the hello waited for the node's loop, and the root closed the
+// connection at the hello limit: the node then lost the root ("cannot connect: Broken pipe").
 TEST(NodeLink, ANodeBusyAfterItDialledSaysItsHelloOnTime) {
   constexpr std::chrono::seconds kDefaultLimit{30};
   const LinkTree tree(1, 3);  // 0 <- 1 <- 2
