@@ -88,9 +88,11 @@ CommandLine::CommandLine() : app_("hyrun: start the ranks of a job on this node,
                     "ucx: rank 0 publishes its UCX address and the others join it (programs using the hyrun worker "
                     "library); none: just start the program",
                     {"ucx", "none"});
-  add_seconds_option(app_, "--bootstrap-timeout", bootstrap_timeout_s_,
-                     "seconds to wait for rank 0's address, for joins and for a rank's PMIx handshake (0.001 to 86400)",
-                     0.001, 86400);
+  add_seconds_option(
+      app_, "--bootstrap-timeout", bootstrap_timeout_s_,
+      "seconds to wait for rank 0's address, for joins, for a rank's PMIx handshake and for its PMIx_Finalize "
+      "to be read (0.001 to 86400)",
+      0.001, 86400);
   add_seconds_option(app_, "--grace-period", grace_period_s_,
                      "seconds between forwarding SIGTERM/SIGINT/SIGHUP (or stopping after a failure) and SIGKILL "
                      "(0 to 86400)",

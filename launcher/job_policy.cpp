@@ -33,11 +33,13 @@ Verdict JobPolicy::judge_end(const RankProcess& rank, const JudgedMoment& now) c
   if (now.awaiting_address && rank.global_rank == 0) return {Verdict::Kind::kBootstrap};
   // MPI's rule: a process that started MPI and exits without MPI_Finalize failed, whatever
   // its exit status; its peers may wait for it in a collective.
-  if (rank.pmix_connected && !rank.pmix_finalized && !rank.end.failed() && !exit_code_ && !pending_)
+  if (rank.pmix_connected && !rank.pmix_finalized && !rank.end.failed() && !exit_code_ && !pending_) {
+    if (now.goodbye_unread) return {Verdict::Kind::kUnread};
     return {Verdict::Kind::kFailure,
             fmt::format("exited 0 without finalizing {} (MPI_Finalize, for an MPI program) after it initialized it",
                         rank.client_api),
             exit_code::kLauncherError};
+  }
   if (!rank.end.failed() || exit_code_ || pending_) return {Verdict::Kind::kNoFailure};
   // SIGKILL too: a step cancel or a PMIx abort from another node kills hyrun and its ranks
   // together, and hyrun must not name a rank of that kill as the job's failure.

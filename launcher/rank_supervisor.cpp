@@ -29,6 +29,7 @@ constexpr auto kDrainLimit = std::chrono::seconds(2);  // output of killed proce
 // A rank 0 that has not loaded the worker library this long after its start most likely
 // never will (the library says hello before main): hyrun says so instead of waiting silently.
 constexpr auto kHelloWait = std::chrono::seconds(3);
+constexpr auto kUnreadLook = std::chrono::milliseconds(10);  // an ended rank's connection, still open in libpmix
 constexpr auto kHint = "a program that does not use the hyrun worker library must be started with --bootstrap=none";
 }  // namespace
 
@@ -74,6 +75,8 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
   for (const auto* participant : participants_) until = std::min(until, participant->wake_by());
   if (stopping_ && !killed_) until = std::min(until, kill_deadline_);
   if (policy_.pending()) until = std::min(until, policy_.pending_due());
+  // No descriptor tells when libpmix's thread has read a connection to its end: look again soon.
+  if (!unread_ends_.empty()) until = std::min(until, Clock::now() + kUnreadLook);
   const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
   const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(wait_ms, 0, 1000)));
   if (n < 0 && errno != EINTR) throw SystemError("poll", errno);
@@ -97,6 +100,7 @@ void RankSupervisor::poll_once(Clock::time_point deadline) {
   start_requested_ranks();
   for (auto* participant : participants_) participant->on_tick();
   if (policy_.pending() && Clock::now() >= policy_.pending_due()) settle_verdict();
+  if (!unread_ends_.empty()) judge_unread_ends();
   if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
     const int left = running_count();
     if (left > 0)
@@ -242,7 +246,9 @@ void RankSupervisor::on_rank_exit(std::size_t process, int wait_status) {
   // The survivors that handle deaths learn of it now, whatever the verdict below (before a
   // restart, so that the notice always precedes the new process's join).
   tell_death(rank.global_rank);
-  JudgedMoment now{stopping_, awaiting_address_, ""};
+  // A client that ended without its finalize read yet is judged again once it is read.
+  const bool unread = rank.pmix_connected && !rank.pmix_finalized && !rank.end.failed() && still_read(rank.pid);
+  JudgedMoment now{stopping_, awaiting_address_, "", unread};
   OutputForwarder& output = processes_.output();
   if (output.broken(1) || output.broken(2)) now.lost_reader = output.broken(1) ? "stdout" : "stderr";
   act_on(policy_.judge_end(rank, now), process);
@@ -257,6 +263,7 @@ void RankSupervisor::act_on(const Verdict& verdict, std::size_t process) {
       respawn(rank.local_rank, rank.global_rank, rank.incarnation);  // grows the list: `rank` is not used after this
       return;
     case Verdict::Kind::kPending: policy_.defer(process, Clock::now() + JobPolicy::kSignalSettle); return;
+    case Verdict::Kind::kUnread: unread_ends_.push_back({process, Clock::now() + options_.bootstrap_timeout}); return;
     case Verdict::Kind::kFailure: report_failure(rank, verdict.how, verdict.exit_code); return;
     case Verdict::Kind::kAsAnnounced:
     case Verdict::Kind::kBootstrap:  // await_root_address reports it
@@ -273,6 +280,32 @@ void RankSupervisor::on_rank_stopped(std::size_t process, int signal) {
               rank.global_rank, rank.pid, signal, signal_name(signal));
   else
     act_on(verdict, process);
+}
+
+bool RankSupervisor::still_read(pid_t pid) const {
+  return std::any_of(participants_.begin(), participants_.end(),
+                     [pid](const PollParticipant* p) { return p->still_reading(pid); });
+}
+
+void RankSupervisor::judge_unread_ends() {
+  const auto now = Clock::now();
+  auto ends = std::exchange(unread_ends_, {});
+  // What libpmix read up to a connection's end (a finalize) is in the events by now.
+  for (auto* participant : participants_) participant->settle();
+  for (const UnreadEnd& end : ends) {
+    const RankProcess& rank = processes_.all()[end.process];
+    const bool unread = still_read(rank.pid);
+    if (unread && now < end.due && !stopping_) {  // a stopping job judges no such end a failure: now
+      unread_ends_.push_back(end);
+      continue;
+    }
+    if (unread)
+      spdlog::warn(
+          "rank {} (pid {}) ended, and hyrun's PMIx server has not read its connection to the end within {} s "
+          "(--bootstrap-timeout; a process the rank left may hold it); judged without what it did not read",
+          rank.global_rank, rank.pid, std::chrono::duration<double>(options_.bootstrap_timeout).count());
+    act_on(policy_.judge_end(rank, JudgedMoment{stopping_, awaiting_address_, "", false}), end.process);
+  }
 }
 
 void RankSupervisor::settle_verdict() {
@@ -330,7 +363,13 @@ void RankSupervisor::check_root_alive(pid_t root_pid, std::optional<Clock::time_
 
 void RankSupervisor::on_pmix_client(int global_rank, PmixClientStep step, const char* api) {
   RankProcess* rank = processes_.latest(global_rank);
-  if (rank == nullptr || !rank->alive()) return;  // not a rank of this node (libpmix checked it), or ended
+  if (rank == nullptr) return;  // not a rank of this node (libpmix checked it)
+  // An ended rank's finalize counts while its end awaits it (read late: judge_unread_ends).
+  const auto awaits = [&] {
+    return std::any_of(unread_ends_.begin(), unread_ends_.end(),
+                       [&](const UnreadEnd& end) { return &processes_.all()[end.process] == rank; });
+  };
+  if (!rank->alive() && !(step == PmixClientStep::kFinalized && awaits())) return;
   switch (step) {
     case PmixClientStep::kConnected:
       rank->pmix_connected = true;
@@ -426,7 +465,8 @@ std::optional<std::string> RankSupervisor::await_root_address(const std::functio
 }
 
 JobResult RankSupervisor::finish() {
-  while (running_count() > 0 || policy_.pending()) poll_once(Clock::now() + std::chrono::seconds(1));
+  while (running_count() > 0 || policy_.pending() || !unread_ends_.empty())
+    poll_once(Clock::now() + std::chrono::seconds(1));
   // Every rank has exited: whatever is left in their process groups goes now, like srun
   // ending a step. Then the output they leave behind is drained, bounded in time.
   processes_.kill_all_groups();

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -10,8 +11,12 @@ namespace hyrun::pmix {
 namespace {
 
 std::mutex mutex;
-std::unordered_map<int, ino_t> admitted_inodes;  // by descriptor, kept after judging: one per descriptor
-std::list<AdmittedConnection> unjudged;          // bounded by the descriptors libpmix holds
+struct Admitted {
+  ino_t inode = 0;
+  std::optional<pid_t> child;
+};
+std::unordered_map<int, Admitted> admitted;  // by descriptor, kept after judging: one per descriptor
+std::list<AdmittedConnection> unjudged;      // bounded by the descriptors libpmix holds
 
 std::optional<ino_t> inode_of(int fd) {
   struct stat st {};
@@ -27,7 +32,7 @@ void remember_admitted(int fd, std::optional<pid_t> child) {
   const auto inode = inode_of(fd);
   if (!inode) return;
   std::lock_guard lock(mutex);
-  admitted_inodes[fd] = *inode;
+  admitted[fd] = {*inode, child};
   std::erase_if(unjudged, [fd](const AdmittedConnection& c) { return c.fd == fd; });  // a reused number
   unjudged.push_back({.fd = fd, .inode = *inode, .admitted = std::chrono::steady_clock::now(), .child = child});
 }
@@ -36,8 +41,15 @@ bool is_admitted(int fd) {
   const auto inode = inode_of(fd);
   if (!inode) return false;
   std::lock_guard lock(mutex);
-  const auto it = admitted_inodes.find(fd);
-  return it != admitted_inodes.end() && it->second == *inode;
+  const auto it = admitted.find(fd);
+  return it != admitted.end() && it->second.inode == *inode;
+}
+
+bool any_held_under(pid_t child) {
+  std::lock_guard lock(mutex);
+  return std::any_of(admitted.begin(), admitted.end(), [child](const auto& entry) {
+    return entry.second.child == child && inode_of(entry.first) == entry.second.inode;
+  });
 }
 
 bool any_admitted_unjudged() {

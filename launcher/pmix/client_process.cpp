@@ -135,8 +135,6 @@ std::string piece_key(const std::string& key, std::size_t piece) { return fmt::f
 // The most pieces a value may have: kMaxMessage bounds a request, not a value; 256 MiB and
 // more in pieces of 64 KiB is more than the relay takes from a node.
 constexpr std::size_t kMaxPieces = 4098;
-// How long a get of a value that the fence collected may take (it is local by then).
-constexpr auto kCollectedGetLimit = std::chrono::seconds(60);
 
 // The number of pieces piece 0 announces, and where its own bytes begin.
 std::pair<std::size_t, std::size_t> pieces_announced(const std::vector<std::byte>& first, int rank) {
@@ -156,6 +154,16 @@ std::pair<std::size_t, std::size_t> pieces_announced(const std::vector<std::byte
 // limit (hyrun's next request, or its end, cancels), then every rank's pieces in order.
 void allgather(Client& client, const json& request, int fd) {
   const std::string key = request.at("key").get<std::string>();
+  // A collected value is in the server by then, but a server busy with hundreds of nodes may
+  // answer late (512 x 4 simulated nodes on 2 cores): each get may take --bootstrap-timeout.
+  const std::chrono::milliseconds get_limit(request.at("get_limit_ms").get<long long>());
+  const auto get = [&](int rank, std::size_t piece) {
+    try {
+      return client.get(rank, piece_key(key, piece), get_limit);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(fmt::format("{}; hyrun waits for each value as long as --bootstrap-timeout", e.what()));
+    }
+  };
   client.commit();
   const bool done = client.fence(kNoLimit, [fd] {
     pollfd p{fd, POLLIN, 0};
@@ -163,12 +171,11 @@ void allgather(Client& client, const json& request, int fd) {
   });
   if (!done) return send_message(fd, {{"cancelled", true}});
   for (int rank = 0; rank < client.job_size(); ++rank) {
-    const auto first = client.get(rank, piece_key(key, 0), kCollectedGetLimit);
+    const auto first = get(rank, 0);
     const auto [pieces, start] = pieces_announced(first, rank);
     send_message(fd, {{"rank", rank}, {"value", to_hex(std::span(first).subspan(start))}});
     for (std::size_t piece = 1; piece < pieces; ++piece)
-      send_message(fd,
-                   {{"rank", rank}, {"value", to_hex(client.get(rank, piece_key(key, piece), kCollectedGetLimit))}});
+      send_message(fd, {{"rank", rank}, {"value", to_hex(get(rank, piece))}});
   }
   send_message(fd, {{"end", true}});
 }
@@ -251,6 +258,7 @@ std::optional<ClientProcess> ClientProcess::connect(std::chrono::milliseconds in
   ClientProcess process;
   process.socket_ = std::move(ours);
   process.pid_ = pid;
+  process.op_limit_ = init_limit;
   bool stopped = false;
   std::optional<json> info;
   try {
@@ -278,6 +286,7 @@ ClientProcess& ClientProcess::operator=(ClientProcess&& other) noexcept {
     ClientApi::operator=(std::move(other));
     socket_ = std::move(other.socket_);
     pid_ = other.pid_;
+    op_limit_ = other.op_limit_;
     task_hosts_ = std::move(other.task_hosts_);
   }
   return *this;
@@ -378,7 +387,7 @@ void ClientProcess::start_allgather(const std::string& key, std::span<const std:
     call(socket_.get(), pid_, {{"op", "put"}, {"key", piece_key(key, piece)}, {"value", std::move(hex)}},
          std::chrono::seconds(0));
   }
-  send_message(socket_.get(), {{"op", "allgather"}, {"key", key}});
+  send_message(socket_.get(), {{"op", "allgather"}, {"key", key}, {"get_limit_ms", op_limit_.count()}});
 }
 
 std::optional<ClientProcess::AllgatherPiece> ClientProcess::read_allgather() {

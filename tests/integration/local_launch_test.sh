@@ -527,6 +527,27 @@ slow-pmix-finalize)  # hyrun's own PMIx_Finalize, late: it waits for it, as for 
   expect_rc 0
   ! grep -q "did not end within" "$ERR" && pass "the helper was not killed" || fail "the helper was killed: $(cat "$ERR")"
   ;;
+late-pmix-finalize-read)  # a client's PMIx_Finalize read after its process was reaped still counts
+  # The inner hyrun is the outer one's PMIx client. Its rank has a test helper hold every
+  # thread of the outer hyrun but its main one (libpmix's progress thread reads the clients'
+  # messages), then exits. The inner hyrun's PMIx_Finalize goes into its socket unread; libpmix
+  # gives up on the answer after 2 s, and the inner hyrun exits 0. The outer hyrun's main
+  # thread reaps it while libpmix is held, and the helper lets libpmix go a second later. Before,
+  # the outer hyrun judged the end at once: "exited 0 without finalizing PMIx".
+  printf '#!/bin/sh\nouter=$(cut -d" " -f4 /proc/$PPID/stat)\necho "$outer $PPID" >"$1/req.tmp"\nmv "$1/req.tmp" "$1/req"\nfor _ in $(seq 600); do [ -e "$1/held" ] && exit 0; sleep 0.1; done\nexit 3\n' >"$WORK/hold-outer"
+  chmod +x "$WORK/hold-outer"
+  (for _ in $(seq 600); do [ -s "$WORK/req" ] && break; sleep 0.1; done
+    read -r outer inner <"$WORK/req"
+    "$(dirname "$0")/hold_threads.py" "$outer" "$WORK/held" "$inner" 1 2>"$WORK/hold.err"; echo $? >"$WORK/hold.rc") &
+  holder=$!
+  run_job 60 "$HYRUN" -n 1 --bootstrap=none -- "$HYRUN" -n 1 --bootstrap=none -- "$WORK/hold-outer" "$WORK"
+  wait "$holder"
+  [ "$(cat "$WORK/hold.rc")" = 77 ] && { echo "SKIP: this process may not ptrace hyrun: $(cat "$WORK/hold.err")"; exit 77; }
+  [ "$(cat "$WORK/hold.rc")" = 0 ] && pass "libpmix's threads were held until the inner hyrun was reaped" \
+    || fail "the holder failed (rc $(cat "$WORK/hold.rc")): $(cat "$WORK/hold.err")"
+  expect_rc 0
+  ! grep -q "without finalizing" "$ERR" && pass "the late finalize counted" || { fail "judged before its finalize was read"; show_output; }
+  ;;
 usage)
   run_job 10 "$HYRUN" -- /bin/true
   expect_rc 2; expect_stderr "ranks is required"

@@ -1,6 +1,6 @@
 // The PMIx server's record of the connections it admitted: a descriptor counts only while it
 // names the socket admitted (numbers are reused), a judged connection leaves the record but
-// stays admitted, and one libpmix closed leaves it unjudged.
+// stays admitted, and one libpmix closed leaves it unjudged and no longer held.
 #include "hyrun/pmix/admitted_connections.hpp"
 
 #include <gtest/gtest.h>
@@ -58,6 +58,26 @@ TEST(AdmittedConnections, ADescriptorCountsWhileItNamesTheSocketAdmitted) {
   EXPECT_EQ(judge_all(true), std::vector<pid_t>{-1});
   EXPECT_FALSE(any_admitted_unjudged());
   EXPECT_TRUE(is_admitted(b.ours.get())) << "judged, still admitted: its handshake's answers are recognised";
+}
+
+// A rank's end is judged once libpmix has closed its connections (read them to the end): held
+// counts judged connections too, only under the child they were admitted under, and only while
+// the descriptor still names the socket admitted.
+TEST(AdmittedConnections, AChildsConnectionIsHeldUntilLibpmixClosesIt) {
+  Pair a = socket_pair(), b = socket_pair();
+  remember_admitted(a.ours.get(), 7001);
+  remember_admitted(b.ours.get(), 7001);
+  judge_all(true);  // their handshakes completed
+  EXPECT_TRUE(any_held_under(7001));
+  EXPECT_FALSE(any_held_under(7002));
+  a.ours.reset();
+  EXPECT_TRUE(any_held_under(7001)) << "its second connection is still open";
+  const int number = b.ours.get();
+  b.ours.reset();
+  EXPECT_FALSE(any_held_under(7001));
+  Pair c = socket_pair();  // takes a closed one's number, not its child
+  ASSERT_TRUE(c.ours.get() == number || c.theirs.get() == number);
+  EXPECT_FALSE(any_held_under(7001)) << "another socket under the same number";
 }
 
 }  // namespace

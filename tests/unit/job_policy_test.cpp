@@ -225,6 +225,27 @@ TEST(JobPolicyPmix, AClientThatExitsZeroWithoutFinalizingFailsTheJob) {
   EXPECT_EQ(policy.judge_end(plain, JudgedMoment{}).kind, Verdict::Kind::kNoFailure);
 }
 
+// Its finalize may still be unread in hyrun's PMIx server (libpmix's thread busy or stopped
+// when the process was reaped): the end is judged again once the connection is read. Only the
+// would-be failure waits; a finalized client, or a failed exit, is judged at once.
+TEST(JobPolicyPmix, AnEndWhoseFinalizeMayBeUnreadIsJudgedOnceItIsRead) {
+  JobPolicy policy(0);
+  JudgedMoment unread;
+  unread.goodbye_unread = true;
+  RankProcess rank = ended(2, 4321, exit_status(0));
+  rank.pmix_connected = true;
+  EXPECT_EQ(policy.judge_end(rank, unread).kind, Verdict::Kind::kUnread);
+  EXPECT_EQ(policy.judge_end(rank, JudgedMoment{}).kind, Verdict::Kind::kFailure);
+  rank.pmix_finalized = true;  // read meanwhile
+  EXPECT_EQ(policy.judge_end(rank, JudgedMoment{}).kind, Verdict::Kind::kNoFailure);
+
+  RankProcess failed = ended(3, 4322, exit_status(5));
+  failed.pmix_connected = true;
+  const Verdict verdict = policy.judge_end(failed, unread);
+  EXPECT_EQ(verdict.kind, Verdict::Kind::kFailure);
+  EXPECT_NE(verdict.how.find("exited with code 5"), std::string::npos) << verdict.how;
+}
+
 TEST(JobPolicyPmix, AClientsEndAfterTheJobFailedIsNoNewFailure) {
   JobPolicy policy(0);
   RankProcess first = ended(0, 100, exit_status(7));

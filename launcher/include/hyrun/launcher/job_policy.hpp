@@ -26,6 +26,7 @@ struct Verdict {
     kNoFailure,    ///< a clean end, or one after the job's verdict was made: nothing to do
     kPending,      ///< killed by a terminating signal: judged after kSignalSettle (defer())
     kSuspended,    ///< stopped by a signal: the job waits for its SIGCONT
+    kUnread,       ///< would fail for want of a finalize that may still be unread: judged again once read
     kFailure,      ///< the job fails: fail() with `how` and `exit_code`
   };
   // A constructor, so that a verdict names only what it has (no missing-initializer warnings).
@@ -44,6 +45,9 @@ struct JudgedMoment {
   bool awaiting_address = false;  ///< rank 0's address is awaited (its end is the bootstrap's)
   /// "stdout" or "stderr" when that output of hyrun lost its reader (a SIGPIPE's cause), else "".
   std::string lost_reader;
+  /// hyrun's PMIx server has not read the rank's connection to its end yet: a PMIx_Finalize
+  /// the rank sent before it ended may be unread (a busy or stopped server thread).
+  bool goodbye_unread = false;
 };
 
 class JobPolicy {

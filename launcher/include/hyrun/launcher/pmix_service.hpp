@@ -19,6 +19,7 @@
 #include "hyrun/launcher/rank_service.hpp"
 #include "hyrun/launcher/rank_supervisor.hpp"
 #include "hyrun/launcher/root_exchange.hpp"
+#include "hyrun/pmix/admitted_connections.hpp"
 #include "hyrun/pmix/server.hpp"
 #include "hyrun/process/poll_participant.hpp"
 #include "hyrun/process/private_directory.hpp"
@@ -77,6 +78,8 @@ class PmixService final : public PollParticipant, public RankService {
   /// Has the supervisor judge the connections whose handshake has not completed.
   void on_tick() override;
   void settle() override;
+  /// Whether libpmix still holds a connection from the process tree of `pid`.
+  bool still_reading(pid_t pid) const override { return pmix::any_held_under(pid); }
 
  private:
   PmixService(PrivateDirectory rendezvous, PrivateDirectory shared_memory,

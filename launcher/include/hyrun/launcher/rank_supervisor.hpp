@@ -123,6 +123,11 @@ class RankSupervisor {
   /// Records the failure (JobPolicy::fail), says it, and stops the other ranks.
   void report_failure(const RankProcess& rank, const std::string& how, std::optional<int> exit_code = {});
   void settle_verdict();
+  /// Whether a participant may not have read all that the ended process `pid` sent it.
+  bool still_read(pid_t pid) const;
+  /// Judges the ends that waited for their connection to be read (Verdict::Kind::kUnread),
+  /// now read or past --bootstrap-timeout.
+  void judge_unread_ends();
   void on_publish_readable();
   void on_control_readable(RankProcess& rank);
   /// Tells every running local rank that handles deaths, but `dead` itself, that the
@@ -148,6 +153,11 @@ class RankSupervisor {
   RankProcesses processes_;
   JobPolicy policy_;
   bool awaiting_address_ = false;  // rank 0's end is then reported as a bootstrap failure
+  struct UnreadEnd {
+    std::size_t process;
+    std::chrono::steady_clock::time_point due;
+  };
+  std::vector<UnreadEnd> unread_ends_;  // judged once their connection is read (judge_unread_ends)
 
   bool stopping_ = false;
   bool killed_ = false;

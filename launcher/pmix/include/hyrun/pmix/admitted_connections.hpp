@@ -4,7 +4,8 @@
 // handshake for that rank failed after it took the rank's record (a process of the job that
 // forged one, docs/pmix.md): the rank would wait for ever. So each admitted connection is
 // kept with the child of hyrun's whose process tree holds its peer, and the rank supervisor
-// names a rank whose connection is still open but whose handshake never completed.
+// names a rank whose connection is still open but whose handshake never completed. And a
+// rank that ended is judged once libpmix has read its connection to the end (its finalize).
 // Process-wide (accept(2) is a free function): written on libpmix's listener thread, read on
 // hyrun's.
 #include <sys/types.h>
@@ -27,6 +28,11 @@ struct AdmittedConnection {
 void remember_admitted(int fd, std::optional<pid_t> child);
 /// Whether `fd` is a connection that was admitted, judged or not, and still the same socket.
 bool is_admitted(int fd);
+/// Whether libpmix still holds a connection admitted under `child` (judged or not): it has not
+/// read that connection to its end, so what the peer said last (its PMIx_Finalize) may still
+/// be unread, though the peer has ended. libpmix closes a client's connection only after it
+/// handled every message before the close, in order.
+bool any_held_under(pid_t child);
 /// Whether any admitted connection waits to be judged.
 bool any_admitted_unjudged();
 /// Calls `judge` for each admitted connection that libpmix still holds and drops those it

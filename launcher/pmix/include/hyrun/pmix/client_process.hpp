@@ -70,8 +70,9 @@ class ClientProcess final : public ClientApi {
   /// process's `value` goes under `key` (in pieces of at most kAllgatherPiece bytes, so that
   /// no PMIx server meets a large put), then the helper fences and sends every process's
   /// value back, in rank order, as messages on fd(): read each with read_allgather() when
-  /// fd() is readable. One allgather at a time; no other call while one is open but abort()
-  /// (which cancels it) and the end of this object. Throws Error as put() does.
+  /// fd() is readable. Each get of a collected value may take connect()'s `init_limit`. One allgather at a time; no
+  /// other call while one is open but abort() (which cancels it) and the end of this object. Throws Error as put()
+  /// does.
   void start_allgather(const std::string& key, std::span<const std::byte> value);
   /// A piece travels as hex in one message on the socket pair, whose messages the kernel
   /// bounds by the send buffer (net.core.wmem_default, 208 KiB on Debian 12).
@@ -96,6 +97,7 @@ class ClientProcess final : public ClientApi {
 
   UniqueFd socket_;
   pid_t pid_ = -1;
+  std::chrono::milliseconds op_limit_{0};  // connect()'s init_limit: also each get of an allgather's values
   std::vector<std::string> task_hosts_;
 };
 

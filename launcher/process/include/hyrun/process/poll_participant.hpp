@@ -3,6 +3,7 @@
 // the hyrun processes of a job): the supervisor polls its descriptors, wakes it in time and
 // tells it what happened, without knowing what it is.
 #include <poll.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <vector>
@@ -23,6 +24,10 @@ class PollParticipant {
   /// Called before the supervisor judges a rank's end: take in now what the rank said
   /// before it ended, though its descriptor was not polled yet.
   virtual void settle() {}
+  /// Whether this participant may not yet have read all that the ended process `pid` (a rank
+  /// process) sent it: its descriptor for the process is open in a thread the loop does not
+  /// run (libpmix's). The rank's verdict waits for it, bounded, when it would be a failure.
+  virtual bool still_reading(pid_t /*pid*/) const { return false; }
 };
 
 /// A participant with no timers: it only answers its descriptors (the PMIx and PMI servers).
