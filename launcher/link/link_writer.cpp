@@ -44,7 +44,7 @@ LinkWriter::~LinkWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void LinkWriter::add(int task, int fd, bool connecting, LinkSeal seal, bool beats) {
+void LinkWriter::add(int task, int fd, bool connecting, LinkSeal seal, bool beats, std::string_view hello) {
   {
     std::lock_guard lock(mutex_);
     Out& out = peers_[task];
@@ -52,6 +52,10 @@ void LinkWriter::add(int task, int fd, bool connecting, LinkSeal seal, bool beat
     out.connecting = connecting;
     out.beats = beats;
     out.seal = std::move(seal);
+    if (!hello.empty()) {
+      queue_locked(out, Piece{std::string(hello) + '\n', nullptr});
+      flush_locked(out);
+    }
     settle_locked(task, out);
     connect_added_ = connect_added_ || connecting;
   }
@@ -106,15 +110,6 @@ bool LinkWriter::send(int task, std::shared_ptr<const std::string> body) {
   flush_locked(out);
   settle_locked(task, out);
   return true;
-}
-
-void LinkWriter::send_hello(int task, std::string_view line) {
-  std::lock_guard lock(mutex_);
-  auto it = peers_.find(task);
-  if (it == peers_.end()) return;
-  queue_locked(it->second, Piece{std::string(line) + '\n', nullptr});
-  flush_locked(it->second);
-  settle_locked(task, it->second);
 }
 
 void LinkWriter::queue_locked(Out& out, Piece piece) {

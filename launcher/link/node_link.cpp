@@ -177,9 +177,8 @@ std::size_t NodeLink::open_connection(int task, const std::string& host, const s
   // Heartbeats only to the parent, on the tree's connection (dial() sets watched after this
   // returns): a direct modex connection to it carries none.
   writer_->add(peer.slot, peer.fd.get(), peer.connecting, LinkSeal(token_, self_, nonce, LinkSeal::Direction::kToRoot),
-               purpose == LinkPurpose::kTree && task == tree_.parent(self_));
-  writer_->send_hello(peer.slot,
-                      format_link(LinkHello{self_, nonce, link_hello_proof(token_, self_, task, nonce, purpose)}));
+               purpose == LinkPurpose::kTree && task == tree_.parent(self_),
+               format_link(LinkHello{self_, nonce, link_hello_proof(token_, self_, task, nonce, purpose)}));
   peer.seal.emplace(token_, self_, nonce, LinkSeal::Direction::kFromRoot);
   peers_.push_back(std::move(peer));
   return peers_.size() - 1;

@@ -44,7 +44,10 @@ class LinkWriter {
   /// closing it); `seal` seals every line sent to it (link_seal.hpp). A `connecting` socket
   /// is written once connected() or once the thread finds its non-blocking connect complete.
   /// `beats`: whether the thread sends it heartbeats (a peer that watches this hyrun).
-  void add(int task, int fd, bool connecting, LinkSeal seal, bool beats = true);
+  /// `hello`, when not empty: the one line that goes unsealed, a dialling node's hello, queued
+  /// as the connection's first line under the same lock, so that no heartbeat goes before it
+  /// (the peer refuses a connection whose first line is anything else).
+  void add(int task, int fd, bool connecting, LinkSeal seal, bool beats = true, std::string_view hello = {});
   /// The non-blocking connect of `task` completed: what was queued goes now.
   void connected(int task);
   /// Forgets `task`: nothing is written to its socket any more. Call before closing it.
@@ -56,8 +59,6 @@ class LinkWriter {
   bool send(int task, std::string_view body);
   /// The same with a body that other peers' queues may hold too.
   bool send(int task, std::shared_ptr<const std::string> body);
-  /// The same for the one line that goes unsealed: a node's hello.
-  void send_hello(int task, std::string_view line);
   /// Sends what is queued for `task` (its socket became writable).
   void flush(int task);
   /// Whether `task` waits for its socket to be writable (connecting, or bytes queued).
