@@ -155,8 +155,7 @@ void RankSupervisor::reap_children() {
   }
   // What the ranks told the participants before they ended is taken in first (a PMIx
   // client's goodbye), then ends reaped in one batch are judged, in the policy's order.
-  if (!ended.empty())
-    for (auto* participant : participants_) participant->settle();
+  if (!ended.empty()) settle_participants();
   JobPolicy::order_for_judgement(ended);
   for (const auto& end : ended) on_rank_exit(end.process, end.status);
 }
@@ -246,8 +245,14 @@ void RankSupervisor::on_rank_exit(std::size_t process, int wait_status) {
   // The survivors that handle deaths learn of it now, whatever the verdict below (before a
   // restart, so that the notice always precedes the new process's join).
   tell_death(rank.global_rank);
-  // A client that ended without its finalize read yet is judged again once it is read.
-  const bool unread = rank.pmix_connected && !rank.pmix_finalized && !rank.end.failed() && still_read(rank.pid);
+  // A client that ended without its finalize read yet is judged again once it is read. Whether
+  // libpmix still holds its connection is looked at before the events are taken in: it may
+  // read the finalize and close between the two.
+  bool unread = false;
+  if (rank.pmix_connected && !rank.pmix_finalized && !rank.end.failed()) {
+    unread = still_read(rank.pid);
+    if (!unread) settle_participants();
+  }
   JudgedMoment now{stopping_, awaiting_address_, "", unread};
   OutputForwarder& output = processes_.output();
   if (output.broken(1) || output.broken(2)) now.lost_reader = output.broken(1) ? "stdout" : "stderr";
@@ -282,6 +287,10 @@ void RankSupervisor::on_rank_stopped(std::size_t process, int signal) {
     act_on(verdict, process);
 }
 
+void RankSupervisor::settle_participants() {
+  for (auto* participant : participants_) participant->settle();
+}
+
 bool RankSupervisor::still_read(pid_t pid) const {
   return std::any_of(participants_.begin(), participants_.end(),
                      [pid](const PollParticipant* p) { return p->still_reading(pid); });
@@ -290,11 +299,15 @@ bool RankSupervisor::still_read(pid_t pid) const {
 void RankSupervisor::judge_unread_ends() {
   const auto now = Clock::now();
   auto ends = std::exchange(unread_ends_, {});
-  // What libpmix read up to a connection's end (a finalize) is in the events by now.
-  for (auto* participant : participants_) participant->settle();
-  for (const UnreadEnd& end : ends) {
+  // Looked at first, then the events taken in: what libpmix read before it closed a connection
+  // (a finalize) is among them, though it closed after the settle began.
+  std::vector<bool> unread_now;
+  for (const UnreadEnd& end : ends) unread_now.push_back(still_read(processes_.all()[end.process].pid));
+  settle_participants();
+  for (std::size_t i = 0; i < ends.size(); ++i) {
+    const UnreadEnd& end = ends[i];
     const RankProcess& rank = processes_.all()[end.process];
-    const bool unread = still_read(rank.pid);
+    const bool unread = unread_now[i];
     if (unread && now < end.due && !stopping_) {  // a stopping job judges no such end a failure: now
       unread_ends_.push_back(end);
       continue;
@@ -364,12 +377,9 @@ void RankSupervisor::check_root_alive(pid_t root_pid, std::optional<Clock::time_
 void RankSupervisor::on_pmix_client(int global_rank, PmixClientStep step, const char* api) {
   RankProcess* rank = processes_.latest(global_rank);
   if (rank == nullptr) return;  // not a rank of this node (libpmix checked it)
-  // An ended rank's finalize counts while its end awaits it (read late: judge_unread_ends).
-  const auto awaits = [&] {
-    return std::any_of(unread_ends_.begin(), unread_ends_.end(),
-                       [&](const UnreadEnd& end) { return &processes_.all()[end.process] == rank; });
-  };
-  if (!rank->alive() && !(step == PmixClientStep::kFinalized && awaits())) return;
+  // A finalize read after the process ended still counts: its verdict may wait for it
+  // (judge_unread_ends); one already judged is not changed by it.
+  if (!rank->alive() && step != PmixClientStep::kFinalized) return;
   switch (step) {
     case PmixClientStep::kConnected:
       rank->pmix_connected = true;

@@ -123,6 +123,8 @@ class RankSupervisor {
   /// Records the failure (JobPolicy::fail), says it, and stops the other ranks.
   void report_failure(const RankProcess& rank, const std::string& how, std::optional<int> exit_code = {});
   void settle_verdict();
+  /// Takes in what the participants were told so far (PollParticipant::settle).
+  void settle_participants();
   /// Whether a participant may not have read all that the ended process `pid` sent it.
   bool still_read(pid_t pid) const;
   /// Judges the ends that waited for their connection to be read (Verdict::Kind::kUnread),
