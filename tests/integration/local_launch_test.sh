@@ -5,10 +5,13 @@ source "$(dirname "$0")/lib.sh"
 case_name=$1; shift
 
 case $case_name in
-table-once-a-node)  # 3 simulated nodes of 3 ranks: rank 0 sends the address table to its own node and one rank a node, which pass it on
+table-once-a-node)  # 3 simulated nodes of 3 ranks: one join message and one copy of the address table a node at rank 0
   run_job 60 env HYRUN_LOG_LEVEL=debug "$HYRUN" -n 3 --bootstrap=none -- "$HYRUN" -n 3 -- "$HELLO"
   expect_rc 0
   expect_stdout "^rank 0: ring of 9 ranks ok"
+  # Its own node's ranks 1 and 2 join it each; ranks 3 and 6 carry their node's joins.
+  expect_stderr "rank 0: admitted 8 joins in 4 messages$"
+  for r in 3 6; do expect_stderr "rank $r: carried 3 joins of its node to rank 0$"; done
   expect_stderr "rank 0: sent the address table \([0-9]+ bytes\) to 4 of 8 start ranks$"
   for r in 3 6; do expect_stderr "rank $r: passed the address table on to 2 rank\(s\) of its node$"; done
   [ "$(grep -c "passed the address table on" "$ERR")" = 2 ] && pass "no other rank passed it on" \

@@ -79,5 +79,29 @@ TEST(BootstrapMessages, OversizedMessagesAreErrors) {
   EXPECT_LE(table.size(), max_table_bytes(2));
 }
 
+TEST(BootstrapMessages, BundleRoundTripsEveryJoinByteForByte) {
+  std::mt19937 gen(std::random_device{}());
+  std::vector<std::vector<std::byte>> joins;
+  for (int i = 0; i < 9; ++i) joins.push_back(random_bytes(gen, 1 + gen() % 700));
+  joins.push_back(random_bytes(gen, kMaxSealedJoinBytes));
+  EXPECT_EQ(decode_bundle(encode_bundle(joins), joins.size()), joins);
+  EXPECT_LE(encode_bundle(joins).size(), max_bundle_bytes(joins.size()));
+}
+
+TEST(BootstrapMessages, ABundleOfNoJoinsTooManyOrTooLargeOnesOrCutIsAnError) {
+  std::mt19937 gen(std::random_device{}());
+  EXPECT_THROW(decode_bundle(encode_bundle({}), 4), Error);
+  const std::vector<std::vector<std::byte>> three{random_bytes(gen, 40), random_bytes(gen, 50), random_bytes(gen, 60)};
+  EXPECT_THROW(decode_bundle(encode_bundle(three), 2), Error);
+  EXPECT_NO_THROW(decode_bundle(encode_bundle(three), 3));
+  EXPECT_THROW(decode_bundle(encode_bundle({random_bytes(gen, kMaxSealedJoinBytes + 1)}), 4), Error);
+  const auto bytes = encode_bundle(three);
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut)
+    EXPECT_THROW(decode_bundle(std::span(bytes).first(cut), 3), Error) << cut;
+  auto padded = bytes;
+  padded.push_back(std::byte{0});
+  EXPECT_THROW(decode_bundle(padded, 3), Error);
+}
+
 }  // namespace
 }  // namespace hyrun::bootstrap

@@ -37,6 +37,7 @@
 #include "hyrun/common/unique_fd.hpp"
 #include "join_admission.hpp"
 #include "message_tag.hpp"
+#include "node_leader.hpp"
 #include "refusal.hpp"
 #include "worker_log.hpp"
 
@@ -119,6 +120,19 @@ class MessageChecks : public ::testing::Test {
     from.wait(from.start_send(-1, ep.get(), t, sealed, "a test join"), "a test join");
   }
 
+  // `rank`'s join carrying `address`, sealed by `from` for rank 0 (A).
+  std::vector<std::byte> sealed_join(const Communicator& from, int rank, const std::vector<std::byte>& address) {
+    return from.seal(tag::make(tag::Kind::kJoin, rank, tag::kOneJoin), auth::process_id(address_of(a_)),
+                     bootstrap::encode({rank, 0, address, {}}));
+  }
+  // `joins` in one bundle that `from` sends to A on `ep` as the carrier rank `carrier`.
+  void send_bundle(Communicator& from, const ucx::Endpoint& ep, int carrier,
+                   const std::vector<std::vector<std::byte>>& joins) {
+    const auto t = tag::make(tag::Kind::kJoin, carrier, tag::kJoinBundle);
+    const auto sealed = from.seal(t, auth::process_id(address_of(a_)), bootstrap::encode_bundle(joins));
+    from.wait(from.start_send(-1, ep.get(), t, sealed, "a test bundle"), "a test bundle");
+  }
+
   // B sends `text` the genuine way on kUserTag, and A takes it (past anything refused before it).
   void expect_delivered(const std::string& text) {
     b_.send(0, bytes_of(text), kUserTag);
@@ -155,6 +169,63 @@ TEST_F(MessageChecks, AJoinIsAdmittedOnceAndOnlyFromTheProcessItNames) {
   EXPECT_EQ(log_.count("refused a join message claiming rank 1 ("), 2) << log_.all();
   EXPECT_EQ(log_.count("sealed by another process than the one whose address it carries"), 1) << log_.all();
   EXPECT_EQ(log_.count("rank 1 with this address was already admitted (a replay)"), 1) << log_.all();
+}
+
+// "A node's leader carries the joins of its node to rank 0 in one message": B leads a node of
+// B and C. It takes only C's join sealed for rank 0 by C, and rank 0 admits both joins from
+// the one bundle.
+TEST_F(MessageChecks, ALeaderCarriesItsNodesJoinsInOneMessageThatRank0AdmitsJoinByJoin) {
+  JoinAdmission admission(a_);
+  const ucx::Endpoint b_to_a = b_.connect({0, address_of(a_), {}}), c_to_b = c_.connect({0, address_of(b_), {}});
+  const auto t = tag::make(tag::Kind::kJoin, 2, tag::kOneJoin);
+  const auto send_to_b = [&](const std::vector<std::byte>& sealed) {
+    c_.wait(c_.start_send(-1, c_to_b.get(), t, sealed, "a test join"), "a test join");
+  };
+  send_to_b(c_.seal(t, auth::process_id(address_of(b_)), bootstrap::encode({2, 0, address_of(c_), {}})));  // for B
+  send_to_b(sealed_join(c_, 2, address_of(b_)));  // naming B's process
+  send_to_b(sealed_join(c_, 2, address_of(c_)));
+  EXPECT_EQ(bootstrap::carry_node_joins(b_, b_to_a.get(), auth::process_id(address_of(a_)), {1, 2},
+                                        sealed_join(b_, 1, address_of(b_))),
+            2);
+  std::set<int> admitted;
+  for (int i = 0; i < 2; ++i) admitted.insert(admission.next("a test join", a_.deadline()).rank);
+  EXPECT_EQ(admitted, (std::set<int>{1, 2}));
+  EXPECT_EQ(admission.messages(), 1) << "both joins came in one message";
+  EXPECT_EQ(log_.count("rank 1: refused a join message claiming rank 2"), 2) << log_.all();
+  EXPECT_EQ(log_.count("sealed for another tag or process (a replay)"), 1) << log_.all();
+  EXPECT_EQ(log_.count("sealed by another process than the one whose address it carries"), 1) << log_.all();
+  EXPECT_EQ(log_.count("rank 0: refused"), 0) << log_.all();
+}
+
+// "Rank 0 checks every join of a bundle as it checks one sent to it, and refuses the bundle
+// whole for one that fails": nothing of a refused bundle is admitted.
+TEST_F(MessageChecks, ABundleWithOneJoinThatFailsTheCheckIsRefusedWhole) {
+  JoinAdmission admission(a_);
+  const ucx::Endpoint b_to_a = b_.connect({0, address_of(a_), {}});
+  const auto for_b = c_.seal(tag::make(tag::Kind::kJoin, 2, tag::kOneJoin), auth::process_id(address_of(b_)),
+                             bootstrap::encode({2, 0, address_of(c_), {}}));
+  send_bundle(b_, b_to_a, 1, {sealed_join(c_, 2, address_of(c_))});  // without its carrier's own join
+  send_bundle(b_, b_to_a, 1, {sealed_join(b_, 1, address_of(b_)), for_b});
+  send_bundle(b_, b_to_a, 1, {sealed_join(b_, 1, address_of(b_)), sealed_join(b_, 2, address_of(c_))});
+  send_bundle(b_, b_to_a, 1, {sealed_join(b_, 1, address_of(b_)), sealed_join(c_, 2, address_of(c_))});
+  std::set<int> admitted;
+  for (int i = 0; i < 2; ++i) admitted.insert(admission.next("a test join", a_.deadline()).rank);
+  EXPECT_EQ(admitted, (std::set<int>{1, 2}));
+  EXPECT_EQ(admission.messages(), 1);
+  EXPECT_EQ(log_.count("refused a join message claiming rank 1 ("), 3) << log_.all();
+  EXPECT_EQ(log_.count("not sent by rank 1, which it names as its carrier, with its own join"), 1) << log_.all();
+  EXPECT_EQ(log_.count("join 2 of the bundle was sealed for another tag or process (a replay)"), 1) << log_.all();
+  EXPECT_EQ(log_.count("join 2 of the bundle: sealed by another process than the one whose address it carries"), 1)
+      << log_.all();
+  // The same bundle again: a replay, refused whole.
+  send_bundle(b_, b_to_a, 1, {sealed_join(b_, 1, address_of(b_)), sealed_join(c_, 2, address_of(c_))});
+  const auto until = Communicator::Clock::now() + 10s;
+  while (log_.count("already admitted") == 0 && Communicator::Clock::now() < until) {
+    ucp_worker_progress(a_.worker());
+    EXPECT_FALSE(admission.poll()) << "a join was admitted twice";
+  }
+  EXPECT_EQ(log_.count("join 1 of the bundle: rank 1 with this address was already admitted (a replay)"), 1)
+      << log_.all();
 }
 
 // "the trailer names the tag it came with and this process as the destination": a message

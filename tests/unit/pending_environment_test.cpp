@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 
 #include "hyrun/common/env_contract.hpp"
 #include "hyrun/common/error.hpp"
+#include "hyrun/common/whole_file.hpp"
 #include "pending_environment.hpp"  // the worker library's side (worker/src)
 #include "refusal.hpp"
 
@@ -147,7 +149,7 @@ TEST_F(PendingRank, ADirectoryRemovedFirstIsAnErrorThatSaysHyrunEnded) {
   });
   const std::string said =
       refusal([&] { receive_pending_environment(started, std::chrono::steady_clock::now() + 20s); });
-  EXPECT_NE(said.find("was removed before hyrun gave rank 0's address there (hyrun ended)"), std::string::npos)
+  EXPECT_NE(said.find("was removed before rank 0's address from hyrun came there (hyrun ended)"), std::string::npos)
       << "'" << said << "'";
   hyrun.join();
 }
@@ -263,6 +265,65 @@ TEST_F(PendingRank, WithNoInotifyInstanceLeftSilenceStillEndsAtTheDeadline) {
     }
     return "no TimeoutError";
   });
+}
+
+// The node's leader puts its address there, and a rank of its node takes it (node_leader.hpp).
+TEST_F(PendingRank, ALeadersAddressIsTakenByTheRestOfItsNode) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<std::byte> address(1 + rng() % 900);
+  for (auto& b : address) b = static_cast<std::byte>(rng());
+  std::thread leader([&] {
+    std::this_thread::sleep_for(50ms);
+    put_node_leader_address(dir_, 4, address);
+  });
+  EXPECT_EQ(await_node_leader_address(dir_, 5, 4, std::chrono::steady_clock::now() + 20s), address);
+  leader.join();
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/." + kNodeLeaderFile + ".partial"));
+}
+
+TEST_F(PendingRank, AnotherRanksAddressOrALeaderFileThatIsNotOneIsAnError) {
+  put_node_leader_address(dir_, 3, std::vector<std::byte>{std::byte{1}, std::byte{2}});
+  const auto now = [] { return std::chrono::steady_clock::now() + 20s; };
+  EXPECT_NE(refusal([&] { await_node_leader_address(dir_, 5, 4, now()); }).find("is not rank 4's address"),
+            std::string::npos);
+  std::ofstream(dir_ + "/" + kNodeLeaderFile) << "hyrun-leader v1 4 0g\n";
+  EXPECT_NE(refusal([&] { await_node_leader_address(dir_, 5, 4, now()); }).find(kNodeLeaderFile), std::string::npos);
+  std::ofstream(dir_ + "/" + kNodeLeaderFile) << "hyrun-leader v1 4 00ff";  // no newline: not written whole
+  EXPECT_NE(refusal([&] { await_node_leader_address(dir_, 5, 4, now()); }).find("is not rank 4's address"),
+            std::string::npos);
+}
+
+TEST_F(PendingRank, ALeaderThatNeverPutsItsAddressIsATimeoutNamingIt) {
+  try {
+    await_node_leader_address(dir_, 5, 4, std::chrono::steady_clock::now() + 50ms);
+    ADD_FAILURE() << "no TimeoutError";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("the address of rank 4, which carries its node's joins"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The write-then-rename that every file of the pending directory goes through.
+TEST(WholeFile, ReplacesAFileWholeAndFailsWithoutLeavingAPartOrFollowingALink) {
+  char name[] = "/tmp/hyrun-whole-file-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(name), nullptr);
+  const std::string dir = name;
+  const auto read = [&](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  put_whole_file(dir, "f", "first");
+  put_whole_file(dir, "f", std::string(100000, 'x'));
+  EXPECT_EQ(read(dir + "/f"), std::string(100000, 'x'));
+  EXPECT_NE(refusal([&] { put_whole_file(dir + "/missing", "f", "x"); }).find(dir + "/missing/.f.partial"),
+            std::string::npos);
+  // A link planted at the partial name is neither followed nor left behind a success.
+  ASSERT_EQ(::symlink((dir + "/target").c_str(), (dir + "/.g.partial").c_str()), 0);
+  EXPECT_NE(refusal([&] { put_whole_file(dir, "g", "x"); }).find(".g.partial"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/target"));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(dir + "/.g.partial")));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/g"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

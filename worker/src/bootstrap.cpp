@@ -11,6 +11,8 @@
 #include "hyrun/common/hex.hpp"
 #include "hyrun/ucx/worker.hpp"
 #include "message_tag.hpp"
+#include "node_leader.hpp"
+#include "pending_environment.hpp"
 #include "worker_log.hpp"
 
 namespace hyrun::bootstrap {
@@ -99,6 +101,7 @@ void start_root(Communicator& comm, JoinAdmission& admission) {
     peers[join.rank] = {join.node, std::move(join.address), join.process};
     ++joined;
   }
+  worker_log().debug("rank 0: admitted {} joins in {} messages", joined - 1, admission.messages());
   comm.connect_endpoints(std::move(peers));
   const auto encoded = encode_table(comm.table());
   std::vector<int> to;
@@ -118,14 +121,28 @@ void start_member(Communicator& comm) {
   const auto root_address = from_hex(*contract.root_address_hex, env::kRootAddress);
   const auto root_id = auth::process_id(root_address);
   const auto own = own_address(comm);
-  // This endpoint stays the rank's endpoint to rank 0. UCX pairs rank 0's endpoint to
-  // this rank with it (one connection per pair of workers), so closing it and opening
-  // another would cancel rank 0's rendezvous sends to this rank ("Request canceled").
-  ucx::Endpoint root = comm.connect({0, root_address, {}});
-  const auto join_tag = tag::make(tag::Kind::kJoin, contract.rank, 0);
-  const auto join =
-      comm.seal(join_tag, root_id, encode({contract.rank, contract.node_rank, own, ProcessIdentity::own()}));
-  comm.wait(comm.start_send(-1, root.get(), join_tag, join, "joining rank 0"), "joining rank 0");
+  // Through its node's leader, or to rank 0 itself (node_leader.hpp).
+  const auto node = node_start_ranks(contract, !comm.pending_dir().empty());
+  const int joined_through = node ? node->front() : 0;
+  if (joined_through == contract.rank) put_node_leader_address(comm.pending_dir(), contract.rank, own);
+  // This endpoint stays the rank's endpoint to the rank it joined through. UCX pairs that
+  // rank's endpoint to this rank with it (one connection per pair of workers), so closing it
+  // and opening another would cancel its rendezvous sends to this rank ("Request canceled").
+  ucx::Endpoint joined_with =
+      joined_through == 0 || joined_through == contract.rank
+          ? comm.connect({0, root_address, {}})
+          : comm.connect({contract.node_rank,
+                          await_node_leader_address(comm.pending_dir(), contract.rank, joined_through, comm.deadline()),
+                          {}});
+  const auto join_tag = tag::make(tag::Kind::kJoin, contract.rank, tag::kOneJoin);
+  auto join = comm.seal(join_tag, root_id, encode({contract.rank, contract.node_rank, own, ProcessIdentity::own()}));
+  if (joined_through == contract.rank) {
+    carry_node_joins(comm, joined_with.get(), root_id, *node, std::move(join));
+  } else {
+    const auto what = joined_through == 0 ? std::string("joining rank 0")
+                                          : fmt::format("joining rank 0 through rank {}", joined_through);
+    comm.wait(comm.start_send(-1, joined_with.get(), join_tag, join, what), what);
+  }
   // At the start, the copy comes from rank 0 or from the first start rank of this rank's node
   // (table_source); a rank that joins late gets it from rank 0 alone (admit_rejoins).
   const auto starting = start_ranks(contract);
@@ -157,7 +174,8 @@ void start_member(Communicator& comm) {
   if (peers[contract.rank].address != own)
     throw Error(fmt::format("rank {}: the address table from rank 0 does not hold this process as rank {}",
                             contract.rank, contract.rank));
-  comm.connect_endpoints(std::move(peers), std::move(root));
+  comm.connect_endpoints(std::move(peers), std::move(joined_with),
+                         joined_through == contract.rank ? 0 : joined_through);
   if (source != contract.rank) return;
   // The first start rank of its node: the rest of the node's start ranks get the table from it.
   std::vector<int> to;

@@ -88,6 +88,29 @@ JoinRequest decode_join(std::span<const std::byte> bytes) {
   return join;
 }
 
+std::vector<std::byte> encode_bundle(const std::vector<std::vector<std::byte>>& sealed_joins) {
+  Writer w;
+  w.u32(static_cast<uint32_t>(sealed_joins.size()));
+  for (const auto& join : sealed_joins) w.blob(join);
+  return w.take();
+}
+
+std::vector<std::vector<std::byte>> decode_bundle(std::span<const std::byte> bytes, std::size_t max_joins) {
+  Reader r(bytes, "join bundle");
+  const uint32_t count = r.u32();
+  if (count == 0 || count > max_joins)
+    throw Error(fmt::format("malformed join bundle message: {} joins, expected 1 to {}", count, max_joins));
+  std::vector<std::vector<std::byte>> joins(count);
+  for (auto& join : joins) {
+    join = r.blob();
+    if (join.size() > kMaxSealedJoinBytes)
+      throw Error(fmt::format("malformed join bundle message: a join of {} bytes, at most {}", join.size(),
+                              kMaxSealedJoinBytes));
+  }
+  r.expect_end();
+  return joins;
+}
+
 std::vector<std::byte> encode_table(const std::vector<Peer>& peers) {
   Writer w;
   w.u32(static_cast<uint32_t>(peers.size()));

@@ -1,10 +1,12 @@
 #pragma once
-// The two bootstrap messages and their byte encoding (little-endian host order:
-// every rank of a job runs the same build on the same architecture).
-//   join  (rank -> rank 0): rank, node, worker address, process identity
-//   table (rank 0 -> rank): the node, worker address and process identity of every rank,
-//                           by rank
-// Both travel sealed (message_auth.hpp): the job token never goes over the wire, and a
+// The bootstrap messages and their byte encoding (little-endian host order: every rank of
+// a job runs the same build on the same architecture).
+//   join   (rank -> rank 0): rank, node, worker address, process identity
+//   bundle (node leader -> rank 0): the joins of the leader's node, each still sealed by
+//          its own rank for rank 0 (node_leader.hpp: the leader carries them unchanged)
+//   table  (rank 0 -> rank): the node, worker address and process identity of every rank,
+//          by rank
+// All travel sealed (message_auth.hpp): the job token never goes over the wire, and a
 // decoder only ever sees bytes that a holder of the token sent.
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "hyrun/common/process_identity.hpp"
+#include "message_auth.hpp"
 
 namespace hyrun::bootstrap {
 
@@ -22,6 +25,13 @@ inline constexpr std::size_t kMaxJoinBytes = 4 * sizeof(uint32_t) + kMaxAddressB
 /// Largest encoded table of `ranks` entries.
 constexpr std::size_t max_table_bytes(std::size_t ranks) {
   return sizeof(uint32_t) + ranks * (3 * sizeof(uint32_t) + kMaxAddressBytes + ProcessIdentity::kBytes);
+}
+
+/// Largest sealed join (a join and its seal's trailer).
+inline constexpr std::size_t kMaxSealedJoinBytes = kMaxJoinBytes + auth::kTrailerBytes;
+/// Largest encoded bundle of `joins` sealed joins.
+constexpr std::size_t max_bundle_bytes(std::size_t joins) {
+  return sizeof(uint32_t) + joins * (sizeof(uint32_t) + kMaxSealedJoinBytes);
 }
 
 struct JoinRequest {
@@ -41,6 +51,12 @@ struct Peer {
 std::vector<std::byte> encode(const JoinRequest& join);
 /// Throws hyrun::Error naming the message if it is truncated, malformed or too large.
 JoinRequest decode_join(std::span<const std::byte> bytes);
+
+/// A bundle of sealed joins: count, then each as length and bytes.
+std::vector<std::byte> encode_bundle(const std::vector<std::vector<std::byte>>& sealed_joins);
+/// Throws hyrun::Error naming the message if it is truncated or malformed, holds more than
+/// `max_joins` joins, or a join over kMaxSealedJoinBytes.
+std::vector<std::vector<std::byte>> decode_bundle(std::span<const std::byte> bytes, std::size_t max_joins);
 
 std::vector<std::byte> encode_table(const std::vector<Peer>& peers);
 /// Throws hyrun::Error naming the message if it is truncated, malformed or too large.

@@ -64,6 +64,7 @@ Communicator::Communicator(RankEnvironment contract, const WorldOptions& options
   worker_ = ucx::make_worker(context_.get());
   // A rank started before the exchange set up UCX meanwhile; now it needs rank 0's address
   // (and on another node the job's token).
+  pending_dir_ = contract_.root_pending_dir;
   contract_ = receive_pending_environment(contract_, deadline());
   auth_.emplace(contract_.job_token);
   if (notices_) notices_->wake_on_notice(worker_.get());  // a waiter blocked on its events notices the death
@@ -205,7 +206,8 @@ void Communicator::discard(ucp_tag_message_h message) {
 }
 
 std::optional<std::pair<std::vector<std::byte>, auth::Envelope>> Communicator::accept_message(
-    ucp_tag_message_h message, const ucp_tag_recv_info_t& info, std::size_t limit, const Check& check) {
+    ucp_tag_message_h message, const ucp_tag_recv_info_t& info, std::size_t limit, const Check& check,
+    std::optional<auth::ProcessId> sealed_for) {
   if (info.length > limit + auth::kTrailerBytes) {
     refuse(info.sender_tag, info.length, fmt::format("larger than the {} bytes allowed, not read", limit));
     discard(message);
@@ -228,7 +230,7 @@ std::optional<std::pair<std::vector<std::byte>, auth::Envelope>> Communicator::a
     refuse(info.sender_tag, info.length, "not sealed with this job's key (the sender lacks the job token)");
     return std::nullopt;
   }
-  if (envelope->tag != info.sender_tag || envelope->destination != own_id_) {
+  if (envelope->tag != info.sender_tag || envelope->destination != sealed_for.value_or(own_id_)) {
     refuse(info.sender_tag, info.length, "sealed for another tag or process (a replay)");
     return std::nullopt;
   }
@@ -239,11 +241,9 @@ std::optional<std::pair<std::vector<std::byte>, auth::Envelope>> Communicator::a
   return std::pair{std::move(data), *envelope};
 }
 
-std::pair<std::vector<std::byte>, auth::Envelope> Communicator::recv_authentic(ucp_tag_t t, ucp_tag_t mask,
-                                                                               std::size_t limit,
-                                                                               const std::string& what,
-                                                                               Clock::time_point until, int from,
-                                                                               const Check& check) {
+std::pair<std::vector<std::byte>, auth::Envelope> Communicator::recv_authentic(
+    ucp_tag_t t, ucp_tag_t mask, std::size_t limit, const std::string& what, Clock::time_point until, int from,
+    const Check& check, std::optional<auth::ProcessId> sealed_for) {
   for (;;) {
     ucp_tag_recv_info_t info{};
     ucp_tag_message_h message = nullptr;
@@ -265,7 +265,7 @@ std::pair<std::vector<std::byte>, auth::Envelope> Communicator::recv_authentic(u
               fmt::format("rank {}: {} did not arrive within {} ms", contract_.rank, what, timeout_.count()));
       }
     }
-    if (auto accepted = accept_message(message, info, limit, check)) return std::move(*accepted);
+    if (auto accepted = accept_message(message, info, limit, check, sealed_for)) return std::move(*accepted);
   }
 }
 
@@ -280,7 +280,7 @@ std::string Communicator::check_source(int source, const auth::Envelope& envelop
   return "";
 }
 
-void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint to_root) {
+void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint kept, int kept_rank) {
   table_ = std::move(peers);
   if (notices_)
     for (std::size_t r = 0; r < table_.size(); ++r) notices_->watch(static_cast<int>(r), table_[r].process);
@@ -288,22 +288,19 @@ void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::En
   for (const auto& p : table_) ids_.push_back(p.address.empty() ? 0 : auth::process_id(p.address));
   failed_.assign(table_.size(), UCS_OK);
   endpoints_.clear();
-  endpoints_.reserve(table_.size());
-  if (to_root.get() && !table_.empty()) endpoints_.push_back(std::move(to_root));  // rank 0's
-  for (std::size_t r = endpoints_.size(); r < table_.size(); ++r) {
+  endpoints_.resize(table_.size());
+  if (kept.get() && static_cast<std::size_t>(kept_rank) < table_.size())
+    endpoints_[static_cast<std::size_t>(kept_rank)] = std::move(kept);
+  for (std::size_t r = 0; r < table_.size(); ++r) {
     // A late rank connects when it needs a peer; a rank not started yet has no address.
-    if ((contract_.joins_late() && r != 0) || table_[r].address.empty()) {
-      endpoints_.emplace_back();
-      continue;
-    }
+    if (endpoints_[r].get() || (contract_.joins_late() && r != 0) || table_[r].address.empty()) continue;
     try {
-      endpoints_.push_back(connect(table_[r]));
+      endpoints_[r] = connect(table_[r]);
     } catch (const Error& e) {
       // A restarted rank may find ranks in the table that are gone: it marks them
       // failed instead of failing itself (at the collective start every rank is there).
       if (!contract_.joins_late()) throw;
       worker_log().info("rank {}: rank {} is unreachable ({}); marked failed", contract_.rank, r, e.what());
-      endpoints_.emplace_back();
       failed_[r] = UCS_ERR_UNREACHABLE;
     }
   }

@@ -52,12 +52,17 @@ class Communicator {
   const std::vector<bootstrap::Peer>& table() const { return table_; }
   /// The process id of table()[rank].address.
   auth::ProcessId id_of(int rank) const { return ids_[static_cast<std::size_t>(rank)]; }
+  /// This process's id (of its own worker address).
+  auth::ProcessId own_id() const { return own_id_; }
+  /// The directory this rank's environment came from (HYRUN_ROOT_PENDING; "" if none).
+  const std::string& pending_dir() const { return pending_dir_; }
 
   /// An endpoint to `peer` (peer error handling where its node needs it, see peer_mode).
   ucx::Endpoint connect(const bootstrap::Peer& peer);
   /// Takes `peers` as the table and connects to them (a late rank: to rank 0 only, the
-  /// others on first use). `to_root`: the endpoint this rank joined rank 0 with, kept.
-  void connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint to_root = {});
+  /// others on first use). `kept`: the endpoint this rank joined with, to rank `kept_rank`
+  /// (rank 0, or its node's leader), kept as that rank's.
+  void connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint kept = {}, int kept_rank = 0);
   /// The endpoint to `peer`, connected on first use; nullptr when unreachable.
   ucp_ep_h endpoint_to(int peer);
   /// `peer`'s process was replaced by `process`, at `address` (on `node`, default: as
@@ -76,17 +81,25 @@ class Communicator {
   /// `what` (after peer_died's grace when `peer` failed).
   void wait(ucx::Request request, const std::string& what, int peer = -1);
   /// Takes one probed message out of UCX and returns it if it is at most `limit` payload
-  /// bytes, sealed with this job's key for this process with the tag it was sent with,
-  /// and accepted by `check`; otherwise refuses it (logged, dropped) and returns nullopt.
-  std::optional<std::pair<std::vector<std::byte>, auth::Envelope>> accept_message(ucp_tag_message_h message,
-                                                                                  const ucp_tag_recv_info_t& info,
-                                                                                  std::size_t limit,
-                                                                                  const Check& check);
+  /// bytes, sealed with this job's key for this process (or for `sealed_for`: a message this
+  /// process carries on, node_leader.hpp) with the tag it was sent with, and accepted by
+  /// `check`; otherwise refuses it (logged, dropped) and returns nullopt.
+  std::optional<std::pair<std::vector<std::byte>, auth::Envelope>> accept_message(
+      ucp_tag_message_h message, const ucp_tag_recv_info_t& info, std::size_t limit, const Check& check,
+      std::optional<auth::ProcessId> sealed_for = std::nullopt);
   /// Receives the first acceptable message (accept_message) matching (t, mask) before
   /// `until`; refused ones do not end the wait. `from` (>= 0): the peer whose death ends it.
-  std::pair<std::vector<std::byte>, auth::Envelope> recv_authentic(ucp_tag_t t, ucp_tag_t mask, std::size_t limit,
-                                                                   const std::string& what, Clock::time_point until,
-                                                                   int from, const Check& check);
+  std::pair<std::vector<std::byte>, auth::Envelope> recv_authentic(
+      ucp_tag_t t, ucp_tag_t mask, std::size_t limit, const std::string& what, Clock::time_point until, int from,
+      const Check& check, std::optional<auth::ProcessId> sealed_for = std::nullopt);
+  /// The message exactly as its sender sealed it (the code is a function of the key, the
+  /// envelope and the payload): what a rank carries on for another, after accept_message.
+  std::vector<std::byte> sealed_again(const auth::Envelope& envelope, std::span<const std::byte> payload) const {
+    return auth_->seal(envelope, payload);
+  }
+  /// Checks the code of a message that came inside another (a bundle's joins) and strips its
+  /// trailer: its envelope, or nullopt when it is not sealed with this job's key.
+  std::optional<auth::Envelope> open_carried(std::vector<std::byte>& sealed) const { return auth_->open(sealed); }
 
   /// `only`: the ranks that take part (the collective start); empty = every rank.
   std::vector<std::vector<std::byte>> allgatherv(std::span<const std::byte> mine, const std::vector<int>& only = {});
@@ -118,6 +131,7 @@ class Communicator {
   ucx::Context context_;
   ucx::Worker worker_;
   auth::ProcessId own_id_ = 0;
+  std::string pending_dir_;                // HYRUN_ROOT_PENDING as the rank started
   std::vector<ucx::Endpoint> endpoints_;   // by rank, self included
   std::vector<bootstrap::Peer> table_;     // every rank's node and worker address, as last known
   std::vector<auth::ProcessId> ids_;       // by rank: the process id of table_[r].address

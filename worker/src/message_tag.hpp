@@ -20,5 +20,11 @@ constexpr ucp_tag_t make(Kind kind, int source_rank, uint64_t payload) {
 }
 
 constexpr int source_of(ucp_tag_t tag) { return static_cast<int>((tag >> 40) & (kMaxRanks - 1)); }
+constexpr uint64_t payload_of(ucp_tag_t tag) { return tag & kPayloadMask; }
+
+// The payloads of kJoin: one rank's join, or a node leader's bundle of its node's joins
+// (bootstrap_messages.hpp). Both match rank 0's one receive of kind kJoin.
+inline constexpr uint64_t kOneJoin = 0;
+inline constexpr uint64_t kJoinBundle = 1;
 
 }  // namespace hyrun::tag
