@@ -70,6 +70,43 @@ std::vector<std::byte> own_address(const Communicator& comm) {
   return {own.bytes().begin(), own.bytes().end()};
 }
 
+// How a start rank joined rank 0: directly (through 0), through its node's leader, or as that
+// leader (through itself), and the endpoint it joined on (to rank 0, or to its leader).
+struct Joined {
+  ucx::Endpoint endpoint;
+  int through = 0;
+};
+
+// Sends this rank's join to rank 0: itself, or through its node's leader (node_leader.hpp),
+// which carries its node's joins.
+Joined join(Communicator& comm, const std::vector<std::byte>& root_address, const std::vector<std::byte>& own) {
+  const auto& contract = comm.contract();
+  const auto root_id = auth::process_id(root_address);
+  const auto node = node_start_ranks(contract, !comm.pending_dir().empty());
+  Joined joined{{}, node ? node->front() : 0};
+  const bool leads = joined.through == contract.rank;
+  if (leads) put_node_leader_address(comm.pending_dir(), contract.rank, own);
+  // This endpoint stays the rank's endpoint to the rank it joined through. UCX pairs that
+  // rank's endpoint to this rank with it (one connection per pair of workers), so closing it
+  // and opening another would cancel its rendezvous sends to this rank ("Request canceled").
+  joined.endpoint =
+      joined.through == 0 || leads
+          ? comm.connect({0, root_address, {}})
+          : comm.connect({contract.node_rank,
+                          await_node_leader_address(comm.pending_dir(), contract.rank, joined.through, comm.deadline()),
+                          {}});
+  const auto t = tag::make(tag::Kind::kJoin, contract.rank, tag::kOneJoin);
+  auto sealed = comm.seal(t, root_id, encode({contract.rank, contract.node_rank, own, ProcessIdentity::own()}));
+  if (leads) {
+    carry_node_joins(comm, joined.endpoint.get(), root_id, *node, std::move(sealed));
+  } else {
+    const auto what = joined.through == 0 ? std::string("joining rank 0")
+                                          : fmt::format("joining rank 0 through rank {}", joined.through);
+    comm.wait(comm.start_send(-1, joined.endpoint.get(), t, sealed, what), what);
+  }
+  return joined;
+}
+
 }  // namespace
 
 void start_root(Communicator& comm, JoinAdmission& admission) {
@@ -121,28 +158,7 @@ void start_member(Communicator& comm) {
   const auto root_address = from_hex(*contract.root_address_hex, env::kRootAddress);
   const auto root_id = auth::process_id(root_address);
   const auto own = own_address(comm);
-  // Through its node's leader, or to rank 0 itself (node_leader.hpp).
-  const auto node = node_start_ranks(contract, !comm.pending_dir().empty());
-  const int joined_through = node ? node->front() : 0;
-  if (joined_through == contract.rank) put_node_leader_address(comm.pending_dir(), contract.rank, own);
-  // This endpoint stays the rank's endpoint to the rank it joined through. UCX pairs that
-  // rank's endpoint to this rank with it (one connection per pair of workers), so closing it
-  // and opening another would cancel its rendezvous sends to this rank ("Request canceled").
-  ucx::Endpoint joined_with =
-      joined_through == 0 || joined_through == contract.rank
-          ? comm.connect({0, root_address, {}})
-          : comm.connect({contract.node_rank,
-                          await_node_leader_address(comm.pending_dir(), contract.rank, joined_through, comm.deadline()),
-                          {}});
-  const auto join_tag = tag::make(tag::Kind::kJoin, contract.rank, tag::kOneJoin);
-  auto join = comm.seal(join_tag, root_id, encode({contract.rank, contract.node_rank, own, ProcessIdentity::own()}));
-  if (joined_through == contract.rank) {
-    carry_node_joins(comm, joined_with.get(), root_id, *node, std::move(join));
-  } else {
-    const auto what = joined_through == 0 ? std::string("joining rank 0")
-                                          : fmt::format("joining rank 0 through rank {}", joined_through);
-    comm.wait(comm.start_send(-1, joined_with.get(), join_tag, join, what), what);
-  }
+  auto joined = join(comm, root_address, own);
   // At the start, the copy comes from rank 0 or from the first start rank of this rank's node
   // (table_source); a rank that joins late gets it from rank 0 alone (admit_rejoins).
   const auto starting = start_ranks(contract);
@@ -174,8 +190,8 @@ void start_member(Communicator& comm) {
   if (peers[contract.rank].address != own)
     throw Error(fmt::format("rank {}: the address table from rank 0 does not hold this process as rank {}",
                             contract.rank, contract.rank));
-  comm.connect_endpoints(std::move(peers), std::move(joined_with),
-                         joined_through == contract.rank ? 0 : joined_through);
+  comm.connect_endpoints(std::move(peers), std::move(joined.endpoint),
+                         joined.through == contract.rank ? 0 : joined.through);
   if (source != contract.rank) return;
   // The first start rank of its node: the rest of the node's start ranks get the table from it.
   std::vector<int> to;
