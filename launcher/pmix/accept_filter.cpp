@@ -46,7 +46,7 @@ void say_refused(const std::string& why) {
 // is under (none known without the kernel's children lists); otherwise why it is not.
 std::variant<std::optional<pid_t>, std::string> peer_in_job(int fd) {
   const auto peer = hyrun::pmix::local_peer(fd);
-  if (!peer) return "a socket of no local user";
+  if (!peer) return "a socket of no local user (its owner closed it before it was taken, or it is not of this host)";
   if (peer->uid != ::getuid()) return fmt::format("uid {}", peer->uid);
   const auto holder = hyrun::pmix::find_holder(peer->inode);
   // Unknown (a kernel without children lists): the owner's rule alone, as before.
