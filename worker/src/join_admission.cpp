@@ -8,19 +8,25 @@
 
 namespace hyrun {
 
-std::string JoinAdmission::check_one(const auth::Envelope& envelope, std::span<const std::byte> bytes,
-                                     bootstrap::JoinRequest& join, const std::set<std::vector<std::byte>>& also) const {
+std::string bootstrap::check_join(const auth::Envelope& envelope, std::span<const std::byte> bytes, int world_size,
+                                  JoinRequest& join) {
   try {
-    join = bootstrap::decode_join(bytes);
+    join = decode_join(bytes);
   } catch (const Error& e) {
     return e.what();
   }
-  const int size = comm_.contract().world_size;
-  if (join.rank <= 0 || join.rank >= size) return fmt::format("rank {} is outside the world of {}", join.rank, size);
+  if (join.rank <= 0 || join.rank >= world_size)
+    return fmt::format("rank {} is outside the world of {}", join.rank, world_size);
   if (join.rank != tag::source_of(envelope.tag))
     return fmt::format("the tag names rank {}, the join rank {}", tag::source_of(envelope.tag), join.rank);
   if (envelope.source != auth::process_id(join.address))
     return "sealed by another process than the one whose address it carries";
+  return "";
+}
+
+std::string JoinAdmission::check_one(const auth::Envelope& envelope, std::span<const std::byte> bytes,
+                                     bootstrap::JoinRequest& join, const std::set<std::vector<std::byte>>& also) const {
+  if (auto why = bootstrap::check_join(envelope, bytes, comm_.contract().world_size, join); !why.empty()) return why;
   if (admitted_.contains(join.address) || also.contains(join.address))
     return fmt::format("rank {} with this address was already admitted (a replay)", join.rank);
   return "";

@@ -9,6 +9,7 @@
 #include <deque>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,14 @@
 #include "communicator.hpp"
 
 namespace hyrun {
+
+namespace bootstrap {
+/// The check of a join wherever it is taken (rank 0; a node's leader, node_leader.hpp):
+/// `bytes` sealed under `envelope` is a join of a rank in 1..world_size-1 that its tag names,
+/// sealed by the process whose address it carries. Decodes it into `join`; returns "" or why not.
+std::string check_join(const auth::Envelope& envelope, std::span<const std::byte> bytes, int world_size,
+                       JoinRequest& join);
+}  // namespace bootstrap
 
 class JoinAdmission {
  public:
@@ -36,8 +45,8 @@ class JoinAdmission {
  private:
   /// The check of a join message: one join, or a bundle of them. Queues what it admits.
   Communicator::Check check_into();
-  /// The check of one join sealed under `envelope`: a rank in 1..size-1 matching its tag,
-  /// sealed by the process whose address it carries, not admitted before (nor in `also`).
+  /// The check of one join sealed under `envelope`: bootstrap::check_join, and not admitted
+  /// before (nor in `also`).
   std::string check_one(const auth::Envelope& envelope, std::span<const std::byte> bytes, bootstrap::JoinRequest& join,
                         const std::set<std::vector<std::byte>>& also) const;
   std::string check_bundle(const auth::Envelope& envelope, std::span<const std::byte> bytes,

@@ -8,6 +8,7 @@
 
 #include "bootstrap_messages.hpp"
 #include "hyrun/common/error.hpp"
+#include "join_admission.hpp"
 #include "message_tag.hpp"
 #include "worker_log.hpp"
 
@@ -41,17 +42,10 @@ int carry_node_joins(Communicator& comm, ucp_ep_h root, auth::ProcessId root_id,
     if (!waiting.contains(rank))
       return fmt::format("rank {} is not a start rank of this node that has still to join", rank);
     JoinRequest join;
-    try {
-      join = decode_join(bytes);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    if (join.rank != rank) return fmt::format("the tag names rank {}, the join rank {}", rank, join.rank);
+    if (auto why = check_join(envelope, bytes, contract.world_size, join); !why.empty()) return why;
     if (join.node != contract.node_rank)
       return fmt::format("rank {} joins as a rank of node {}, not of this node ({})", rank, join.node,
                          contract.node_rank);
-    if (envelope.source != auth::process_id(join.address))
-      return "sealed by another process than the one whose address it carries";
     return "";
   };
   while (!waiting.empty()) {
