@@ -8,6 +8,13 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/hyrun-hybrid.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 # check_hello WORLD PER_NODE: every global rank reported once, on the node its task runs on.
+# Rank 0 admitted JOINS joins in MESSAGES messages (a debug run): its own node's ranks' joins
+# one by one, and one bundle from each other node's leader (docs/architecture.md).
+check_join_messages() {
+  grep -q "rank 0: admitted $1 joins in $2 messages$" <<<"$RUN_OUT" \
+    || fail "rank 0 did not admit $1 joins in $2 messages: $(grep 'rank 0: admitted' <<<"$RUN_OUT" || echo 'no such line')"
+}
+
 check_hello() {
   local world=$1 per=$2 r line host node
   declare -A host_of_node=()
@@ -106,9 +113,10 @@ ranks_of_hyrun() {
 
 case $case_name in
 hello-4x2)
-  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO"
+  run_bounded 60 "${ucx[@]}" env HYRUN_LOG_LEVEL=debug srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$HELLO"
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
   check_hello 8 2
+  check_join_messages 7 4
   if [ "${HYRUN_CLUSTER_MODE:-}" = netns ]; then
     [ "$(printf '%s\n' "$RUN_OUT" | grep '^hello from' | sed -E 's/.* host ([^:]+):.*/\1/' | sort -u | wc -l)" = 4 ] \
       || fail "8 ranks did not run on 4 distinct nodes"
@@ -146,14 +154,16 @@ early-start)  # --bootstrap=ucx: the other nodes' ranks start before the fence a
   grep -q "^rank 0: ring ok" <<<"$RUN_OUT" || fail "the ring did not check out"
   ;;
 hello-2x4)
-  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 4 -- "$HELLO"
+  run_bounded 60 "${ucx[@]}" env HYRUN_LOG_LEVEL=debug srun --mpi=pmix -N2 --ntasks-per-node=1 "$HYRUN" -n 4 -- "$HELLO"
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
   check_hello 8 4
+  check_join_messages 7 4
   ;;
 hello-2-tasks-per-node)
-  run_bounded 60 "${ucx[@]}" srun --mpi=pmix -N2 --ntasks-per-node=2 "$HYRUN" -n 2 -- "$HELLO"
+  run_bounded 60 "${ucx[@]}" env HYRUN_LOG_LEVEL=debug srun --mpi=pmix -N2 --ntasks-per-node=2 "$HYRUN" -n 2 -- "$HELLO"
   [ "$RUN_RC" = 0 ] || fail "srun exited $RUN_RC"
   check_hello 8 2
+  check_join_messages 7 4
   ;;
 sbatch)
   run_bounded 90 "${ucx[@]}" HYRUN="$HYRUN" HELLO="$HELLO" sbatch --wait -o "$WORK/job.out" "$EXAMPLES/slurm/hello.sbatch"
