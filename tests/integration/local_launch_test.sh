@@ -17,6 +17,24 @@ table-once-a-node)  # 3 simulated nodes of 3 ranks: one join message and one cop
   [ "$(grep -c "passed the address table on" "$ERR")" = 2 ] && pass "no other rank passed it on" \
     || { fail "$(grep -c "passed the address table on" "$ERR") ranks passed the table on, expected 2"; show_output; }
   ;;
+one-connection-a-pair)  # every pair of ranks connects once, from the lower rank, also through node leaders
+  # Before, both ranks of a pair connected at once: two tcp connections a pair, and at 512
+  # simulated nodes UCX 1.13's tcp_cm.c:519 assertion. UCX accepts one connection a pair,
+  # and one a rank for its endpoint to itself (the table holds it too).
+  tcp=(-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo -x UCX_LOG_LEVEL=debug)
+  run_job 60 "$HYRUN" -n 6 "${tcp[@]}" -- "$HELLO"
+  expect_rc 0
+  expect_stdout "^rank 0: ring of 6 ranks ok"
+  accepted=$(grep -c "accepted connection from" "$ERR" "$OUT" | awk -F: '{s += $NF} END {print s}')
+  [ "$accepted" = 21 ] && pass "6 ranks: 21 tcp connections (15 pairs, 6 to themselves)" \
+    || { fail "6 ranks: $accepted tcp connections accepted, expected 21 (15 pairs, 6 to themselves)"; show_output; }
+  run_job 60 "$HYRUN" -n 2 --bootstrap=none -- "$HYRUN" -n 3 "${tcp[@]}" -- "$HELLO"
+  expect_rc 0
+  expect_stdout "^rank 0: ring of 6 ranks ok"
+  accepted=$(grep -c "accepted connection from" "$ERR" "$OUT" | awk -F: '{s += $NF} END {print s}')
+  [ "$accepted" = 21 ] && pass "2 x 3: 21 tcp connections (15 pairs, 6 to themselves)" \
+    || { fail "2 x 3: $accepted tcp connections accepted, expected 21 (15 pairs, 6 to themselves)"; show_output; }
+  ;;
 hello)  # hello with N ranks: every rank reports once, the ring checks out
   n=$1
   run_job 60 "$HYRUN" -n "$n" -- "$HELLO"

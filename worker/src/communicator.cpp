@@ -292,8 +292,11 @@ void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::En
   if (kept.get() && static_cast<std::size_t>(kept_rank) < table_.size())
     endpoints_[static_cast<std::size_t>(kept_rank)] = std::move(kept);
   for (std::size_t r = 0; r < table_.size(); ++r) {
-    // A late rank connects when it needs a peer; a rank not started yet has no address.
-    if (endpoints_[r].get() || (contract_.joins_late() && r != 0) || table_[r].address.empty()) continue;
+    // A late rank connects when it needs a peer; a rank not started yet has no address. A
+    // lower rank connects on its first message (connects_after_theirs).
+    if (endpoints_[r].get() || (contract_.joins_late() && r != 0) || table_[r].address.empty() ||
+        connects_after_theirs(static_cast<int>(r)))
+      continue;
     try {
       endpoints_[r] = connect(table_[r]);
     } catch (const Error& e) {
@@ -304,6 +307,11 @@ void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::En
       failed_[r] = UCS_ERR_UNREACHABLE;
     }
   }
+}
+
+bool Communicator::connects_after_theirs(int peer) const {
+  return peer < contract_.rank && !endpoints_[static_cast<std::size_t>(peer)].get() && !is_failed(peer) &&
+         !table_[static_cast<std::size_t>(peer)].address.empty();
 }
 
 ucp_ep_h Communicator::endpoint_to(int peer) {
@@ -348,24 +356,33 @@ std::vector<std::vector<std::byte>> Communicator::allgatherv(std::span<const std
   };
   std::vector<std::vector<std::byte>> sealed(n);
   std::vector<std::pair<int, ucx::Request>> sends;
+  const auto t = tag::make(tag::Kind::kCollective, contract_.rank, seq);
+  const auto send_to = [&](int peer) {
+    ucp_ep_h ep = endpoint_to(peer);
+    sealed[peer] = seal(t, ids_[peer], mine);
+    sends.emplace_back(peer, start_send(peer, ep, t, sealed[peer], what + fmt::format(" send to rank {}", peer)));
+  };
+  std::vector<bool> after_theirs(n);
   for (int peer = 0; peer < n; ++peer)
     if (peer != contract_.rank && takes_part(peer)) {
-      const auto t = tag::make(tag::Kind::kCollective, contract_.rank, seq);
-      ucp_ep_h ep = endpoint_to(peer);
-      sealed[peer] = seal(t, ids_[peer], mine);
-      sends.emplace_back(peer, start_send(peer, ep, t, sealed[peer], what + fmt::format(" send to rank {}", peer)));
+      if (connects_after_theirs(peer))
+        after_theirs[peer] = true;
+      else
+        send_to(peer);
     }
   std::vector<std::vector<std::byte>> all(n);
   all[contract_.rank].assign(mine.begin(), mine.end());
   const auto until = deadline();
   for (int peer = 0; peer < n; ++peer)
-    if (peer != contract_.rank && takes_part(peer))
+    if (peer != contract_.rank && takes_part(peer)) {
       all[peer] =
           recv_authentic(
               tag::make(tag::Kind::kCollective, peer, seq), tag::kFullMask, options_.max_message_bytes,
               fmt::format("{} contribution from rank {}", what, peer), until, peer,
               [&](const auth::Envelope& envelope, std::vector<std::byte>&) { return check_source(peer, envelope); })
               .first;
+      if (after_theirs[peer]) send_to(peer);  // UCX now pairs the new endpoint with the peer's
+    }
   for (auto& [peer, request] : sends) wait(std::move(request), what + fmt::format(" send to rank {}", peer), peer);
   return all;
 }

@@ -59,12 +59,18 @@ class Communicator {
 
   /// An endpoint to `peer` (peer error handling where its node needs it, see peer_mode).
   ucx::Endpoint connect(const bootstrap::Peer& peer);
-  /// Takes `peers` as the table and connects to them (a late rank: to rank 0 only, the
-  /// others on first use). `kept`: the endpoint this rank joined with, to rank `kept_rank`
-  /// (rank 0, or its node's leader), kept as that rank's.
+  /// Takes `peers` as the table and connects to the higher ranks (a late rank: to rank 0
+  /// only, the others on first use). `kept`: the endpoint this rank joined with, to rank
+  /// `kept_rank` (rank 0, or its node's leader), kept as that rank's.
   void connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint kept = {}, int kept_rank = 0);
   /// The endpoint to `peer`, connected on first use; nullptr when unreachable.
   ucp_ep_h endpoint_to(int peer);
+  /// `peer` is a lower rank this rank has no endpoint to yet: it connects once the peer's
+  /// first message has come. UCX then pairs the new endpoint with the peer's (the same
+  /// connection) instead of opening a second one at the same moment: every pair of ranks
+  /// connects once, from the lower. A storm of simultaneous pairs over tcp trips UCX 1.13's
+  /// `tcp_cm.c:519` assertion (512 simulated nodes).
+  bool connects_after_theirs(int peer) const;
   /// `peer`'s process was replaced by `process`, at `address` (on `node`, default: as
   /// before); a process of this host is watched (DeathNotices::watch).
   void replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node = std::nullopt,
