@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "hyrun/common/unique_fd.hpp"
 
 namespace hyrun::pmix {
@@ -142,6 +144,54 @@ TEST(SocketHolder, OnlyADescendantsSocketIsTheJobs) {
     ::kill(child, SIGKILL);  // before its setpgid, if it came to none
     ::waitpid(child, nullptr, 0);
     if (depth == 1) EXPECT_EQ(find_holder(peer->inode).child, std::nullopt) << "its holder is gone";
+  }
+}
+
+// The process that has just connected is most often the newest: it is looked at first, also
+// as a grandchild, and the older children's descriptors are not read (breadth first, all of
+// them were, before any grandchild's).
+TEST(SocketHolder, TheNewestDescendantsAreLookedAtFirst) {
+  Loopback l = listen_on_loopback();
+  std::vector<pid_t> older;
+  for (int i = 0; i < 8; ++i) {
+    const pid_t idle = ::fork();
+    if (idle == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    older.push_back(idle);
+  }
+  for (const int depth : {1, 2}) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::setpgid(0, 0);
+      if (depth == 2 && ::fork() != 0) ::pause();
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&l.address), sizeof l.address) == 0;
+      (void)!::write(ready[1], &ok, 1);
+      ::pause();
+      ::_exit(0);
+    }
+    bool ok = false;
+    ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+    ::close(ready[0]);
+    ::close(ready[1]);
+    ASSERT_TRUE(ok);
+    UniqueFd accepted(::accept4(l.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    const auto peer = local_peer(accepted.get());
+    ASSERT_TRUE(peer) << "depth " << depth;
+    const auto holder = find_holder(peer->inode);
+    EXPECT_EQ(holder.child, std::optional<pid_t>(child)) << "depth " << depth;
+    EXPECT_EQ(holder.looked_at, depth) << "depth " << depth << ": " << older.size() << " older children";
+    ::kill(-child, SIGKILL);
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+  }
+  for (const pid_t idle : older) {
+    ::kill(idle, SIGKILL);
+    ::waitpid(idle, nullptr, 0);
   }
 }
 

@@ -16,11 +16,13 @@ namespace hyrun::pmix {
 struct SocketHolder {
   bool known = true;           ///< false: the kernel does not list a process's children, so none can be found
   std::optional<pid_t> child;  ///< the child of this process whose tree (itself included) holds it
+  int looked_at = 0;           ///< the processes whose descriptors were read to find it
 };
 /// Looks for a descendant of this process that has the socket of inode `inode` open. `known`
 /// is false when the kernel does not list a process's children (/proc/PID/task/TID/children
 /// needs CONFIG_PROC_CHILDREN). Reads /proc: a descendant whose descriptors this process
-/// cannot read (another user's) holds nothing.
+/// cannot read (another user's) holds nothing. Looks at the newest descendants first (depth
+/// first, the newest child first): a process that has just connected is found at once.
 SocketHolder find_holder(ino_t inode);
 
 }  // namespace hyrun::pmix
