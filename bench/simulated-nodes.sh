@@ -60,7 +60,20 @@ for route in $routes; do
 done
 for b in "$hyrun" "$prog"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh first" >&2; exit 1; }; done
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# Every simulated node's tcp connections share this kernel's loopback device. Its input queue
+# (net.core.netdev_max_backlog, 1000 by default) overflowed at 512 ranks of the hello
+# (2026-11-29: about 1.1 million packets dropped), and connections whose keepalive probes were
+# dropped failed with ETIMEDOUT. A real cluster's nodes each have their own queue. The bench
+# raises it while it runs and puts it back after.
+# So do their inotify instances (fs.inotify.max_user_instances, 128 by default): a rank
+# started before the exchange waits for its environment file with one, and without one it
+# looks every 10 ms. 512 such ranks on 2 cores spent half the machine's CPU looking
+# (2026-11-29); a real node has its own 128 for its few ranks. Raised the same way.
+backlog=/proc/sys/net/core/netdev_max_backlog was_backlog=""
+inotify=/proc/sys/fs/inotify/max_user_instances was_inotify=""
+if [ -w "$backlog" ] && [ "$(cat "$backlog")" -lt 100000 ]; then was_backlog=$(cat "$backlog"); echo 100000 >"$backlog"; fi
+if [ -w "$inotify" ] && [ "$(cat "$inotify")" -lt 8192 ]; then was_inotify=$(cat "$inotify"); echo 8192 >"$inotify"; fi
+trap 'rm -rf "$out"; [ -z "$was_backlog" ] || echo "$was_backlog" >"$backlog"; [ -z "$was_inotify" ] || echo "$was_inotify" >"$inotify"' EXIT
 
 # run N R ROUTE WIDTH FILE: one job; appends "wall_ms root_cpu root_helper root_sent median_cpu
 # median_helper median_sent" to FILE, from the root's timings line and its summary.
