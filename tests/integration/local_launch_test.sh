@@ -21,7 +21,7 @@ one-connection-a-pair)  # every pair of ranks connects once, from the lower rank
   # Before, both ranks of a pair connected at once: two tcp connections a pair, and at 512
   # simulated nodes UCX 1.13's tcp_cm.c:519 assertion. UCX accepts one connection a pair,
   # and one a rank for its endpoint to itself (the table holds it too).
-  tcp=(-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo -x UCX_LOG_LEVEL=debug)
+  tcp=(-x "UCX_TLS=tcp,self" -x UCX_NET_DEVICES=lo -x UCX_LOG_LEVEL=debug)
   run_job 60 "$HYRUN" -n 6 "${tcp[@]}" -- "$HELLO"
   expect_rc 0
   expect_stdout "^rank 0: ring of 6 ranks ok"
