@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <optional>
 #include <vector>
 
 #include "hyrun/common/unique_fd.hpp"
@@ -33,6 +34,45 @@ Loopback listen_on_loopback() {
   EXPECT_EQ(::listen(l.listener.get(), 4), 0);
   EXPECT_EQ(::getsockname(l.listener.get(), reinterpret_cast<sockaddr*>(&l.address), &length), 0);
   return l;
+}
+
+// A child in a process group of its own that connects to `l` (depth 1) or whose child does
+// (depth 2), and then waits; the peer of the connection accepted, and the child. Kill the
+// group and reap the child when done (kill_connected).
+struct Connected {
+  pid_t child = -1;
+  std::optional<PeerSocket> peer;
+  UniqueFd accepted;
+};
+
+Connected fork_connected(const Loopback& l, int depth) {
+  int ready[2];
+  if (::pipe(ready) != 0) return {};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setpgid(0, 0);                             // a group of its own, killed whole below
+    if (depth == 2 && ::fork() != 0) ::pause();  // the child waits; its child connects
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&l.address), sizeof l.address) == 0;
+    (void)!::write(ready[1], &ok, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  bool ok = false;
+  const bool read = ::read(ready[0], &ok, 1) == 1;
+  ::close(ready[0]);
+  ::close(ready[1]);
+  Connected c{child, std::nullopt, {}};
+  if (!read || !ok) return c;
+  c.accepted = UniqueFd(::accept4(l.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  c.peer = local_peer(c.accepted.get());
+  return c;
+}
+
+void kill_connected(pid_t child) {
+  ::kill(-child, SIGKILL);
+  ::kill(child, SIGKILL);  // before its setpgid, if it came to none
+  ::waitpid(child, nullptr, 0);
 }
 
 TEST(SocketOwner, AConnectionOfThisProcessIsThisUsers) {
@@ -119,31 +159,15 @@ TEST(SocketHolder, OnlyADescendantsSocketIsTheJobs) {
   EXPECT_TRUE(find_holder(mine->inode).known);
   EXPECT_EQ(find_holder(mine->inode).child, std::nullopt);
   for (const int depth : {1, 2}) {
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    const pid_t child = ::fork();
-    if (child == 0) {
-      ::setpgid(0, 0);                             // a group of its own, killed whole below
-      if (depth == 2 && ::fork() != 0) ::pause();  // the child waits; its child connects
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&l.address), sizeof l.address) == 0;
-      (void)!::write(ready[1], &ok, 1);
-      ::pause();
-      ::_exit(0);
+    const auto c = fork_connected(l, depth);
+    EXPECT_TRUE(c.peer) << "depth " << depth;
+    if (c.peer) {
+      EXPECT_EQ(find_holder(c.peer->inode).child, std::optional<pid_t>(c.child)) << "depth " << depth;
     }
-    bool ok = false;
-    ASSERT_EQ(::read(ready[0], &ok, 1), 1);
-    ::close(ready[0]);
-    ::close(ready[1]);
-    ASSERT_TRUE(ok);
-    UniqueFd accepted(::accept4(l.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    const auto peer = local_peer(accepted.get());
-    ASSERT_TRUE(peer) << "depth " << depth;
-    EXPECT_EQ(find_holder(peer->inode).child, std::optional<pid_t>(child)) << "depth " << depth;
-    ::kill(-child, SIGKILL);
-    ::kill(child, SIGKILL);  // before its setpgid, if it came to none
-    ::waitpid(child, nullptr, 0);
-    if (depth == 1) EXPECT_EQ(find_holder(peer->inode).child, std::nullopt) << "its holder is gone";
+    kill_connected(c.child);
+    if (c.peer && depth == 1) {
+      EXPECT_EQ(find_holder(c.peer->inode).child, std::nullopt) << "its holder is gone";
+    }
   }
 }
 
@@ -162,32 +186,14 @@ TEST(SocketHolder, TheNewestDescendantsAreLookedAtFirst) {
     older.push_back(idle);
   }
   for (const int depth : {1, 2}) {
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    const pid_t child = ::fork();
-    if (child == 0) {
-      ::setpgid(0, 0);
-      if (depth == 2 && ::fork() != 0) ::pause();
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&l.address), sizeof l.address) == 0;
-      (void)!::write(ready[1], &ok, 1);
-      ::pause();
-      ::_exit(0);
+    const auto c = fork_connected(l, depth);
+    EXPECT_TRUE(c.peer) << "depth " << depth;
+    if (c.peer) {
+      const auto holder = find_holder(c.peer->inode);
+      EXPECT_EQ(holder.child, std::optional<pid_t>(c.child)) << "depth " << depth;
+      EXPECT_EQ(holder.looked_at, depth) << "depth " << depth << ": " << older.size() << " older children";
     }
-    bool ok = false;
-    ASSERT_EQ(::read(ready[0], &ok, 1), 1);
-    ::close(ready[0]);
-    ::close(ready[1]);
-    ASSERT_TRUE(ok);
-    UniqueFd accepted(::accept4(l.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    const auto peer = local_peer(accepted.get());
-    ASSERT_TRUE(peer) << "depth " << depth;
-    const auto holder = find_holder(peer->inode);
-    EXPECT_EQ(holder.child, std::optional<pid_t>(child)) << "depth " << depth;
-    EXPECT_EQ(holder.looked_at, depth) << "depth " << depth << ": " << older.size() << " older children";
-    ::kill(-child, SIGKILL);
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
+    kill_connected(c.child);
   }
   for (const pid_t idle : older) {
     ::kill(idle, SIGKILL);
