@@ -292,8 +292,9 @@ void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::En
   if (kept.get() && static_cast<std::size_t>(kept_rank) < table_.size())
     endpoints_[static_cast<std::size_t>(kept_rank)] = std::move(kept);
   for (std::size_t r = 0; r < table_.size(); ++r) {
-    // A late rank connects when it needs a peer; a rank not started yet has no address. A
-    // lower rank connects on its first message (connects_after_theirs).
+    // A late rank connects when it needs a peer; a rank not started yet has no address. The
+    // endpoint to a lower rank is made once that rank's first message has come
+    // (connects_after_theirs).
     if (endpoints_[r].get() || (contract_.joins_late() && r != 0) || table_[r].address.empty() ||
         connects_after_theirs(static_cast<int>(r)))
       continue;
