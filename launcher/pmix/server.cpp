@@ -4,15 +4,18 @@
 #include <pmix_server.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+#include <sys/select.h>
 
 #include <unistd.h>
 #include <cstdlib>
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <shared_mutex>
@@ -192,11 +195,34 @@ void wait_local(const std::shared_ptr<Completion>& done, const std::string& what
   throw_if_failed(*status, what);
 }
 
+// libpmix 4.2.2's listener thread waits with select(), which takes only fds below FD_SETSIZE
+// (1024): with those all open, glibc aborts hyrun in FD_SET ("bit out of range"). hyrun opens
+// a few before this; the rest were inherited (they never reach the ranks). Checked before
+// PMIx_server_init, which makes the listener's socket and pipe.
+void check_fds_for_the_listener() {
+  constexpr int kListenerFds = 16;  // its sockets and pipe, with room to spare
+  int open_below = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
+    const std::string name = entry.path().filename().string();
+    int fd = -1;
+    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec == std::errc{} && fd < FD_SETSIZE) ++open_below;
+  }
+  if (error) return;  // no /proc: libpmix finds out itself
+  if (open_below + kListenerFds > FD_SETSIZE)
+    throw Error(fmt::format(
+        "{} of the {} file descriptors below {} are open (hyrun inherited most of them from the program that "
+        "started it), and libpmix 4.2.2's server listens with select(), which takes only those: close them, or "
+        "set close-on-exec on them, in that program",
+        open_below, FD_SETSIZE, FD_SETSIZE));
+}
+
 }  // namespace
 
 Server::Server(const std::string& rendezvous_dir, const NodeName& node, hwloc_topology_t topology)
     : events_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (!events_fd_) throw SystemError("PMIx server: eventfd", errno);
+  check_fds_for_the_listener();
   // The hash data store, not libpmix 4.2.2's shared-memory stores (ds21, ds12): those keep a
   // rank's data in fixed segments, and a PMIx_Put of 4 MiB or more aborted hyrun in
   // pmix_common_dstor_store ("PLEASE set NS_DATA_SEG_SIZE", then free() of an invalid
