@@ -85,10 +85,11 @@ export UCX_TLS=$HYRUN_CLUSTER_UCX_TLS UCX_NET_DEVICES=$HYRUN_CLUSTER_UCX_NET_DEV
 now_ns() { date +%s%N; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR) printf "%.0f", a[int((NR+1)/2)]; else printf "-"}'; }
 
-# run NAME CMD...: one run, its output in $work/NAME.{out,err}; prints "connect_ms end_ms",
+# run NAME CMD...: one run, its output in $work/NAME.{out,err}; prints "connect_ms end_ms
+# first_connect_ms" (connect: the last rank's connected_ns; first: the first rank's),
 # or nothing when it failed (and leaves $work/NAME.failed).
 run() {
-  local name=$1 t0 t1 last
+  local name=$1 t0 t1 last first
   shift
   t0=$(now_ns)
   if ! timeout 300 "$@" >"$work/$name.out" 2>"$work/$name.err"; then
@@ -97,12 +98,13 @@ run() {
   fi
   t1=$(now_ns)
   last=$(sed -n 's/^connected_ns=\([0-9]*\).*/\1/p' "$work/$name.out" | sort -n | tail -1)
+  first=$(sed -n 's/^connected_ns=\([0-9]*\).*/\1/p' "$work/$name.out" | sort -n | head -1)
   if [ -z "$last" ]; then
     echo "no connected_ns in the output" >>"$work/$name.err"
     touch "$work/$name.failed"
     return 0
   fi
-  echo "$(((last - t0) / 1000000)) $(((t1 - t0) / 1000000))"
+  echo "$(((last - t0) / 1000000)) $(((t1 - t0) / 1000000)) $(((first - t0) / 1000000))"
 }
 
 # step NAME FILE...: the latest time of hyrun's --timings step NAME over every node's line of
@@ -116,6 +118,18 @@ step() {
 }
 
 m() { printf '%s\n' "$@" | median; }
+# steps_row K N BUILD SPREAD FILE...: the medians of hyrun's --timings steps over the runs'
+# stderr files (the reference's too: a build without a step prints "-" there), and SPREAD.
+steps_row() {
+  local k=$1 n=$2 build=$3 spread=$4
+  shift 4
+  [ $# -gt 0 ] || return 0
+  printf '%5s %3s %5s | %11s ms %7s ms %7s ms %7s ms %7s ms %8s ms %7s ms | %8s ms\n' "$k" "$n" "$build" \
+    "$(step 'ranks started' "$@" | median)" "$(step 'rank 0 address' "$@" | median)" \
+    "$(step fence "$@" | median)" "$(step 'root record' "$@" | median)" \
+    "$(step link "$@" | median)" "$(step 'ranks given the root' "$@" | median)" \
+    "$(step 'job end' "$@" | median)" "$spread" >>"$steps"
+}
 # ratio A B: A / B to two decimals, "-" where either is missing.
 ratio() { if [[ $1 =~ ^[0-9]+$ && $2 =~ ^[1-9][0-9]*$ ]]; then printf '%.2f' "$(echo "$1 / $2" | bc -l)"; else echo -; fi; }
 
@@ -128,19 +142,25 @@ ref_head=""
 [ -z "$reference" ] || ref_head=$(printf ' | %9s %8s' "ref end" "end/ref")
 printf '%5s %3s %5s | %10s %10s | %11s %11s | %6s %6s%s | %s\n' nodes n ranks "hyrun conn" "hyrun end" \
   "native conn" "native end" "conn x" "end x" "$ref_head" failed >>"$table"
-printf '%5s %3s | %14s %10s %10s %10s %10s %11s %10s\n' nodes n "ranks started" "rank0 addr" "fence" "root rec" \
-  "link" "given root" "job end" >"$steps"
+printf '%5s %3s %5s | %14s %10s %10s %10s %10s %11s %10s | %11s\n' nodes n build "ranks started" "rank0 addr" "fence" \
+  "root rec" "link" "given root" "job end" "spread" >"$steps"
 for k in $nodes; do
   for n in $per_node; do
-    hc=() he=() nc=() ne=() re=() herr=() fails=0
+    hc=() he=() nc=() ne=() re=() herr=() rerr=() hsp=() rsp=() fails=0
     for r in $(seq "$reps"); do
       h=$(run "h-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node=1 "$hyrun" -n "$n" --timings -- "$hello" --timestamps --bytes 1024 --startup-ms "$startup_ms")
       s=$(run "s-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node="$n" "$native" --startup-ms "$startup_ms")
-      if [ -n "$h" ]; then hc+=("${h% *}"); he+=("${h#* }"); herr+=("$work/h-$k-$n-$r.err"); else fails=$((fails + 1)); fi
-      if [ -n "$s" ]; then nc+=("${s% *}"); ne+=("${s#* }"); else fails=$((fails + 1)); fi
+      if [ -n "$h" ]; then
+        read -r c e f <<<"$h"
+        hc+=("$c") he+=("$e") hsp+=($((c - f))) herr+=("$work/h-$k-$n-$r.err")
+      else fails=$((fails + 1)); fi
+      if [ -n "$s" ]; then read -r c e f <<<"$s"; nc+=("$c") ne+=("$e"); else fails=$((fails + 1)); fi
       if [ -n "$reference" ]; then
-        x=$(run "r-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node=1 "$ref_hyrun" -n "$n" -- "$ref_hello" --timestamps --bytes 1024 --startup-ms "$startup_ms")
-        if [ -n "$x" ]; then re+=("${x#* }"); else fails=$((fails + 1)); fi
+        x=$(run "r-$k-$n-$r" srun --mpi=pmix -N "$k" --ntasks-per-node=1 "$ref_hyrun" -n "$n" --timings -- "$ref_hello" --timestamps --bytes 1024 --startup-ms "$startup_ms")
+        if [ -n "$x" ]; then
+          read -r c e f <<<"$x"
+          re+=("$e") rsp+=($((c - f))) rerr+=("$work/r-$k-$n-$r.err")
+        else fails=$((fails + 1)); fi
       fi
     done
     failed=$((failed + fails))
@@ -153,13 +173,8 @@ for k in $nodes; do
       "$mnc" "$mne" "$(ratio "$mhc" "$mnc")" "$(ratio "$mhe" "$mne")" "$ref_cols" "$fails" >>"$table"
     echo "$n $((k * n)) $mhe $mne" >>"$data"
     echo "$k $n $mhe $mne ${mre:--}" >>"$work/cells"
-    if [ ${#herr[@]} -gt 0 ]; then
-      printf '%5s %3s | %11s ms %7s ms %7s ms %7s ms %7s ms %8s ms %7s ms\n' "$k" "$n" \
-        "$(step 'ranks started' "${herr[@]}" | median)" "$(step 'rank 0 address' "${herr[@]}" | median)" \
-        "$(step fence "${herr[@]}" | median)" "$(step 'root record' "${herr[@]}" | median)" \
-        "$(step link "${herr[@]}" | median)" "$(step 'ranks given the root' "${herr[@]}" | median)" \
-        "$(step 'job end' "${herr[@]}" | median)" >>"$steps"
-    fi
+    steps_row "$k" "$n" this "$(m "${hsp[@]}")" "${herr[@]}"
+    steps_row "$k" "$n" ref "$(m "${rsp[@]}")" "${rerr[@]}"
     tail -1 "$table" >&2  # progress
   done
 done
@@ -168,7 +183,8 @@ cat "$table"
 echo
 echo "where hyrun's time goes (--timings: ms from each hyrun's own start, the latest node of a run, median"
 echo "of the runs; rank0 addr on the root, root rec and link (to the root's hyrun) on the other nodes; ranks"
-echo "started before the exchange under --bootstrap=ucx, given the root = given rank 0's address and the token):"
+echo "started before the exchange under --bootstrap=ucx, given the root = given rank 0's address and the token;"
+echo "build: this one, or the reference (--reference); spread: from the first rank connected to the last):"
 cat "$steps"
 echo
 echo "PMIx fence alone (pmix-probe fence_ms, max over ranks; median of $reps):"

@@ -281,6 +281,11 @@ std::string Communicator::check_source(int source, const auth::Envelope& envelop
 }
 
 void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint kept, int kept_rank) {
+  take_table(std::move(peers), std::move(kept), kept_rank);
+  connect_endpoints();
+}
+
+void Communicator::take_table(std::vector<bootstrap::Peer> peers, ucx::Endpoint kept, int kept_rank) {
   table_ = std::move(peers);
   if (notices_)
     for (std::size_t r = 0; r < table_.size(); ++r) notices_->watch(static_cast<int>(r), table_[r].process);
@@ -291,6 +296,9 @@ void Communicator::connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::En
   endpoints_.resize(table_.size());
   if (kept.get() && static_cast<std::size_t>(kept_rank) < table_.size())
     endpoints_[static_cast<std::size_t>(kept_rank)] = std::move(kept);
+}
+
+void Communicator::connect_endpoints() {
   for (std::size_t r = 0; r < table_.size(); ++r) {
     // A late rank connects when it needs a peer; a rank not started yet has no address. The
     // endpoint to a lower rank is made once that rank's first message has come

@@ -59,9 +59,15 @@ class Communicator {
 
   /// An endpoint to `peer` (peer error handling where its node needs it, see peer_mode).
   ucx::Endpoint connect(const bootstrap::Peer& peer);
-  /// Takes `peers` as the table and connects to the higher ranks (a late rank: to rank 0
-  /// only, the others on first use). `kept`: the endpoint this rank joined with, to rank
-  /// `kept_rank` (rank 0, or its node's leader), kept as that rank's.
+  /// Takes `peers` as the table, with no endpoint yet but `kept`: the endpoint this rank
+  /// joined with, to rank `kept_rank` (rank 0, or its node's leader), kept as that rank's.
+  /// endpoint_to() works from here on; connect_endpoints() makes the rest.
+  void take_table(std::vector<bootstrap::Peer> peers, ucx::Endpoint kept = {}, int kept_rank = 0);
+  /// Connects to the higher ranks of the table this rank has no endpoint to yet (a late
+  /// rank: to rank 0 only, the others on first use). Whoever passes the table on does so
+  /// before this, so that the ranks waiting for it do not wait for its hundreds of endpoints.
+  void connect_endpoints();
+  /// take_table(peers, kept, kept_rank), then connect_endpoints().
   void connect_endpoints(std::vector<bootstrap::Peer> peers, ucx::Endpoint kept = {}, int kept_rank = 0);
   /// The endpoint to `peer`, connected on first use; nullptr when unreachable.
   ucp_ep_h endpoint_to(int peer);
