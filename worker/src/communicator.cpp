@@ -372,16 +372,23 @@ std::vector<std::vector<std::byte>> Communicator::allgatherv(std::span<const std
     sends.emplace_back(peer, start_send(peer, ep, t, sealed[peer], what + fmt::format(" send to rank {}", peer)));
   };
   std::vector<bool> after_theirs(n);
+  std::vector<int> lower;
   for (int peer = 0; peer < n; ++peer)
     if (peer != contract_.rank && takes_part(peer)) {
-      if (connects_after_theirs(peer))
+      if (connects_after_theirs(peer)) {
         after_theirs[peer] = true;
-      else
+        lower.push_back(peer);
+      } else {
         send_to(peer);
+      }
     }
+  const auto until = deadline();
+  answer_as_they_come(seq, std::move(lower), [&](int peer) {
+    send_to(peer);
+    after_theirs[peer] = false;
+  }, until);
   std::vector<std::vector<std::byte>> all(n);
   all[contract_.rank].assign(mine.begin(), mine.end());
-  const auto until = deadline();
   for (int peer = 0; peer < n; ++peer)
     if (peer != contract_.rank && takes_part(peer)) {
       all[peer] =
@@ -394,6 +401,26 @@ std::vector<std::vector<std::byte>> Communicator::allgatherv(std::span<const std
     }
   for (auto& [peer, request] : sends) wait(std::move(request), what + fmt::format(" send to rank {}", peer), peer);
   return all;
+}
+
+void Communicator::answer_as_they_come(uint64_t seq, std::vector<int> lower, const std::function<void(int)>& answer,
+                                       Clock::time_point until) {
+  // A message's arrival only says when to make the endpoint to the table's address of its
+  // tag's rank; what it holds is authenticated when the caller takes it.
+  ucx::Progress progress;
+  while (!lower.empty()) {
+    const auto came = std::partition(lower.begin(), lower.end(), [&](int peer) {
+      ucp_tag_recv_info_t info{};
+      return ucp_tag_probe_nb(worker_.get(), tag::make(tag::Kind::kCollective, peer, seq), tag::kFullMask, 0,
+                              &info) == nullptr;
+    });
+    for (auto it = came; it != lower.end(); ++it) answer(*it);
+    lower.erase(came, lower.end());
+    if (lower.empty() || Clock::now() > until ||
+        std::any_of(lower.begin(), lower.end(), [this](int peer) { return is_failed(peer); }))
+      return;
+    progress.wait_for_event(worker_.get(), until);
+  }
 }
 
 void Communicator::send(int peer, std::span<const std::byte> data, uint32_t user_tag) {

@@ -77,6 +77,13 @@ class Communicator {
   /// connects once, from the lower. A storm of simultaneous pairs over tcp trips UCX 1.13's
   /// `tcp_cm.c:519` assertion (512 simulated nodes).
   bool connects_after_theirs(int peer) const;
+  /// Calls `answer(peer)` for each of `lower` (lower ranks that connects_after_theirs) as soon
+  /// as its message of collective `seq` has come, in the order they come, leaving the message
+  /// to be taken; returns when all have been answered, or early (a failed peer, the deadline)
+  /// for the caller's own receive to report. In rank order, a rank waited for the slowest
+  /// lower rank before it made its endpoints to the others, one after the other.
+  void answer_as_they_come(uint64_t seq, std::vector<int> lower, const std::function<void(int)>& answer,
+                           Clock::time_point until);
   /// `peer`'s process was replaced by `process`, at `address` (on `node`, default: as
   /// before); a process of this host is watched (DeathNotices::watch).
   void replace_peer(int peer, std::span<const std::byte> address, std::optional<int> node = std::nullopt,
