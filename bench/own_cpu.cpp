@@ -20,7 +20,6 @@
 #include <iterator>
 #include <sstream>
 #include <string>
-#include <vector>
 
 extern char** environ;
 
