@@ -383,10 +383,13 @@ std::vector<std::vector<std::byte>> Communicator::allgatherv(std::span<const std
       }
     }
   const auto until = deadline();
-  answer_as_they_come(seq, std::move(lower), [&](int peer) {
-    send_to(peer);
-    after_theirs[peer] = false;
-  }, until);
+  answer_as_they_come(
+      seq, std::move(lower),
+      [&](int peer) {
+        send_to(peer);
+        after_theirs[peer] = false;
+      },
+      until);
   std::vector<std::vector<std::byte>> all(n);
   all[contract_.rank].assign(mine.begin(), mine.end());
   for (int peer = 0; peer < n; ++peer)
@@ -411,8 +414,8 @@ void Communicator::answer_as_they_come(uint64_t seq, std::vector<int> lower, con
   while (!lower.empty()) {
     const auto came = std::partition(lower.begin(), lower.end(), [&](int peer) {
       ucp_tag_recv_info_t info{};
-      return ucp_tag_probe_nb(worker_.get(), tag::make(tag::Kind::kCollective, peer, seq), tag::kFullMask, 0,
-                              &info) == nullptr;
+      return ucp_tag_probe_nb(worker_.get(), tag::make(tag::Kind::kCollective, peer, seq), tag::kFullMask, 0, &info) ==
+             nullptr;
     });
     for (auto it = came; it != lower.end(); ++it) answer(*it);
     lower.erase(came, lower.end());
