@@ -12,6 +12,7 @@
 // Each admitted one is recorded with the child of hyrun's it came from (admitted_connections.hpp).
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -48,7 +49,8 @@ std::variant<std::optional<pid_t>, std::string> peer_in_job(int fd) {
   const auto peer = hyrun::pmix::local_peer(fd);
   if (!peer) return "a socket of no local user (its owner closed it before it was taken, or it is not of this host)";
   if (peer->uid != ::getuid()) return fmt::format("uid {}", peer->uid);
-  const auto holder = hyrun::pmix::find_holder(peer->inode);
+  const auto holder = hyrun::pmix::find_holder(peer->inode, hyrun::pmix::children_admitted());
+  spdlog::debug("PMIx door: a connection's holder found after looking at {} processes", holder.looked_at);
   // Unknown (a kernel without children lists): the owner's rule alone, as before.
   if (holder.known && !holder.child)
     return "a process of this user that is not one of the job's (none of hyrun's descendants holds its socket)";

@@ -52,6 +52,14 @@ bool any_held_under(pid_t child) {
   });
 }
 
+std::set<pid_t> children_admitted() {
+  std::lock_guard lock(mutex);
+  std::set<pid_t> children;
+  for (const auto& entry : admitted)
+    if (entry.second.child) children.insert(*entry.second.child);
+  return children;
+}
+
 bool any_admitted_unjudged() {
   std::lock_guard lock(mutex);
   return !unjudged.empty();

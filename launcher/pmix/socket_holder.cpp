@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <deque>
@@ -54,16 +55,23 @@ bool holds(pid_t pid, std::string_view wanted) {
 
 }  // namespace
 
-SocketHolder find_holder(ino_t inode) {
+SocketHolder find_holder(ino_t inode, const std::set<pid_t>& later) {
   const std::string wanted = fmt::format("socket:[{}]", inode);
   std::deque<pid_t> children;
   if (!add_children(::getpid(), children)) return {.known = false, .child = std::nullopt};
-  // Depth first, the newest child first (a children list is oldest first): the process that
-  // has just connected is most often among the newest, a rank just started or an inner
-  // hyrun's PMIx client helper. Breadth first read every child's descriptors before a
-  // grandchild's: serving 256 nested hyrun, 2.5 times the CPU (docs/security.md). Each
-  // process goes with the child of this one it descends from.
-  std::vector<std::pair<pid_t, pid_t>> to_visit;  // a stack: the newest on top
+  // This process's children in the order they are looked at: those under which no connection
+  // was admitted yet, the oldest first, then the others (`later`: a process of the job
+  // connects once), the newest first. Ranks connect about in the order they were started: at
+  // 256 local ranks the door looked at 1.3 processes a connection, against 66 newest first.
+  const auto not_yet = std::stable_partition(children.begin(), children.end(),
+                                             [&later](pid_t child) { return later.count(child) != 0; });
+  std::reverse(not_yet, children.end());
+  // Depth first, and below a child the newest first: the process that has just connected is
+  // most often the newest of its child's tree, a rank just started or an inner hyrun's PMIx
+  // client helper. Breadth first read every child's descriptors before a grandchild's:
+  // serving 256 nested hyrun, 2.5 times the CPU (docs/security.md). Each process goes with the
+  // child of this one it descends from.
+  std::vector<std::pair<pid_t, pid_t>> to_visit;  // a stack: the next to look at on top
   for (const pid_t child : children) to_visit.emplace_back(child, child);
   std::set<pid_t> seen;
   std::deque<pid_t> found;

@@ -80,5 +80,19 @@ TEST(AdmittedConnections, AChildsConnectionIsHeldUntilLibpmixClosesIt) {
   EXPECT_FALSE(any_held_under(7001)) << "another socket under the same number";
 }
 
+// The door looks last under the children a connection was admitted under (socket_holder.hpp):
+// a child stays among them after its connection closed, as a process of the job connects once.
+TEST(AdmittedConnections, TheChildrenConnectionsWereAdmittedUnderOutliveTheConnections) {
+  Pair a = socket_pair(), b = socket_pair();
+  remember_admitted(a.ours.get(), 7101);
+  remember_admitted(b.ours.get(), std::nullopt);
+  judge_all(true);
+  auto children = children_admitted();
+  EXPECT_TRUE(children.contains(7101));
+  EXPECT_FALSE(children.contains(7102));
+  a.ours.reset();
+  EXPECT_TRUE(children_admitted().contains(7101)) << "closed, still a child that connected";
+}
+
 }  // namespace
 }  // namespace hyrun::pmix

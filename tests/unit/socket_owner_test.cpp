@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "hyrun/common/unique_fd.hpp"
@@ -171,33 +172,65 @@ TEST(SocketHolder, OnlyADescendantsSocketIsTheJobs) {
   }
 }
 
-// The process that has just connected is most often the newest: it is looked at first, also
-// as a grandchild, and the older children's descriptors are not read (breadth first, all of
-// them were, before any grandchild's).
-TEST(SocketHolder, TheNewestDescendantsAreLookedAtFirst) {
-  Loopback l = listen_on_loopback();
-  std::vector<pid_t> older;
-  for (int i = 0; i < 8; ++i) {
-    const pid_t idle = ::fork();
-    if (idle == 0) {
-      ::pause();
-      ::_exit(0);
+// Idle children of this process, forked now, killed and reaped at the end of the scope.
+struct IdleChildren {
+  std::vector<pid_t> pids;
+  explicit IdleChildren(int n) {
+    for (int i = 0; i < n; ++i) {
+      const pid_t idle = ::fork();
+      if (idle == 0) {
+        ::pause();
+        ::_exit(0);
+      }
+      pids.push_back(idle);
     }
-    older.push_back(idle);
   }
+  ~IdleChildren() {
+    for (const pid_t idle : pids) {
+      ::kill(idle, SIGKILL);
+      ::waitpid(idle, nullptr, 0);
+    }
+  }
+  IdleChildren(const IdleChildren&) = delete;
+  IdleChildren& operator=(const IdleChildren&) = delete;
+};
+
+// Ranks connect about in the order they were started: among the children under which no
+// connection was admitted yet, the oldest is looked at first, also when the holder is its
+// child, and the newer children's descriptors are not read (newest first, all 8 were).
+TEST(SocketHolder, TheOldestChildNotYetAdmittedIsLookedAtFirst) {
+  Loopback l = listen_on_loopback();
+  for (const int depth : {1, 2}) {
+    const auto c = fork_connected(l, depth);
+    EXPECT_TRUE(c.peer) << "depth " << depth;
+    {
+      const IdleChildren newer(8);
+      if (c.peer) {
+        const auto holder = find_holder(c.peer->inode);
+        EXPECT_EQ(holder.child, std::optional<pid_t>(c.child)) << "depth " << depth;
+        EXPECT_EQ(holder.looked_at, depth) << "depth " << depth << ": 8 newer children";
+      }
+    }
+    kill_connected(c.child);
+  }
+}
+
+// A process of the job connects once: the children under which a connection was admitted
+// before are looked at last, though older.
+TEST(SocketHolder, ChildrenThatConnectedBeforeAreLookedAtLast) {
+  Loopback l = listen_on_loopback();
+  const IdleChildren older(8);
+  const std::set<pid_t> connected_before(older.pids.begin(), older.pids.end());
   for (const int depth : {1, 2}) {
     const auto c = fork_connected(l, depth);
     EXPECT_TRUE(c.peer) << "depth " << depth;
     if (c.peer) {
-      const auto holder = find_holder(c.peer->inode);
+      const auto holder = find_holder(c.peer->inode, connected_before);
       EXPECT_EQ(holder.child, std::optional<pid_t>(c.child)) << "depth " << depth;
-      EXPECT_EQ(holder.looked_at, depth) << "depth " << depth << ": " << older.size() << " older children";
+      EXPECT_EQ(holder.looked_at, depth) << "depth " << depth << ": 8 older children that connected before";
+      EXPECT_EQ(find_holder(c.peer->inode).looked_at, 8 + depth) << "depth " << depth << ": without them known";
     }
     kill_connected(c.child);
-  }
-  for (const pid_t idle : older) {
-    ::kill(idle, SIGKILL);
-    ::waitpid(idle, nullptr, 0);
   }
 }
 

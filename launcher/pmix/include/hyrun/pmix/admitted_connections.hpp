@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <set>
 
 namespace hyrun::pmix {
 
@@ -33,6 +34,9 @@ bool is_admitted(int fd);
 /// be unread, though the peer has ended. libpmix closes a client's connection only after it
 /// handled every message before the close, in order.
 bool any_held_under(pid_t child);
+/// The children of hyrun's under which a connection was admitted (held or not): the door looks
+/// at them last, since a process of the job connects once (a rank, an inner hyrun's helper).
+std::set<pid_t> children_admitted();
 /// Whether any admitted connection waits to be judged.
 bool any_admitted_unjudged();
 /// Calls `judge` for each admitted connection that libpmix still holds and drops those it

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <set>
 
 namespace hyrun::pmix {
 
@@ -21,8 +22,10 @@ struct SocketHolder {
 /// Looks for a descendant of this process that has the socket of inode `inode` open. `known`
 /// is false when the kernel does not list a process's children (/proc/PID/task/TID/children
 /// needs CONFIG_PROC_CHILDREN). Reads /proc: a descendant whose descriptors this process
-/// cannot read (another user's) holds nothing. Looks at the newest descendants first (depth
-/// first, the newest child first): a process that has just connected is found at once.
-SocketHolder find_holder(ino_t inode);
+/// cannot read (another user's) holds nothing. Looks at every descendant until it finds the
+/// holder; the order only decides how soon: the children not in `later` (those under which a
+/// connection was admitted before) the oldest first, then those in it; depth first, and below
+/// a child the newest first. A rank that connects, or an inner hyrun's helper, is found at once.
+SocketHolder find_holder(ino_t inode, const std::set<pid_t>& later = {});
 
 }  // namespace hyrun::pmix
