@@ -85,6 +85,14 @@ bool dial_node(NodeLink& link, int task, const std::string& host, const std::vec
   return true;
 }
 
+// A node link with the options' limits: --node-timeout for a neighbour's silence, and
+// --bootstrap-timeout for one still in its launch (reading every node's record: a node may be
+// that far behind another).
+NodeLink limited(NodeLink link, const LaunchOptions& options) {
+  link.allow_launch(options.bootstrap_timeout);
+  return link;
+}
+
 // Where a node listens, for a connection of this node's own (NodeLink::ask).
 std::optional<NodeLink::Endpoint> endpoint_of(const NodeRecord& node) {
   if (!node.link_port) return std::nullopt;
@@ -273,7 +281,7 @@ std::optional<Error> Launch::offer_root(RankSupervisor& supervisor, const std::o
     }
     // The node link: a node whose hyrun is lost ends the job (docs/cli.md, Failures).
     if (peers_) try {
-        link_.emplace(NodeLink::listen(options_.node_timeout));
+        link_.emplace(limited(NodeLink::listen(options_.node_timeout), options_));
         record.link_port = link_->port();
       } catch (const SystemError& e) {
         spdlog::warn("the link among the nodes' hyrun processes is not available: {}", e.what());
@@ -320,7 +328,7 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
   // Every node listens (the root does in offer_root): for its children in the link's tree,
   // and for the nodes that ask for its ranks' data straight (direct modex).
   if (peers_ && task_ != 0 && !plan.failure) try {
-      link_.emplace(NodeLink::listen(options_.node_timeout));
+      link_.emplace(limited(NodeLink::listen(options_.node_timeout), options_));
       node_record.link_port = link_->port();
       node_record.link_addresses = local_addresses();
     } catch (const SystemError& e) {
@@ -389,7 +397,7 @@ void Launch::join_root(const RootRecord& record, const ExchangeOutcome& outcome)
     if (link_)
       link_->expect(outcome.hosts, task_, token_, tree_);  // this node's children connect to it
     else
-      link_.emplace(NodeLink::unlistened(task_, token_, tree_, options_.node_timeout));
+      link_.emplace(limited(NodeLink::unlistened(task_, token_, tree_, options_.node_timeout), options_));
     dial_node(*link_, 0, outcome.hosts.at(0), *record.master_addresses, *record.link_port);
     if (const int parent = tree_.parent(task_); parent > 0) {
       const NodeRecord& node = outcome.nodes.at(static_cast<std::size_t>(parent));

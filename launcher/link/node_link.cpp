@@ -122,7 +122,7 @@ void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::stri
     p.watched = tree_.parent(task) == self;
   }
   // A node that is busy after the fence connects late; it is not lost before its silence would be.
-  connect_deadline_ = now + std::max<Clock::duration>(kConnectLimit, silence_limit_);
+  connect_deadline_ = now + connect_limit();
   // Any node of the job may connect to ask for its ranks' data (ask()), besides the children.
   max_unidentified_ = kMaxUnidentified + std::max<std::size_t>(hosts.size(), 1) - 1;
 }
@@ -165,6 +165,7 @@ std::size_t NodeLink::open_connection(int task, const std::string& host, const s
   if (inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1)
     throw Error(fmt::format("{} node link address '{}' is not an IPv4 address", whose, address));
   peer.heard = Clock::now();
+  peer.launching = purpose == LinkPurpose::kTree;
   if (::connect(peer.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     if (errno != EINPROGRESS)
       throw SystemError(fmt::format("connect to {} hyrun at {}:{} (the node link)", whose, address, port), errno);
@@ -336,8 +337,11 @@ void NodeLink::on_readable(Peer& peer) {
     const ssize_t n = ::recv(peer.fd.get(), buffer.data(), room, 0);
     if (n > 0) {
       received_ += static_cast<std::uint64_t>(n);
-      if (peer.task >= 0) peer.heard = Clock::now();  // an unidentified peer's deadline runs from accept
-      const std::size_t searched = peer.in.size();    // a long line is searched for its end once
+      if (peer.task >= 0) {  // an unidentified peer's deadline runs from accept
+        peer.heard = Clock::now();
+        peer.launching = false;
+      }
+      const std::size_t searched = peer.in.size();  // a long line is searched for its end once
       peer.in.append(buffer.data(), static_cast<std::size_t>(n));
       // The lines of this read are taken in place and cut off once: erasing each from the front
       // would move the rest of the buffer once a line.
@@ -512,6 +516,7 @@ void NodeLink::adopt_children_of(int task) {
   if (Peer* root = find_peer(0); root && !root->gone && !root->said_bye && !root->watched) {
     root->watched = true;
     root->heard = Clock::now();
+    root->launching = false;  // past its launch: it relayed the parent's end
     writer_->start_heartbeats(root->slot);
   }
 }
@@ -549,7 +554,7 @@ NodeLink::Clock::time_point NodeLink::wake_by() const {
     if (!p.fd)
       t = std::min(t, connect_deadline_);
     else if (p.watched || p.connecting)
-      t = std::min(t, p.heard + silence_limit_);
+      t = std::min(t, p.heard + silence_limit_of(p));
   }
   for (const auto& p : unidentified_)
     if (!p.gone) t = std::min(t, p.heard + hello_limit());
@@ -565,12 +570,31 @@ void NodeLink::take_what_waits(Peer& peer) {
   if (::poll(&p, 1, 0) > 0) on_ready(peer, p.revents);
 }
 
+std::chrono::milliseconds NodeLink::silence_limit_of(const Peer& peer) const {
+  return peer.launching && !peer.connecting ? std::max(silence_limit_, launch_limit_) : silence_limit_;
+}
+
+std::chrono::milliseconds NodeLink::connect_limit() const {
+  return std::max({std::chrono::milliseconds(kConnectLimit), silence_limit_, launch_limit_});
+}
+
+std::string NodeLink::silence_of(const Peer& peer) const {
+  if (peer.connecting) return fmt::format("cannot connect: no answer within {}", seconds_text(silence_limit_));
+  if (silence_limit_of(peer) > silence_limit_)
+    return fmt::format(
+        "it said nothing within {} of this node's connection (--bootstrap-timeout): its hyrun is stopped, or has not "
+        "finished its launch",
+        seconds_text(silence_limit_of(peer)));
+  return fmt::format("silent for {} (--node-timeout): its node is off the network or its hyrun is stopped",
+                     seconds_text(silence_limit_));
+}
+
 void NodeLink::on_tick() {
   const auto now = Clock::now();
   // By index: what a peer's lines do may add peers (a deque keeps references, not iterators).
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     Peer& p = peers_[i];
-    if (p.fd && !p.gone && !p.overflowed && (p.watched || p.connecting) && now - p.heard >= silence_limit_)
+    if (p.fd && !p.gone && !p.overflowed && (p.watched || p.connecting) && now - p.heard >= silence_limit_of(p))
       take_what_waits(p);
     if (!p.gone && p.overflowed) {
       lose(p, fmt::format("it took none of the {} MiB queued for it on the node link: its hyrun reads nothing",
@@ -579,14 +603,9 @@ void NodeLink::on_tick() {
     }
     if (p.gone || p.said_bye) continue;
     if (!p.fd && now >= connect_deadline_)
-      lose(p, fmt::format("it did not connect within {} of the fence",
-                          seconds_text(std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::max<Clock::duration>(kConnectLimit, silence_limit_)))));
-    else if (p.fd && (p.watched || p.connecting) && Clock::now() - p.heard >= silence_limit_)
-      lose(p, p.connecting ? fmt::format("cannot connect: no answer within {}", seconds_text(silence_limit_))
-                           : fmt::format("silent for {} (--node-timeout): its node is off the network or its hyrun "
-                                         "is stopped",
-                                         seconds_text(silence_limit_)));
+      lose(p, fmt::format("it did not connect within {} of the fence", seconds_text(connect_limit())));
+    else if (p.fd && (p.watched || p.connecting) && Clock::now() - p.heard >= silence_limit_of(p))
+      lose(p, silence_of(p));
   }
   for (auto& p : unidentified_)
     if (p.fd && !p.gone && now - p.heard >= hello_limit()) {

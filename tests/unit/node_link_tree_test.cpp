@@ -350,5 +350,100 @@ TEST(NodeLinkTree, TheEndOfADirectModexConnectionIsNoLossAndTheAskerHearsOfIt) {
     ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
 }
 
+// A node's hyrun reads every node's record after the fence before it takes its children's
+// connections (launch_sequence.cpp); a parent slower at that than its child (the root of 512
+// simulated nodes: 58 s on 2 cores) accepts the child's connection, and beats to it, late. The
+// child does not take a parent that has said nothing yet for lost before the launch's limit
+// (--bootstrap-timeout), only at it; once the parent has spoken, its silence limit holds.
+constexpr std::chrono::milliseconds kLaunchLimit{3000};
+
+struct ParentAndChild {
+  LinkTree tree{1, 2};  // 0 <- 1
+  NodeLink parent = NodeLink::listen(kLimit);
+  NodeLink child = NodeLink::unlistened(1, kToken, tree, kLimit);
+  std::optional<NodeLink::Loss> parent_loss, child_loss;
+  ParentAndChild() {
+    parent.allow_launch(kLaunchLimit);
+    child.allow_launch(kLaunchLimit);
+    parent.on_loss([this](const NodeLink::Loss& l) { return parent_loss = l, false; });
+    child.on_loss([this](const NodeLink::Loss& l) { return child_loss = l, false; });
+  }
+  void expect() { parent.expect({"n0", "n1"}, 0, kToken, tree); }
+  void dial() { child.dial(0, "n0", "127.0.0.1", parent.port()); }
+};
+
+TEST(NodeLinkTree, AParentStillInItsLaunchIsNotLostBeforeTheLaunchLimit) {
+  ParentAndChild nodes;
+  nodes.dial();  // the parent's loop does not run: it reads records
+  pump(
+      {&nodes.child}, [&] { return nodes.child_loss.has_value(); }, 2 * kLimit + kLimit / 2);
+  ASSERT_FALSE(nodes.child_loss) << nodes.child_loss->why;
+  nodes.expect();
+  pump(
+      {&nodes.parent, &nodes.child}, [] { return false; }, 2 * kLimit);
+  EXPECT_FALSE(nodes.child_loss) << nodes.child_loss->why;
+  EXPECT_FALSE(nodes.parent_loss) << nodes.parent_loss->why;
+}
+
+TEST(NodeLinkTree, AParentThatNeverSpeaksIsLostAtTheLaunchLimitNamedSo) {
+  ParentAndChild nodes;
+  const auto start = Clock::now();
+  nodes.dial();
+  ASSERT_TRUE(pump(
+      {&nodes.child}, [&] { return nodes.child_loss.has_value(); }, 2 * kLaunchLimit));
+  EXPECT_GE(Clock::now() - start, kLaunchLimit);
+  EXPECT_EQ(nodes.child_loss->task, 0);
+  EXPECT_EQ(nodes.child_loss->why,
+            "it said nothing within 3 s of this node's connection (--bootstrap-timeout): its hyrun is stopped, "
+            "or has not finished its launch");
+}
+
+// The parent is a process of its own, linked and then stopped (SIGSTOP): it has spoken, so
+// the child takes it for lost at the silence limit, not the launch's.
+TEST(NodeLinkTree, OnceTheParentHasSpokenItsSilenceLimitHolds) {
+  const LinkTree tree(1, 2);
+  ForkedNode forked([&tree](ForkedNode& self) {
+    NodeLink parent = NodeLink::listen(kLimit);
+    parent.allow_launch(kLaunchLimit);
+    parent.expect({"n0", "n1"}, 0, kToken, tree);
+    parent.on_loss([](const NodeLink::Loss&) { return true; });
+    self.tell(parent.port());
+    pump(
+        {&parent}, [] { return false; }, std::chrono::seconds(60));
+  });
+  const int port = forked.heard();
+  ASSERT_GT(port, 0);
+  NodeLink child = NodeLink::unlistened(1, kToken, tree, kLimit);
+  child.allow_launch(kLaunchLimit);
+  std::optional<NodeLink::Loss> loss;
+  child.on_loss([&](const NodeLink::Loss& l) { return loss = l, false; });
+  child.dial(0, "n0", "127.0.0.1", port);
+  ASSERT_TRUE(pump(
+      {&child}, [&] { return loss.has_value() || child.bytes_received() > 0; }, kLimit));
+  ASSERT_FALSE(loss) << loss->why;
+  ASSERT_EQ(::kill(forked.pid(), SIGSTOP), 0);
+  const auto stopped = Clock::now();
+  ASSERT_TRUE(pump(
+      {&child}, [&] { return loss.has_value(); }, kLaunchLimit));
+  EXPECT_LT(Clock::now() - stopped, kLaunchLimit);
+  EXPECT_EQ(loss->why, "silent for 1 s (--node-timeout): its node is off the network or its hyrun is stopped");
+}
+
+// The other way: a child slower than its parent at reading the records connects late. The
+// parent takes it until the launch's limit, past the silence limit and the 10 s floor.
+TEST(NodeLinkTree, AChildStillInItsLaunchIsNotLostBeforeTheLaunchLimit) {
+  ParentAndChild nodes;
+  nodes.parent.allow_launch(std::chrono::seconds(12));
+  nodes.expect();
+  pump(
+      {&nodes.parent}, [&] { return nodes.parent_loss.has_value(); }, std::chrono::milliseconds(10500));
+  ASSERT_FALSE(nodes.parent_loss) << nodes.parent_loss->why;
+  nodes.dial();
+  pump(
+      {&nodes.parent, &nodes.child}, [] { return false; }, 2 * kLimit);
+  EXPECT_FALSE(nodes.parent_loss) << nodes.parent_loss->why;
+  EXPECT_FALSE(nodes.child_loss) << nodes.child_loss->why;
+}
+
 }  // namespace
 }  // namespace hyrun

@@ -107,6 +107,13 @@ class NodeLink : public PollParticipant {
 
   void on_loss(LossHandler handler) { on_loss_ = std::move(handler); }
 
+  /// How long a tree neighbour may take to come, while the launch still runs (hyrun's
+  /// --bootstrap-timeout): an expected child to connect, a dialled parent to say its first
+  /// line. Each node reads every node's record after the fence before it takes its children
+  /// (launch_sequence.cpp), so one may be that much behind another. Never less than the
+  /// silence limit; set it before expect() and dial().
+  void allow_launch(std::chrono::milliseconds limit) { launch_limit_ = limit; }
+
   /// Where a task's hyrun listens (an address this node reaches it at, and the port).
   struct Endpoint {
     std::string address;
@@ -175,6 +182,7 @@ class NodeLink : public PollParticipant {
     bool overflowed = false;  // its queue passed the writer's bound: lost at the next tick
     bool watched = true;      // parent or child in the tree: heartbeats, and its silence is a loss
     bool out_armed = false;   // its socket's writability is in the epoll set
+    bool launching = false;   // dialled, nothing read from it yet: it may still be in its launch
     enum class Direct { kNo, kOut, kIn } direct = Direct::kNo;  // ask()'s connection, ours or the peer's
     Clock::time_point heard{};  // identified: the last bytes read; unidentified: accepted
     std::string in;
@@ -200,6 +208,13 @@ class NodeLink : public PollParticipant {
   /// ran were closed at the 5 s this was); outsiders are bounded by the count of such
   /// connections (max_unidentified_), which an outsider who reconnects would meet anyway.
   std::chrono::milliseconds hello_limit() const { return silence_limit_; }
+  /// How long `peer` may be silent: the launch's limit while a neighbour we dialled has said
+  /// nothing yet (allow_launch), else the silence limit.
+  std::chrono::milliseconds silence_limit_of(const Peer& peer) const;
+  /// How long an expected node may take to connect, from expect().
+  std::chrono::milliseconds connect_limit() const;
+  /// Why `peer`, past silence_limit_of(), is lost.
+  std::string silence_of(const Peer& peer) const;
   /// Handles what `peer`'s socket holds now (lines, a connect's end), before a limit judges it.
   void take_what_waits(Peer& peer);
   void lose(Peer& peer, const std::string& why);
@@ -252,6 +267,7 @@ class NodeLink : public PollParticipant {
   std::vector<Peer> unidentified_;                              // root: accepted, hello not read yet
   std::size_t max_unidentified_ = kMaxUnidentified;             // root: see expect()
   std::chrono::milliseconds silence_limit_;
+  std::chrono::milliseconds launch_limit_{0};  // allow_launch(); at least silence_limit_ where used
   std::uint64_t received_ = 0;
   Clock::time_point connect_deadline_{};
   LossHandler on_loss_;
