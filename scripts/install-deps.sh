@@ -12,6 +12,7 @@ packages=(
   mpich libmpich-dev  # MPICH programs under hyrun's PMI-1 server (tests, bench)
   libpmi2-0-dev  # Slurm's PMI-2 client library: a PMI-2 program under hyrun's PMI-2 server and native srun --mpi=pmi2 (tests)
   python3 iproute2 util-linux procps bc gnuplot-nox
+  strace  # delays one system call of one hyrun, to hold a node back at a chosen step (tests)
   shellcheck clang-format  # the lint tests (scripts/shellcheck.sh, scripts/format.sh --check)
   # torch.distributed (gloo) tests and bench/torchrun.sh: 48 MB download, ~600 MiB installed
   # (171 packages without recommends), ~2.5 min on a busy 2-core machine.

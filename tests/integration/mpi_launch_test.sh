@@ -417,6 +417,30 @@ SH
   ! grep -E "rank [0124] of 5\): \S+: lost the hyrun of task [0124] " "$ERR" && pass "no other node was taken for lost" || { fail "another node was taken for lost"; show_output; }
   grep -qE "rank 0 of 5\): \S+: lost the hyrun of task 3 " "$ERR" && pass "the root ended the job for task 3" || { fail "the root did not end the job for task 3"; show_output; }
   ;;
+link-launch-lag)  # a parent still in its launch when its child links: the child waits --bootstrap-timeout, not --node-timeout
+  # Two simulated nodes, width 1: the root is task 1's parent. The root's hyrun takes its
+  # children's connections (accept4) only once it has read every node's record; strace holds
+  # its first accept4 6 s, as a root slower at that than its children (512 simulated nodes on
+  # 2 cores: 58 s). Task 1 has dialled and hears no beat meanwhile. Before, it took the root
+  # for lost at --node-timeout (2 s here) and the job failed.
+  : "${PMIX_KEYS_CLIENT:?set by CTest}"
+  command -v strace >/dev/null || { fail "strace is not installed (scripts/install-deps.sh)"; exit 1; }
+  cat >"$WORK/node.sh" <<'SH'
+#!/bin/bash
+# The outer hyrun's task 0 (its PMIX_RANK) is the inner job's root.
+[ "$PMIX_RANK" = 0 ] && exec strace -qq -o "$LAG_LOG" -e trace=accept4 -e inject=accept4:delay_enter=6s:when=1 "$@"
+exec "$@"
+SH
+  chmod +x "$WORK/node.sh"
+  export LAG_LOG=$WORK/strace.log
+  run_job 90 "$HYRUN" -n 2 --bootstrap=none -- "$WORK/node.sh" "$HYRUN" -n 2 --bootstrap=none --tree-width 1 \
+    --node-timeout 2 -- "$PMIX_KEYS_CLIENT" 2 2
+  grep -q "^accept4(.*(DELAYED)$" "$LAG_LOG" && pass "the root's first accept4 was held 6 s" \
+    || { fail "strace held no accept4 of the root's: $(head -3 "$LAG_LOG")"; show_output; }
+  expect_rc 0
+  for r in 0 1 2 3; do expect_stdout "^pmix-keys: rank $r of 4: ok$"; done
+  ! grep -q "lost the hyrun" "$ERR" && pass "no node was taken for lost" || { fail "a node was taken for lost"; show_output; }
+  ;;
 simulated-128-nodes|simulated-128-nodes-link)  # a hybrid job of 128 simulated nodes on this machine, each rank reads every peer's keys
   # hyrun under hyrun: each inner hyrun is a node of a hybrid job that the outer one serves
   # (docs/pmix.md, "Simulated nodes"). Before issue 39 the job failed at 256 such nodes.
