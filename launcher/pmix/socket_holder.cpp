@@ -16,19 +16,17 @@
 #include <utility>
 #include <vector>
 
+#include "hyrun/common/unique_dir.hpp"
+
 namespace hyrun::pmix {
 namespace {
 
 // A bound on the processes looked at, far above a node's ranks and their children.
 constexpr std::size_t kMaxProcesses = std::size_t{1} << 16;
 
-using Directory = std::unique_ptr<DIR, decltype(&::closedir)>;
-
-Directory open_directory(const std::string& path) { return {::opendir(path.c_str()), &::closedir}; }
-
 // The children of `pid`, from each of its threads' lists; false when the kernel has no lists.
 bool add_children(pid_t pid, std::deque<pid_t>& to_visit) {
-  const Directory tasks = open_directory(fmt::format("/proc/{}/task", pid));
+  const UniqueDir tasks = open_directory(fmt::format("/proc/{}/task", pid));
   if (!tasks) return true;  // it has just ended
   bool listed = false;
   while (const dirent* task = ::readdir(tasks.get())) {
@@ -42,7 +40,7 @@ bool add_children(pid_t pid, std::deque<pid_t>& to_visit) {
 
 bool holds(pid_t pid, std::string_view wanted) {
   const std::string fds = fmt::format("/proc/{}/fd", pid);
-  const Directory list = open_directory(fds);
+  const UniqueDir list = open_directory(fds);
   if (!list) return false;
   std::array<char, 64> target;
   while (const dirent* fd = ::readdir(list.get())) {

@@ -12,6 +12,8 @@
 #include <set>
 #include <vector>
 
+#include "hyrun/common/unique_dir.hpp"
+
 namespace hyrun {
 namespace {
 std::set<pid_t>& helpers() {
@@ -22,14 +24,13 @@ std::set<pid_t>& helpers() {
 // Every child of this process but its helpers, from every thread's list.
 std::vector<pid_t> children() {
   std::vector<pid_t> found;
-  if (DIR* tasks = ::opendir("/proc/self/task")) {
-    while (const dirent* task = ::readdir(tasks)) {
-      if (task->d_name[0] == '.') continue;
-      std::ifstream list(fmt::format("/proc/self/task/{}/children", task->d_name));
-      for (pid_t pid; list >> pid;)
-        if (!helpers().contains(pid)) found.push_back(pid);
-    }
-    ::closedir(tasks);
+  const UniqueDir tasks = open_directory("/proc/self/task");
+  if (!tasks) return found;
+  while (const dirent* task = ::readdir(tasks.get())) {
+    if (task->d_name[0] == '.') continue;
+    std::ifstream list(fmt::format("/proc/self/task/{}/children", task->d_name));
+    for (pid_t pid; list >> pid;)
+      if (!helpers().contains(pid)) found.push_back(pid);
   }
   return found;
 }

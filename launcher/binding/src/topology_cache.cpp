@@ -24,6 +24,7 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
 #include "hyrun/common/random_bytes.hpp"
+#include "hyrun/common/unique_dir.hpp"
 #include "hyrun/common/unique_fd.hpp"
 #include "hyrun/common/user_directory.hpp"
 
@@ -45,7 +46,7 @@ std::string first_line(const char* path) {
 
 std::vector<std::string> names_in(const std::string& path) {
   std::vector<std::string> names;
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), ::closedir);
+  const UniqueDir dir = open_directory(path);
   if (!dir) return names;
   while (const dirent* e = ::readdir(dir.get()))
     if (e->d_name[0] != '.') names.emplace_back(e->d_name);
