@@ -11,7 +11,8 @@
 // own (LinkWriter), so that a busy main loop never silences them. A connection that closes
 // (the peer died) is a loss at once; a parent or child silent for the node timeout
 // (--node-timeout: the peer's node is off the network, or its hyrun is stopped) without
-// having said "bye" is a loss then. A node that loses a parent or child does not act on it:
+// having said "bye" is a loss then (before it has linked, the launch's limit holds:
+// allow_launch()). A node that loses a parent or child does not act on it:
 // it tells the root, which decides as for a loss of its own and names the node that is gone,
 // not the one that saw it (the node watches the root meanwhile, if it lost its parent). A
 // loss ends the job, unless the job goes on without that node (its ranks handle deaths): the
