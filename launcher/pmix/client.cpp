@@ -7,7 +7,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/pmix/completion.hpp"
@@ -212,34 +215,84 @@ bool Client::fence(std::chrono::milliseconds timeout, const std::function<bool()
   return true;
 }
 
-std::vector<std::byte> Client::get(int rank, const std::string& key, std::chrono::milliseconds timeout) {
-  const std::string what =
-      "PMIx_Get of key '" + key + "' from rank " + std::to_string(rank) + " of namespace " + nspace();
+struct Client::PendingGet {
+  std::shared_ptr<Completion> completion;
+  std::string what;  // "PMIx_Get of key 'k' from rank r of namespace n"
+  int rank = 0;
+  Clock::time_point start;
+};
+
+Client::PendingGet Client::start_get(int rank, const std::string& key, std::chrono::milliseconds timeout) const {
+  PendingGet get;
+  get.what = "PMIx_Get of key '" + key + "' from rank " + std::to_string(rank) + " of namespace " + nspace();
+  get.rank = rank;
   if (rank < 0 || rank >= job_size())
-    throw Error(what + ": rank out of range, the job has " + std::to_string(job_size()) + " processes");
+    throw Error(get.what + ": rank out of range, the job has " + std::to_string(job_size()) + " processes");
   const pmix_proc_t proc = make_proc(nspace(), static_cast<pmix_rank_t>(rank));
   auto [completion, cbdata] = Completion::make();
   completion->info.push_back(timeout_info(timeout));
-
-  const auto start = Clock::now();
-  const pmix_status_t rc =
-      PMIx_Get_nb(&proc, key.c_str(), completion->info.data(), completion->info.size(), &Completion::on_value, cbdata);
+  get.completion = std::move(completion);
+  get.start = Clock::now();
+  const pmix_status_t rc = PMIx_Get_nb(&proc, key.c_str(), get.completion->info.data(), get.completion->info.size(),
+                                       &Completion::on_value, cbdata);
   if (rc != PMIX_SUCCESS) {
     Completion::release(cbdata);
-    throw_if_failed(rc, what + " by " + describe());
+    throw_if_failed(rc, get.what + " by " + describe());
   }
-  const auto status = completion->wait_until(start + timeout);
+  return get;
+}
+
+std::optional<std::vector<std::byte>> Client::finish_get(const PendingGet& get, Clock::time_point deadline,
+                                                         std::chrono::milliseconds timeout,
+                                                         const std::function<bool()>& stop) const {
+  const auto status = get.completion->wait_until(deadline, stop);
+  if (!status && stop && Clock::now() < deadline) return std::nullopt;  // stop said so
   if (!status || *status == PMIX_ERR_TIMEOUT)
-    throw TimeoutError(what + " found no value within " + std::to_string(timeout.count()) + " ms (waited " +
-                       std::to_string(elapsed_ms(start)) + " ms; expected rank " + std::to_string(rank) +
+    throw TimeoutError(get.what + " found no value within " + std::to_string(timeout.count()) + " ms (waited " +
+                       std::to_string(elapsed_ms(get.start)) + " ms; expected rank " + std::to_string(get.rank) +
                        " to put and commit it)");
   if (*status == PMIX_ERR_NOT_FOUND)
-    throw Error(what + ": no such key (" + describe_status(*status) + "); expected rank " + std::to_string(rank) +
-                " to put and commit it before the fence");
-  throw_if_failed(*status, what + " by " + describe());
-  if (completion->wrong_type()) throw Error(what + ": the value is neither a byte object nor a string");
-  spdlog::trace("pmix: {} took {} ms", what, elapsed_ms(start));
-  return completion->bytes();
+    throw Error(get.what + ": no such key (" + describe_status(*status) + "); expected rank " +
+                std::to_string(get.rank) + " to put and commit it before the fence");
+  throw_if_failed(*status, get.what + " by " + describe());
+  if (get.completion->wrong_type()) throw Error(get.what + ": the value is neither a byte object nor a string");
+  spdlog::trace("pmix: {} took {} ms", get.what, elapsed_ms(get.start));
+  return get.completion->bytes();
+}
+
+std::vector<std::byte> Client::get(int rank, const std::string& key, std::chrono::milliseconds timeout) {
+  const PendingGet pending = start_get(rank, key, timeout);
+  return *finish_get(pending, pending.start + timeout, timeout);
+}
+
+bool Client::get_each(const std::vector<Wanted>& wanted, std::chrono::milliseconds timeout,
+                      const std::function<void(int rank, std::vector<std::byte> value)>& take,
+                      const std::function<bool()>& stop) const {
+  // All in flight at once: a server that answers from its own store (the hash store) takes
+  // them in turn, and the local store answers at once. A get abandoned here (an error, a
+  // stop) still gets its callback into live memory (completion.hpp).
+  std::vector<PendingGet> pending;
+  for (const Wanted& w : wanted)
+    for (int rank = w.first_rank; rank < w.first_rank + w.ranks; ++rank)
+      pending.push_back(start_get(rank, w.key, timeout));
+  auto since = Clock::now();  // each value may take `timeout` after the one before it
+  for (const PendingGet& get : pending) {
+    auto value = finish_get(get, since + timeout, timeout, stop);
+    if (!value) return false;
+    take(get.rank, std::move(*value));
+    since = Clock::now();
+  }
+  return true;
+}
+
+std::optional<std::vector<std::vector<std::byte>>> Client::get_many(const std::vector<Wanted>& wanted,
+                                                                    std::chrono::milliseconds timeout,
+                                                                    const std::function<bool()>& stop) {
+  std::vector<std::vector<std::byte>> values;
+  const bool done = get_each(
+      wanted, timeout, [&values](int, std::vector<std::byte> value) { values.push_back(std::move(value)); }, stop);
+  if (!done) return std::nullopt;
+  return values;
 }
 
 void Client::abort(int status, const std::string& message) {

@@ -100,6 +100,12 @@ ClientIdentity identity_of(const json& info) {
   return id;
 }
 
+// Whether hyrun sent its next request: in the helper, a wait that it cancels ends.
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 json handle(Client& client, const json& request, int fd) {
   const std::string op = request.at("op").get<std::string>();
   if (op == "put") {
@@ -113,10 +119,8 @@ json handle(Client& client, const json& request, int fd) {
   }
   if (op == "fence") {
     // hyrun asks to stop waiting by sending its next request (a cancel).
-    const bool done = client.fence(std::chrono::milliseconds(request.at("limit_ms").get<long long>()), [fd] {
-      pollfd p{fd, POLLIN, 0};
-      return ::poll(&p, 1, 0) > 0;
-    });
+    const bool done =
+        client.fence(std::chrono::milliseconds(request.at("limit_ms").get<long long>()), [fd] { return readable(fd); });
     return {{"done", done}};
   }
   if (op == "get") {
@@ -165,19 +169,38 @@ void allgather(Client& client, const json& request, int fd) {
     }
   };
   client.commit();
-  const bool done = client.fence(kNoLimit, [fd] {
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0;
-  });
+  const bool done = client.fence(kNoLimit, [fd] { return readable(fd); });
   if (!done) return send_message(fd, {{"cancelled", true}});
-  for (int rank = 0; rank < client.job_size(); ++rank) {
-    const auto first = get(rank, 0);
-    const auto [pieces, start] = pieces_announced(first, rank);
-    send_message(fd, {{"rank", rank}, {"value", to_hex(std::span(first).subspan(start))}});
-    for (std::size_t piece = 1; piece < pieces; ++piece)
-      send_message(fd, {{"rank", rank}, {"value", to_hex(get(rank, piece))}});
+  // Every rank's first piece asked for at once; a rank's further pieces, if any, before the
+  // next rank's first is sent on.
+  try {
+    const std::vector<Client::Wanted> firsts{{.key = piece_key(key, 0), .first_rank = 0, .ranks = client.job_size()}};
+    client.get_each(firsts, get_limit, [&](int rank, const std::vector<std::byte>& first) {
+      const auto [pieces, start] = pieces_announced(first, rank);
+      send_message(fd, {{"rank", rank}, {"value", to_hex(std::span(first).subspan(start))}});
+      for (std::size_t piece = 1; piece < pieces; ++piece)
+        send_message(fd, {{"rank", rank}, {"value", to_hex(get(rank, piece))}});
+    });
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(fmt::format("{}; hyrun waits for each value as long as --bootstrap-timeout", e.what()));
   }
   send_message(fd, {{"end", true}});
+}
+
+// The values a get_many request names (ClientProcess::get_many): one message each, sent on
+// as it comes, then the end; or "cancelled" once hyrun sent its next request (a cancel); an
+// error message ends it early.
+void get_many(const Client& client, const json& request, int fd) {
+  std::vector<Client::Wanted> wanted;
+  for (const auto& w : request.at("wanted"))
+    wanted.push_back({.key = w.at("key"), .first_rank = w.at("first_rank"), .ranks = w.at("ranks")});
+  const bool done = client.get_each(
+      wanted, std::chrono::milliseconds(request.at("limit_ms").get<long long>()),
+      [fd](int rank, const std::vector<std::byte>& value) {
+        send_message(fd, {{"rank", rank}, {"value", to_hex(value)}});
+      },
+      [fd] { return readable(fd); });
+  send_message(fd, done ? json{{"end", true}} : json{{"cancelled", true}});
 }
 
 // Connects, says who it is, then answers until hyrun closes its end.
@@ -202,6 +225,8 @@ void serve(int fd) {
     try {
       if (request->value("op", "") == "allgather")
         allgather(*client, *request, fd);
+      else if (request->value("op", "") == "get_many")
+        get_many(*client, *request, fd);
       else
         send_message(fd, handle(*client, *request, fd));
     } catch (const Error& e) {
@@ -325,17 +350,20 @@ void ClientProcess::finish(std::chrono::milliseconds limit, const std::function<
 
 namespace {
 
-// One request, its reply; errors the helper met are thrown here as they were there.
+// An error the helper met (error_reply), thrown here as it was there.
+void rethrow_error(const json& reply) {
+  if (!reply.contains("error")) return;
+  const std::string what = reply.at("error").get<std::string>();
+  if (reply.value("timeout", false)) throw TimeoutError(what);
+  throw Error(what, reply.value("exit_code", exit_code::kLauncherError));
+}
+
+// One request, its reply.
 json call(int fd, pid_t pid, const json& request, std::chrono::milliseconds limit) {
   send_message(fd, request);
   const auto reply = receive_message(fd, Clock::now() + limit + kReplySlack);
   if (!reply) throw Error(fmt::format("hyrun's PMIx client helper (pid {}) ended", pid));
-  if (reply->contains("error")) {
-    const std::string what = reply->at("error").get<std::string>();
-    const int code = reply->value("exit_code", exit_code::kLauncherError);
-    if (reply->value("timeout", false)) throw TimeoutError(what);
-    throw Error(what, code);
-  }
+  rethrow_error(*reply);
   return *reply;
 }
 
@@ -357,11 +385,7 @@ bool ClientProcess::fence(std::chrono::milliseconds timeout, const std::function
     if (reply && !reply->contains("error")) return false;
   }
   if (!reply) throw Error(fmt::format("hyrun's PMIx client helper (pid {}) ended during the fence", pid_));
-  if (reply->contains("error")) {
-    const std::string what = reply->at("error").get<std::string>();
-    if (reply->value("timeout", false)) throw TimeoutError(what);
-    throw Error(what, reply->value("exit_code", exit_code::kLauncherError));
-  }
+  rethrow_error(*reply);
   return reply->value("done", false) && !stopped;
 }
 
@@ -369,6 +393,41 @@ std::vector<std::byte> ClientProcess::get(int rank, const std::string& key, std:
   const auto reply =
       call(socket_.get(), pid_, {{"op", "get"}, {"rank", rank}, {"key", key}, {"limit_ms", timeout.count()}}, timeout);
   return bytes_of(reply.at("value"));
+}
+
+std::optional<std::vector<std::vector<std::byte>>> ClientProcess::get_many(const std::vector<Wanted>& wanted,
+                                                                           std::chrono::milliseconds timeout,
+                                                                           const std::function<bool()>& stop) {
+  json request{{"op", "get_many"}, {"limit_ms", timeout.count()}, {"wanted", json::array()}};
+  std::size_t expected = 0;
+  for (const Wanted& w : wanted) {
+    request["wanted"].push_back({{"key", w.key}, {"first_rank", w.first_rank}, {"ranks", w.ranks}});
+    expected += static_cast<std::size_t>(std::max(w.ranks, 0));
+  }
+  send_message(socket_.get(), request);
+  std::vector<std::vector<std::byte>> values;
+  bool stopped = false;
+  for (;;) {  // the helper sends each value as it comes, each within `timeout` of the one before
+    bool stop_now = false;
+    const auto reply = receive_message(socket_.get(), Clock::now() + timeout + kReplySlack,
+                                       stopped ? std::function<bool()>() : stop, &stop_now);
+    if (stop_now) {  // the helper ends the gets when it sees the cancel, and says so
+      send_message(socket_.get(), {{"op", "cancel"}});
+      stopped = true;
+      continue;
+    }
+    if (!reply) throw Error(fmt::format("hyrun's PMIx client helper (pid {}) ended", pid_));
+    if (stopped && reply->contains("error")) break;  // hyrun is stopping anyway: the signal is what it says
+    rethrow_error(*reply);
+    if (reply->contains("end") || reply->contains("cancelled")) break;
+    if (values.size() >= expected)
+      throw Error(fmt::format("hyrun's PMIx client helper (pid {}) sent too many values", pid_));
+    values.push_back(bytes_of(reply->at("value")));
+  }
+  if (stopped) return std::nullopt;
+  if (values.size() != expected)
+    throw Error(fmt::format("hyrun's PMIx client helper (pid {}) sent {} of {} values", pid_, values.size(), expected));
+  return values;
 }
 
 void ClientProcess::start_allgather(const std::string& key, std::span<const std::byte> value) {
@@ -393,7 +452,7 @@ void ClientProcess::start_allgather(const std::string& key, std::span<const std:
 std::optional<ClientProcess::AllgatherPiece> ClientProcess::read_allgather() {
   const auto reply = receive_message(socket_.get(), Clock::now() + kReplySlack);
   if (!reply) throw Error(fmt::format("hyrun's PMIx client helper (pid {}) ended during an allgather", pid_));
-  if (reply->contains("error")) throw Error(reply->at("error").get<std::string>());
+  rethrow_error(*reply);
   if (reply->contains("cancelled")) throw Error("the allgather through hyrun's PMIx client helper was cancelled");
   if (reply->contains("end")) return std::nullopt;
   return AllgatherPiece{reply->at("rank").get<int>(), bytes_of(reply->at("value"))};

@@ -11,8 +11,11 @@
 //    milliseconds is rounded up for the server, and enforced to the millisecond here.
 //  - Node ids are whatever the server reports: never assume they start at 0 (under
 //    mpirun inside an allocation they start at 1).
+#include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hyrun/pmix/client_api.hpp"
 
@@ -40,11 +43,29 @@ class Client final : public ClientApi {
   void commit() override;
   bool fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop = {}) override;
   std::vector<std::byte> get(int rank, const std::string& key, std::chrono::milliseconds timeout) override;
+  std::optional<std::vector<std::vector<std::byte>>> get_many(const std::vector<Wanted>& wanted,
+                                                              std::chrono::milliseconds timeout,
+                                                              const std::function<bool()>& stop = {}) override;
+  /// get_many(), each value handed to `take` as soon as it and those before it came (the
+  /// helper sends each on at once). The next value's `timeout` starts when `take` returns.
+  /// False when `stop` said so first.
+  bool get_each(const std::vector<Wanted>& wanted, std::chrono::milliseconds timeout,
+                const std::function<void(int rank, std::vector<std::byte> value)>& take,
+                const std::function<bool()>& stop = {}) const;
   [[noreturn]] void abort(int status, const std::string& message) override;
 
  private:
   Client() = default;
   void finalize() noexcept;
+  // A get asked for (PMIx_Get_nb) and not yet waited for.
+  struct PendingGet;
+  PendingGet start_get(int rank, const std::string& key, std::chrono::milliseconds timeout) const;
+  // Its value, waiting until `deadline` (`timeout` is the limit it was asked with, for the
+  // message); nullopt when `stop` said so first.
+  std::optional<std::vector<std::byte>> finish_get(const PendingGet& get,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   std::chrono::milliseconds timeout,
+                                                   const std::function<bool()>& stop = {}) const;
 
   bool connected_ = false;
 };

@@ -71,6 +71,20 @@ class ClientApi {
   /// allows getting a key before it is fenced); throws TimeoutError after that, and
   /// hyrun::Error when the value exists but is not a byte object or string.
   virtual std::vector<std::byte> get(int rank, const std::string& key, std::chrono::milliseconds timeout) = 0;
+  /// The values of `key` from ranks first_rank .. first_rank + ranks - 1 (get_many()).
+  struct Wanted {
+    std::string key;
+    int first_rank = 0;
+    int ranks = 1;
+  };
+  /// The bytes of every value `wanted` names, in that order. The gets are asked all at once,
+  /// so that reading one value of each of N processes costs about one wait, not N round trips
+  /// one after the other. Each value may take up to `timeout` after the one before it came (as
+  /// get() called for each in turn would); the errors are get()'s, naming the rank. nullopt at
+  /// once when `stop` (checked every 20 ms) returns true: hyrun must honour a signal meanwhile.
+  virtual std::optional<std::vector<std::vector<std::byte>>> get_many(const std::vector<Wanted>& wanted,
+                                                                      std::chrono::milliseconds timeout,
+                                                                      const std::function<bool()>& stop = {}) = 0;
   /// Asks the server to kill every process of the job (PMIx_Abort on the whole namespace)
   /// with `status`, then exits this process with exit_code::of_failure_status(status) (never
   /// 0) without returning, in case the server does not kill it.

@@ -66,6 +66,9 @@ class ClientProcess final : public ClientApi {
   void commit() override;
   bool fence(std::chrono::milliseconds timeout, const std::function<bool()>& stop = {}) override;
   std::vector<std::byte> get(int rank, const std::string& key, std::chrono::milliseconds timeout) override;
+  std::optional<std::vector<std::vector<std::byte>>> get_many(const std::vector<Wanted>& wanted,
+                                                              std::chrono::milliseconds timeout,
+                                                              const std::function<bool()>& stop = {}) override;
   /// An allgather among the job's processes in one collect-data fence with no limit: this
   /// process's `value` goes under `key` (in pieces of at most kAllgatherPiece bytes, so that
   /// no PMIx server meets a large put), then the helper fences and sends every process's
