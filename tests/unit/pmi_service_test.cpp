@@ -268,8 +268,9 @@ TEST(PmiService, APmi2RanksRequestsAreAnsweredAsSlurmsPluginDoes) {
     for (const char c : value) escaped += c == ';' ? std::string(";;") : std::string(1, c);
     EXPECT_EQ(two.ask2("cmd=kvs-get;jobid=hyrun.test;srcid=-1;key=" + key + ";"),
               "cmd=kvs-get-response;rc=0;found=TRUE;value=" + escaped + ";");
-    if (value.find(' ') == std::string::npos && value.find(';') == std::string::npos)
+    if (value.find(' ') == std::string::npos && value.find(';') == std::string::npos) {
       EXPECT_EQ(one.ask("cmd=get kvsname=hyrun.test key=" + key), "cmd=get_result rc=0 value=" + value);
+    }
   }
   converse(two,
            {{"cmd=kvs-get;jobid=hyrun.test;srcid=-1;key=from-one;", "cmd=kvs-get-response;rc=0;found=TRUE;value=1;"},
