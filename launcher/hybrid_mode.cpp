@@ -142,31 +142,20 @@ class PmixExchange final : public RootExchange {
     return pmix_.fence(limit, stop_requested);
   }
 
-  NodeRecord node_record(int task, std::chrono::milliseconds limit) override {
-    const std::string what = fmt::format("the record of hyrun task {}", task);
-    const auto j = from_bytes(pmix_.get(task, kNodeKey, limit), what);
-    try {
-      NodeRecord record;
-      record.host = j.value("host", std::string());
-      if (j.contains("error")) {
-        record.error = j.at("error").get<std::string>();
-        record.exit_code = j.value("exit_code", static_cast<int>(exit_code::kLauncherError));
-        return record;
-      }
-      record.ranks = j.at("ranks").get<int>();
-      record.tree_width = j.value("tree_width", 0);
-      if (j.contains("link_port")) {
-        record.link_port = j.at("link_port").get<int>();
-        record.link_addresses = j.at("link_addresses").get<std::vector<std::string>>();
-      }
-      return record;
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{} is not a hyrun record: {}", what, e.what()));
-    }
+  std::optional<std::vector<NodeRecord>> node_records(std::chrono::milliseconds limit,
+                                                      const std::function<bool()>& stop_requested) override {
+    const auto values = pmix_.get_many({{.key = kNodeKey, .first_rank = 0, .ranks = tasks()}}, limit, stop_requested);
+    if (!values) return std::nullopt;
+    std::vector<NodeRecord> records;
+    for (const auto& bytes : *values) records.push_back(node_record(static_cast<int>(records.size()), bytes));
+    return records;
   }
 
-  RootRecord root_record(std::chrono::milliseconds limit) override {
-    const auto j = from_bytes(pmix_.get(0, kRootKey, limit), "the root's record");
+  std::optional<RootRecord> root_record(std::chrono::milliseconds limit,
+                                        const std::function<bool()>& stop_requested) override {
+    const auto values = pmix_.get_many({{.key = kRootKey, .first_rank = 0, .ranks = 1}}, limit, stop_requested);
+    if (!values) return std::nullopt;
+    const auto j = from_bytes(values->at(0), "the root's record");
     if (j.value("protocol", 0) != kProtocol)
       throw Error(fmt::format("the root hyrun speaks protocol {}, this one {}: use the same hyrun on every node",
                               j.value("protocol", 0), kProtocol));
@@ -203,6 +192,30 @@ class PmixExchange final : public RootExchange {
   pmix::ClientProcess* outer_client() override { return &pmix_; }
 
  private:
+  // What task `task` put under kNodeKey.
+  static NodeRecord node_record(int task, const std::vector<std::byte>& bytes) {
+    const std::string what = fmt::format("the record of hyrun task {}", task);
+    const auto j = from_bytes(bytes, what);
+    try {
+      NodeRecord record;
+      record.host = j.value("host", std::string());
+      if (j.contains("error")) {
+        record.error = j.at("error").get<std::string>();
+        record.exit_code = j.value("exit_code", static_cast<int>(exit_code::kLauncherError));
+        return record;
+      }
+      record.ranks = j.at("ranks").get<int>();
+      record.tree_width = j.value("tree_width", 0);
+      if (j.contains("link_port")) {
+        record.link_port = j.at("link_port").get<int>();
+        record.link_addresses = j.at("link_addresses").get<std::vector<std::string>>();
+      }
+      return record;
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{} is not a hyrun record: {}", what, e.what()));
+    }
+  }
+
   pmix::ClientProcess& pmix_;
 };
 

@@ -36,11 +36,17 @@ namespace {
 // Every node reads every node's record after the fence, so a node that failed before the
 // exchange, or a different -n or --tree-width, is named on all of them and each ends by
 // itself. Returns every task's record, its host named.
-std::vector<NodeRecord> check_node_records(RootExchange& exchange, const LaunchOptions& options) {
+// nullopt when `stop_requested` said so while they were read.
+std::optional<std::vector<NodeRecord>> check_node_records(RootExchange& exchange, const LaunchOptions& options,
+                                                          const std::function<bool()>& stop_requested) {
   std::vector<std::string> differing;
-  std::vector<NodeRecord> records;
+  auto read = exchange.node_records(options.bootstrap_timeout, stop_requested);
+  if (!read) return std::nullopt;
+  std::vector<NodeRecord>& records = *read;
+  if (records.size() != static_cast<std::size_t>(exchange.tasks()))
+    throw Error(fmt::format("hyrun read {} node records for {} tasks", records.size(), exchange.tasks()));
   for (int task = 0; task < exchange.tasks(); ++task) {
-    NodeRecord record = exchange.node_record(task, options.bootstrap_timeout);
+    NodeRecord& record = records.at(static_cast<std::size_t>(task));
     if (record.host.empty()) record.host = fmt::format("task {}", task);
     const std::string& host = record.host;
     if (record.error)
@@ -50,14 +56,13 @@ std::vector<NodeRecord> check_node_records(RootExchange& exchange, const LaunchO
       differing.push_back(fmt::format("task {} on {} has -n {}", task, host, record.ranks));
     else if (record.tree_width != options.tree_width)
       differing.push_back(fmt::format("task {} on {} has --tree-width {}", task, host, record.tree_width));
-    records.push_back(std::move(record));
   }
   if (!differing.empty())
     throw UsageError(
         fmt::format("every hyrun of a job must be started with the same -n and --tree-width, but this one has -n {} "
                     "--tree-width {} and {}",
                     options.ranks, options.tree_width, fmt::join(differing, ", ")));
-  return records;
+  return read;
 }
 
 // This node's IPv4 addresses, for the nodes that connect to it.
@@ -176,6 +181,14 @@ class Launch {
   int end_with(const JobResult& result);
   // What the launch cost this node so far (--timings).
   LinkCosts costs() const;
+  // A signal while the exchange waits on the other nodes: honour it now, and end the job so
+  // that no node waits for this one (in the fence, or for its link).
+  [[noreturn]] void stopped_in_exchange(RankSupervisor& supervisor, const std::string& while_what) {
+    job_event("stopped by a signal while {}; aborting the job", while_what);
+    supervisor.handle_signals();
+    const int code = supervisor.finish().exit_code;
+    abort_job(code, "hyrun was stopped by a signal while waiting for the other nodes");
+  }
   // This node ends the job itself: its closing link is no loss.
   [[noreturn]] void abort_job(int code, const std::string& why) {
     if (link_) link_->say_bye();
@@ -345,14 +358,9 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
   exchange_.put_node(node_record);
   std::optional<Error> root_failure;
   if (task_ == 0) root_failure = offer_root(supervisor, plan.failure);
-  if (!exchange_.fence(options_.bootstrap_timeout, [this] { return signals_.pending_stop().has_value(); })) {
-    // A signal while other nodes are awaited: honour it now, and end the job so that no
-    // node waits in the fence for this one.
-    job_event("stopped by a signal while waiting for the other nodes in the PMIx fence; aborting the job");
-    supervisor.handle_signals();
-    const int code = supervisor.finish().exit_code;
-    abort_job(code, "hyrun was stopped by a signal while waiting for the other nodes");
-  }
+  const auto stop_requested = [this] { return signals_.pending_stop().has_value(); };
+  if (!exchange_.fence(options_.bootstrap_timeout, stop_requested))
+    stopped_in_exchange(supervisor, "waiting for the other nodes in the PMIx fence");
   timings_.mark("fence");
   ExchangeOutcome outcome;
   if (plan.failure) {  // said on this node before the fence
@@ -362,7 +370,9 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
   }
   try {
     if (root_failure) throw Error(root_failure->what(), root_failure->exit_code());
-    outcome.nodes = check_node_records(exchange_, options_);
+    auto nodes = check_node_records(exchange_, options_, stop_requested);
+    if (!nodes) stopped_in_exchange(supervisor, "reading the nodes' records");
+    outcome.nodes = std::move(*nodes);
     std::vector<bool> can_parent;
     for (const auto& node : outcome.nodes) {
       outcome.hosts.push_back(node.host);
@@ -377,7 +387,8 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
     return outcome;
   }
   if (task_ != 0) {
-    outcome.root = exchange_.root_record(options_.bootstrap_timeout);
+    outcome.root = exchange_.root_record(options_.bootstrap_timeout, stop_requested);
+    if (!outcome.root) stopped_in_exchange(supervisor, "reading the root's record");
     timings_.mark("root record");
     if (outcome.root->error) {
       outcome.kind = ExchangeOutcome::Kind::kEndedEverywhere;

@@ -49,8 +49,13 @@ class LocalExchange final : public RootExchange {
   void put_node(const NodeRecord& record) override { node_ = record; }
   void put_root(const RootRecord& record) override { root_ = record; }
   bool fence(std::chrono::milliseconds, const std::function<bool()>&) override { return true; }
-  NodeRecord node_record(int, std::chrono::milliseconds) override { return node_; }
-  RootRecord root_record(std::chrono::milliseconds) override { return root_; }
+  std::optional<std::vector<NodeRecord>> node_records(std::chrono::milliseconds,
+                                                      const std::function<bool()>&) override {
+    return std::vector<NodeRecord>{node_};
+  }
+  std::optional<RootRecord> root_record(std::chrono::milliseconds, const std::function<bool()>&) override {
+    return root_;
+  }
 
   [[noreturn]] void abort(int code, const std::string& why) override { throw Error(why, code); }
 

@@ -417,6 +417,33 @@ SH
   ! grep -E "rank [0124] of 5\): \S+: lost the hyrun of task [0124] " "$ERR" && pass "no other node was taken for lost" || { fail "another node was taken for lost"; show_output; }
   grep -qE "rank 0 of 5\): \S+: lost the hyrun of task 3 " "$ERR" && pass "the root ended the job for task 3" || { fail "the root did not end the job for task 3"; show_output; }
   ;;
+records-signal)  # a signal while the nodes' records are read (one never comes: a task of the job is not hyrun) is honoured at once
+  # Task 1 of the outer job is not hyrun: it joins the exchange's fence but puts no record,
+  # and fails 2 s later. The outer hyrun then stops the two inner ones (SIGTERM) while they
+  # wait for its record (--bootstrap-timeout, 60 s). Before, they read the records deaf to
+  # signals, and were killed 10 s later (SIGKILL).
+  cat >"$WORK/task.sh" <<EOF
+#!/bin/sh
+if [ "\$PMIX_RANK" = 1 ]; then "$PMIX_CLIENT" put 500; sleep 2; exit 9; fi
+exec "$HYRUN" -n 1 --bootstrap=none -- true
+EOF
+  chmod +x "$WORK/task.sh"
+  run_job 90 "$HYRUN" -n 3 --bootstrap=none -- "$WORK/task.sh"
+  expect_rc 9
+  expect_stderr "rank 1 \(pid [0-9]+\) exited with code 9"
+  c=$(grep -cE "stopped by a signal while (reading the nodes' records|waiting for the other nodes in the PMIx fence); aborting the job" "$ERR")
+  [ "$c" -eq 2 ] && pass "both inner hyrun honoured SIGTERM while they waited" || { fail "$c of 2 inner hyrun honoured SIGTERM"; show_output; }
+  ! grep -q "still running 10 s after" "$ERR" && pass "none needed SIGKILL" || { fail "an inner hyrun needed SIGKILL"; show_output; }
+  # Without a signal, the record that never came is named at the limit.
+  cat >"$WORK/task.sh" <<EOF
+#!/bin/sh
+if [ "\$PMIX_RANK" = 1 ]; then "$PMIX_CLIENT" put 500; sleep 60; exit 9; fi
+exec "$HYRUN" -n 1 --bootstrap=none --bootstrap-timeout 3 -- true
+EOF
+  run_job 90 "$HYRUN" -n 3 --bootstrap=none -- "$WORK/task.sh"
+  expect_rc 124
+  expect_stderr "PMIx_Get of key 'hyrun.node.v1' from rank 1 of namespace \S+ found no value within 3000 ms"
+  ;;
 link-launch-lag)  # a parent still in its launch when its child links: the child waits --bootstrap-timeout, not --node-timeout
   # Two simulated nodes, width 1: the root is task 1's parent. The root's hyrun takes its
   # children's connections (accept4) only once it has read every node's record; strace holds

@@ -57,16 +57,24 @@ class FakeExchange final : public RootExchange {
     ++fences;
     return on_fence(stop_requested);
   }
-  NodeRecord node_record(int task, std::chrono::milliseconds) override {
-    return task == task_ ? put_node_.value() : others.at(task);
+  std::optional<std::vector<NodeRecord>> node_records(std::chrono::milliseconds,
+                                                      const std::function<bool()>& stop_requested) override {
+    if (!on_records(stop_requested)) return std::nullopt;
+    std::vector<NodeRecord> records;
+    for (int task = 0; task < tasks_; ++task) records.push_back(task == task_ ? put_node_.value() : others.at(task));
+    return records;
   }
-  RootRecord root_record(std::chrono::milliseconds) override { return task_ == 0 ? put_root_.value() : root.value(); }
+  std::optional<RootRecord> root_record(std::chrono::milliseconds, const std::function<bool()>&) override {
+    return task_ == 0 ? put_root_.value() : root.value();
+  }
   [[noreturn]] void abort(int code, const std::string& why) override { throw Aborted{code, why}; }
 
   // What the other tasks put, as the fence would have brought it.
   std::map<int, NodeRecord> others;
   std::optional<RootRecord> root;
   std::function<bool(const std::function<bool()>&)> on_fence = [](const auto&) { return true; };
+  // While the records are read: false is a stop that stop_requested said.
+  std::function<bool(const std::function<bool()>&)> on_records = [](const auto&) { return true; };
   int fences = 0;
   std::optional<NodeRecord> put_node_;
   std::optional<RootRecord> put_root_;
@@ -240,6 +248,27 @@ TEST_F(LaunchSequence, ASignalDuringTheFenceIsHonouredAndAbortsTheJob) {
     EXPECT_EQ(a.code, 128 + SIGTERM);
     EXPECT_NE(a.why.find("stopped by a signal"), std::string::npos) << a.why;
   }
+}
+
+TEST_F(LaunchSequence, ASignalWhileTheRecordsAreReadIsHonouredAndAbortsTheJob) {
+  // A record that does not come (a task of the job that is not hyrun) leaves the node waiting
+  // up to --bootstrap-timeout: a signal meanwhile ends it at once.
+  auto options = options_for({"/bin/true"}, BootstrapMode::kNone);
+  FakeExchange exchange(1, 2);
+  exchange.others[0] = good_record(0);
+  exchange.on_records = [](const std::function<bool()>& stop_requested) {
+    ::raise(SIGTERM);  // blocked by SignalEvents: it waits in the queue, as one during the gets would
+    return !stop_requested();
+  };
+  try {
+    run_launch(options, signals, exchange);
+    FAIL() << "the signal was not honoured";
+  } catch (const Aborted& a) {
+    EXPECT_EQ(a.code, 128 + SIGTERM);
+    EXPECT_NE(a.why.find("stopped by a signal"), std::string::npos) << a.why;
+  }
+  EXPECT_EQ(exchange.fences, 1);
+  EXPECT_TRUE(no_child_left());
 }
 
 TEST_F(LaunchSequence, RecordsThatAgreeStartTheNodesRanks) {

@@ -89,10 +89,14 @@ class RootExchange {
   /// (TimeoutError past it). Returns false at once when `stop_requested` returns true
   /// (checked while waiting): a signal to honour.
   virtual bool fence(std::chrono::milliseconds limit, const std::function<bool()>& stop_requested) = 0;
-  /// After the fence: what `task` put, and what the root put. Throw Error for a record
-  /// that is not one (a different hyrun protocol too).
-  virtual NodeRecord node_record(int task, std::chrono::milliseconds limit) = 0;
-  virtual RootRecord root_record(std::chrono::milliseconds limit) = 0;
+  /// After the fence: what every task put, in task order (asked for all at once: one wait,
+  /// not one a task; each record within `limit` of the one before), and what the root put.
+  /// nullopt at once when `stop_requested` (checked while waiting) returns true: a signal to
+  /// honour. Throw Error for a record that is not one (a different hyrun protocol too).
+  virtual std::optional<std::vector<NodeRecord>> node_records(std::chrono::milliseconds limit,
+                                                              const std::function<bool()>& stop_requested) = 0;
+  virtual std::optional<RootRecord> root_record(std::chrono::milliseconds limit,
+                                                const std::function<bool()>& stop_requested) = 0;
 
   /// Ends the job on every node with `code`, saying `why` (this node has already told
   /// the user). Does not return.
