@@ -35,8 +35,8 @@ namespace {
 
 // Every node reads every node's record after the fence, so a node that failed before the
 // exchange, or a different -n or --tree-width, is named on all of them and each ends by
-// itself. Returns every task's record, its host named.
-// nullopt when `stop_requested` said so while they were read.
+// itself. Returns every task's record, its host named; nullopt when `stop_requested` said so
+// while they were read.
 std::optional<std::vector<NodeRecord>> check_node_records(RootExchange& exchange, const LaunchOptions& options,
                                                           const std::function<bool()>& stop_requested) {
   std::vector<std::string> differing;

@@ -161,13 +161,6 @@ void allgather(Client& client, const json& request, int fd) {
   // A collected value is in the server by then, but a server busy with hundreds of nodes may
   // answer late (512 x 4 simulated nodes on 2 cores): each get may take --bootstrap-timeout.
   const std::chrono::milliseconds get_limit(request.at("get_limit_ms").get<long long>());
-  const auto get = [&](int rank, std::size_t piece) {
-    try {
-      return client.get(rank, piece_key(key, piece), get_limit);
-    } catch (const TimeoutError& e) {
-      throw TimeoutError(fmt::format("{}; hyrun waits for each value as long as --bootstrap-timeout", e.what()));
-    }
-  };
   client.commit();
   const bool done = client.fence(kNoLimit, [fd] { return readable(fd); });
   if (!done) return send_message(fd, {{"cancelled", true}});
@@ -179,7 +172,7 @@ void allgather(Client& client, const json& request, int fd) {
       const auto [pieces, start] = pieces_announced(first, rank);
       send_message(fd, {{"rank", rank}, {"value", to_hex(std::span(first).subspan(start))}});
       for (std::size_t piece = 1; piece < pieces; ++piece)
-        send_message(fd, {{"rank", rank}, {"value", to_hex(get(rank, piece))}});
+        send_message(fd, {{"rank", rank}, {"value", to_hex(client.get(rank, piece_key(key, piece), get_limit))}});
     });
   } catch (const TimeoutError& e) {
     throw TimeoutError(fmt::format("{}; hyrun waits for each value as long as --bootstrap-timeout", e.what()));
