@@ -144,7 +144,14 @@ class PmixExchange final : public RootExchange {
 
   std::optional<std::vector<NodeRecord>> node_records(std::chrono::milliseconds limit,
                                                       const std::function<bool()>& stop_requested) override {
-    const auto values = pmix_.get_many({{.key = kNodeKey, .first_rank = 0, .ranks = tasks()}}, limit, stop_requested);
+    std::optional<std::vector<std::vector<std::byte>>> values;
+    try {
+      values = pmix_.get_many({{.key = kNodeKey, .first_rank = 0, .ranks = tasks()}}, limit, stop_requested);
+    } catch (const TimeoutError& e) {  // after the fence: that task joined it without putting a record
+      throw TimeoutError(fmt::format(
+          "{} (every hyrun of the job puts its record before the fence: is that task running hyrun, of this version?)",
+          e.what()));
+    }
     if (!values) return std::nullopt;
     std::vector<NodeRecord> records;
     for (const auto& bytes : *values) records.push_back(node_record(static_cast<int>(records.size()), bytes));

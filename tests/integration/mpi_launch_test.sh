@@ -442,7 +442,7 @@ exec "$HYRUN" -n 1 --bootstrap=none --bootstrap-timeout 3 -- true
 EOF
   run_job 90 "$HYRUN" -n 3 --bootstrap=none -- "$WORK/task.sh"
   expect_rc 124
-  expect_stderr "PMIx_Get of key 'hyrun.node.v1' from rank 1 of namespace \S+ found no value within 3000 ms"
+  expect_stderr "PMIx_Get of key 'hyrun.node.v1' from rank 1 of namespace \S+ found no value within 3000 ms .*is that task running hyrun"
   ;;
 link-launch-lag)  # a parent still in its launch when its child links: the child waits --bootstrap-timeout, not --node-timeout
   # Two simulated nodes, width 1: the root is task 1's parent. The root's hyrun takes its
