@@ -88,6 +88,7 @@ for k in $nodes; do
     done
   done
 done
+launch_footer
 
 # Two processes only, so that neither waits for a core (this machine may have two).
 for where in "same node:1:2" "next node:2:1"; do

@@ -2,19 +2,27 @@
 # Sourced by bench/mpi.sh and bench/mpi-slurm.sh: one run of mpi-pingpong recorded, medians,
 # ratios and the ping-pong table, the same for both.
 
+# machine_cpu_ms: CPU time every process of this machine has used since boot, in ms (user,
+# nice, system, irq and softirq of /proc/stat's first line).
+machine_cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '/^cpu / { printf "%d\n", ($2 + $3 + $4 + $7 + $8) * 1000 / hz }' /proc/stat; }
+
 # mpi_run FILE LOG COMMAND...: runs COMMAND (output to LOG; a failure ends the bench, showing
-# it); appends "wall_ms init_max run_max" to FILE and the ping-pong lines to FILE.pp. With
-# EXPECT_RANKS set, fails unless that many ranks reported.
+# it); appends "wall_ms init_max run_max cpu_ms" to FILE and the ping-pong lines to FILE.pp.
+# cpu_ms is the whole machine's CPU time over the run: every rank, launcher and daemon, so
+# that a cell whose CPU time is the cores times the wall time shows that the cores bound it.
+# With EXPECT_RANKS set, fails unless that many ranks reported.
 mpi_run() {
-  local file=$1 log=$2 t0 t1; shift 2
+  local file=$1 log=$2 t0 t1 c0 c1; shift 2
+  c0=$(machine_cpu_ms)
   t0=$(date +%s%N)
   "$@" >"$log" 2>&1 || { echo "failed: $*"; cat "$log"; exit 1; } >&2
   t1=$(date +%s%N)
+  c1=$(machine_cpu_ms)
   if [ -n "${EXPECT_RANKS:-}" ] && [ "$(grep -c '^times rank' "$log")" != "$EXPECT_RANKS" ]; then
     { echo "not every rank of $EXPECT_RANKS reported: $*"; cat "$log"; exit 1; } >&2
   fi
-  awk -v wall=$(( (t1 - t0) / 1000000 )) '/^times rank/ { if ($5 > i) i = $5; if ($7 > r) r = $7 }
-    END { printf "%d %.1f %.1f\n", wall, i, r }' "$log" >>"$file"
+  awk -v wall=$(( (t1 - t0) / 1000000 )) -v cpu=$((c1 - c0)) '/^times rank/ { if ($5 > i) i = $5; if ($7 > r) r = $7 }
+    END { printf "%d %.1f %.1f %d\n", wall, i, r, cpu }' "$log" >>"$file"
   grep '^pingpong' "$log" >>"$file.pp" || true
 }
 
@@ -39,14 +47,24 @@ pingpong_table() {
 pp_median() { awk -v b="$2" -v c="$3" '$2 == b {print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 # launch_header CELL_NAME RATIO_NAME, then launch_rows CELL FILE_A FILE_B NAME_A NAME_B: the
-# medians of MPI_Init, Init..Finalize and the wall time of both launchers, the second row
-# with the ratio A/B of the wall time.
+# medians of MPI_Init, Init..Finalize, the wall time and the machine's CPU time of both
+# launchers, with CPU / wall (this machine's cores in use, on average), the second row with
+# the ratio A/B of the wall time. launch_footer explains the CPU columns.
 launch_header() {
-  printf '%5s | %-7s | %11s | %17s | %8s | %s\n' "$1" launcher "MPI_Init ms" "Init..Finalize ms" "wall ms" "wall $2"
-  printf -- '------+---------+-------------+-------------------+----------+------------------\n'
+  printf '%5s | %-8s | %11s | %17s | %8s | %8s | %5s | %s\n' "$1" launcher "MPI_Init ms" "Init..Finalize ms" \
+    "wall ms" "CPU ms" cores "wall $2"
+  printf -- '------+----------+-------------+-------------------+----------+----------+-------+------------------\n'
 }
 launch_rows() {
-  printf '%5s | %-7s | %11s | %17s | %8s |\n' "$1" "$4" "$(median_col "$2" 2)" "$(median_col "$2" 3)" "$(median_col "$2" 1)"
-  printf '%5s | %-7s | %11s | %17s | %8s | %s\n' "$1" "$5" "$(median_col "$3" 2)" "$(median_col "$3" 3)" \
-    "$(median_col "$3" 1)" "$(ratio "$(median_col "$2" 1)" "$(median_col "$3" 1)")"
+  local a=$2 b=$3
+  printf '%5s | %-8s | %11s | %17s | %8s | %8s | %5s |\n' "$1" "$4" "$(median_col "$a" 2)" "$(median_col "$a" 3)" \
+    "$(median_col "$a" 1)" "$(median_col "$a" 4)" "$(ratio "$(median_col "$a" 4)" "$(median_col "$a" 1)")"
+  printf '%5s | %-8s | %11s | %17s | %8s | %8s | %5s | %s\n' "$1" "$5" "$(median_col "$b" 2)" "$(median_col "$b" 3)" \
+    "$(median_col "$b" 1)" "$(median_col "$b" 4)" "$(ratio "$(median_col "$b" 4)" "$(median_col "$b" 1)")" \
+    "$(ratio "$(median_col "$a" 1)" "$(median_col "$b" 1)")"
+}
+launch_footer() {
+  echo "CPU ms: the whole machine's CPU time over a run (every rank, launcher and daemon; /proc/stat), median."
+  echo "cores: CPU ms / wall ms. Near this machine's $(nproc) cores, the cores bound the run: every CPU ms a"
+  echo "launcher adds is then wall time, which separate nodes, each with its own cores, would not pay."
 }

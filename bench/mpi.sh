@@ -44,6 +44,7 @@ for n in $SIZES; do
   done
   launch_rows "$n" "$out/h$n" "$out/m$n" hyrun "$launcher"
 done
+launch_footer
 
 echo
 echo "ping-pong between ranks 0 and 1 of 2 (one node), median of $PP_REPS alternated runs"
