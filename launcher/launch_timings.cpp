@@ -1,7 +1,6 @@
 #include "hyrun/launcher/launch_timings.hpp"
 
 #include <fmt/format.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,23 +16,26 @@ void LaunchTimings::mark(std::string_view step) {
   steps_.emplace_back(step, since.count());
 }
 
-std::uint64_t own_cpu_us() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  const auto us = [](const timeval& t) {
-    return static_cast<std::uint64_t>(t.tv_sec) * 1000000 + static_cast<std::uint64_t>(t.tv_usec);
-  };
-  return us(usage.ru_utime) + us(usage.ru_stime);
-}
+namespace {
 
-std::optional<std::uint64_t> process_cpu_us(pid_t pid) {
-  // The process's CPU clock, to the nanosecond and with its ended threads: /proc's utime
-  // and stime count clock ticks (10 ms), and a helper's few milliseconds read as 0.
-  clockid_t clock{};
-  if (::clock_getcpuclockid(pid, &clock) != 0) return std::nullopt;
+// A CPU clock's reading in microseconds; nullopt when it cannot be read (its process gone).
+std::optional<std::uint64_t> clock_us(clockid_t clock) {
   timespec t{};
   if (::clock_gettime(clock, &t) != 0) return std::nullopt;
   return static_cast<std::uint64_t>(t.tv_sec) * 1000000 + static_cast<std::uint64_t>(t.tv_nsec) / 1000;
+}
+
+}  // namespace
+
+std::uint64_t own_cpu_us() { return clock_us(CLOCK_PROCESS_CPUTIME_ID).value_or(0); }
+
+std::optional<std::uint64_t> process_cpu_us(pid_t pid) {
+  // The process's CPU clock, to the nanosecond and with its ended threads, as this process's
+  // own: /proc's utime and stime count clock ticks (10 ms), and a helper's few milliseconds
+  // read as 0.
+  clockid_t clock{};
+  if (::clock_getcpuclockid(pid, &clock) != 0) return std::nullopt;
+  return clock_us(clock);
 }
 
 std::string LaunchTimings::line() const {
