@@ -64,7 +64,8 @@ launch_rows() {
     "$(ratio "$(median_col "$a" 1)" "$(median_col "$b" 1)")"
 }
 launch_footer() {
-  echo "CPU ms: the whole machine's CPU time over a run (every rank, launcher and daemon; /proc/stat), median."
+  echo "CPU ms: the whole machine's CPU time over a run (every rank, launcher and daemon; /proc/stat, to"
+  echo "the clock tick), median."
   echo "cores: CPU ms / wall ms. Near this machine's $(nproc) cores, the cores bound the run: every CPU ms a"
   echo "launcher adds is then wall time, which separate nodes, each with its own cores, would not pay."
 }
