@@ -13,6 +13,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <memory>
 
 #include "hyrun/common/error.hpp"
@@ -123,6 +124,7 @@ void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::stri
   }
   // A node that is busy after the fence connects late; it is not lost before its silence would be.
   connect_deadline_ = now + connect_limit();
+  judge_by(now);
   // Any node of the job may connect to ask for its ranks' data (ask()), besides the children.
   max_unidentified_ = kMaxUnidentified + std::max<std::size_t>(hosts.size(), 1) - 1;
 }
@@ -173,6 +175,8 @@ std::size_t NodeLink::open_connection(int task, const std::string& host, const s
   }
   peer.out_armed = true;  // the connect's end, then the hello
   watch(peer.fd.get(), static_cast<std::uint64_t>(peer.slot), EPOLLIN | EPOLLOUT);
+  out_armed_.insert(peer.slot);
+  judge_by(peer.heard);
   // A fresh nonce per connection: the session's key derives from it (link_seal.hpp).
   const std::string nonce = new_link_nonce();
   // Heartbeats only to the parent, on the tree's connection (dial() sets watched after this
@@ -240,14 +244,25 @@ void NodeLink::add_poll_fds(std::vector<pollfd>& fds) {
   fds.push_back({poller_.get(), POLLIN, 0});
 }
 
+// Only the sockets armed now or wanting it are looked at: at the root, a few of every node's.
 void NodeLink::settle_writability() {
   const std::vector<int> wanting = writer_->wanting_out();
-  for (auto& p : peers_) {
-    if (!p.fd || p.gone) continue;
-    const bool out = p.connecting || std::binary_search(wanting.begin(), wanting.end(), p.slot);
+  std::vector<int> slots;
+  std::set_union(wanting.begin(), wanting.end(), out_armed_.begin(), out_armed_.end(), std::back_inserter(slots));
+  for (const int slot : slots) {
+    Peer& p = peers_[static_cast<std::size_t>(slot)];
+    if (!p.fd || p.gone) {
+      out_armed_.erase(slot);
+      continue;
+    }
+    const bool out = p.connecting || std::binary_search(wanting.begin(), wanting.end(), slot);
     if (out == p.out_armed) continue;
-    rewatch(p.fd.get(), static_cast<std::uint64_t>(p.slot), out ? EPOLLIN | EPOLLOUT : EPOLLIN);
+    rewatch(p.fd.get(), static_cast<std::uint64_t>(slot), out ? EPOLLIN | EPOLLOUT : EPOLLIN);
     p.out_armed = out;
+    if (out)
+      out_armed_.insert(slot);
+    else
+      out_armed_.erase(slot);
   }
 }
 
@@ -299,6 +314,7 @@ void NodeLink::accept_all() {
       // Out of descriptors (EMFILE, ENFILE) or memory: the connection stays in the backlog and
       // the listener readable, so polling it again at once would spin. A node's connect waits.
       accept_paused_until_ = Clock::now() + kAcceptPause;
+      judge_by(accept_paused_until_);  // the loop must wake to accept again
       accept_failures_.warn(fmt::format("node link: cannot accept a connection ({}); not accepting for {} ms",
                                         std::strerror(error), kAcceptPause.count()));
       return;
@@ -509,6 +525,7 @@ void NodeLink::adopt_children_of(int task) {
         p->watched = true;
         p->heard = Clock::now();
         writer_->start_heartbeats(p->slot);
+        judge_by(p->heard);
       }
     return;
   }
@@ -518,6 +535,7 @@ void NodeLink::adopt_children_of(int task) {
     root->heard = Clock::now();
     root->launching = false;  // past its launch: it relayed the parent's end
     writer_->start_heartbeats(root->slot);
+    judge_by(root->heard);
   }
 }
 
@@ -531,22 +549,27 @@ void NodeLink::broadcast(std::string body) {
   const auto shared = std::make_shared<const std::string>(std::move(body));  // one copy for every peer's queue
   for (auto& peer : peers_)
     if ((root_ || peer.task == 0) && peer.direct == Peer::Direct::kNo && peer.fd && !peer.gone && !peer.said_bye &&
-        !writer_->send(peer.slot, shared))
+        !writer_->send(peer.slot, shared)) {
       peer.overflowed = true;
+      judge_by(Clock::now());
+    }
 }
 
 // A message the writer cannot queue is not dropped in silence: the peer is lost at the next
 // tick (not here, inside whatever is sending), and the job learns why.
 void NodeLink::send(Peer& peer, const std::string& line) {
-  if (!writer_->send(peer.slot, line)) peer.overflowed = true;
+  if (writer_->send(peer.slot, line)) return;
+  peer.overflowed = true;
+  judge_by(Clock::now());
 }
 
 void NodeLink::send_to(int task, const std::string& body) {
-  for (auto& peer : peers_)
-    if (peer.task == task && !peer.gone && peer.direct == Peer::Direct::kNo) return send(peer, body);
+  if (Peer* peer = find_peer(task); peer && !peer->gone) send(*peer, body);
 }
 
-NodeLink::Clock::time_point NodeLink::wake_by() const {
+NodeLink::Clock::time_point NodeLink::wake_by() const { return next_judgement_; }
+
+NodeLink::Clock::time_point NodeLink::next_deadline() const {
   auto t = Clock::now() + silence_limit_;
   for (const auto& p : peers_) {
     if (!p.gone && p.overflowed) return Clock::now();
@@ -591,6 +614,15 @@ std::string NodeLink::silence_of(const Peer& peer) const {
 
 void NodeLink::on_tick() {
   const auto now = Clock::now();
+  if (now >= next_judgement_) {
+    judge_peers(now);
+    next_judgement_ = next_deadline();
+  }
+  refusals_.flush(now);
+  accept_failures_.flush(now);
+}
+
+void NodeLink::judge_peers(Clock::time_point now) {
   // By index: what a peer's lines do may add peers (a deque keeps references, not iterators).
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     Peer& p = peers_[i];
@@ -617,8 +649,6 @@ void NodeLink::on_tick() {
       }
     }
   std::erase_if(unidentified_, [](const Peer& q) { return !q.fd || q.gone; });
-  refusals_.flush(now);
-  accept_failures_.flush(now);
 }
 
 void NodeLink::lose(Peer& peer, const std::string& why) {

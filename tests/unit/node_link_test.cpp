@@ -176,21 +176,37 @@ TEST(NodeLink, ANodeThatReadsNothingPastTheQueuesBoundIsLostNotSkipped) {
   EXPECT_EQ(loss->why, "it took none of the 1 MiB queued for it on the node link: its hyrun reads nothing");
 }
 
+// Task 1's hyrun in a process of its own, so that a test can stop it (SIGSTOP) as a node off
+// the network: it links to the root whose port the test sends it, then runs its loop.
+// Made before the root starts its writer thread (forked_node.hpp).
+test_support::ForkedNode node_linking_to_the_root(std::chrono::milliseconds limit) {
+  return test_support::ForkedNode([limit](test_support::ForkedNode& self) {
+    const std::vector<int> port = self.wait_words();
+    NodeLink node = NodeLink::connect("127.0.0.1", port.at(0), 1, "n1", kToken, limit);
+    pump(
+        {&node}, [] { return false; }, std::chrono::seconds(60));
+  });
+}
+
+// A root, and task 1's hyrun forked (node_linking_to_the_root) and linking to it.
+struct RootAndForkedNode {
+  test_support::ForkedNode child;  // first: forked before the root's writer thread starts
+  NodeLink root;
+  std::optional<Loss> loss;
+  explicit RootAndForkedNode(std::chrono::milliseconds limit)
+      : child(node_linking_to_the_root(limit)), root(NodeLink::listen(limit)) {
+    root.expect({"n1", "n2"}, 0, kToken);
+    root.on_loss([this](const NodeLink::Loss& l) { return loss = Loss{l.host, l.why}, false; });
+    child.send_words({root.port()});
+  }
+};
+
 TEST(NodeLink, ASilentNodeIsLostAfterTheSilenceLimit) {
   // The node's hyrun is a process of its own, linked, then stopped (SIGSTOP): nothing of it
   // runs, as when its node is off the network. The root loses it by name after the limit.
   // The node is forked before the root starts its writer thread (forked_node.hpp).
-  test_support::ForkedNode child([](test_support::ForkedNode& self) {
-    const std::vector<int> port = self.wait_words();
-    NodeLink node = NodeLink::connect("127.0.0.1", port.at(0), 1, "n1", kToken, kLimit);
-    pump(
-        {&node}, [] { return false; }, std::chrono::seconds(60));
-  });
-  NodeLink root = NodeLink::listen(kLimit);
-  root.expect({"n1", "n2"}, 0, kToken);
-  std::optional<Loss> loss;
-  root.on_loss([&](const NodeLink::Loss& l) { return loss = Loss{l.host, l.why}, false; });
-  child.send_words({root.port()});
+  RootAndForkedNode pair(kLimit);
+  auto& [child, root, loss] = pair;
   // Its hello first: a node that never came would be lost too, for another reason.
   ASSERT_TRUE(pump({&root}, [&] { return root.bytes_received() > 0; }));
   pump(
@@ -200,6 +216,60 @@ TEST(NodeLink, ASilentNodeIsLostAfterTheSilenceLimit) {
   ASSERT_TRUE(pump({&root}, [&] { return loss.has_value(); }));
   EXPECT_EQ(loss->host, "n2");
   EXPECT_EQ(loss->why, "silent for 1 s (--node-timeout): its node is off the network or its hyrun is stopped");
+}
+
+// The root looks at its nodes' limits only when the earliest of them comes (a wake of the
+// root costs what is ready, not the number of nodes). A loop that sleeps until the link's
+// wake_by(), as hyrun's does, must never be told to sleep past a silent node's limit: the
+// last bytes the root read from it, plus the limit. Checked at every wake, so that the
+// machine's load cannot hide a late wake nor fake one.
+TEST(NodeLink, ALoopThatSleepsUntilTheLinksWakeIsWokenByASilentNodesLimit) {
+  constexpr std::chrono::milliseconds limit{3000};
+  RootAndForkedNode pair(limit);
+  auto& [child, root, loss] = pair;
+  ASSERT_TRUE(test_support::pump_as_hyrun(
+      {&root}, [&] { return root.bytes_received() > 0; }, 2 * limit));
+  // Past a few of its heartbeats: the root's next look at the node was set by one of them.
+  test_support::pump_as_hyrun(
+      {&root}, [] { return false; }, std::chrono::milliseconds(1500));
+  ASSERT_FALSE(loss) << loss->why;
+  ASSERT_EQ(::kill(child.pid(), SIGSTOP), 0);
+  auto received = root.bytes_received();
+  auto last_read = Clock::now();  // a read sets the node's last word no later than this
+  int late_wakes = 0;
+  ASSERT_TRUE(test_support::pump_as_hyrun(
+      {&root},
+      [&] {
+        if (root.bytes_received() != received) received = root.bytes_received(), last_read = Clock::now();
+        if (!loss && root.wake_by() > last_read + limit) ++late_wakes;
+        return loss.has_value();
+      },
+      4 * limit));
+  EXPECT_EQ(loss->why, "silent for 3 s (--node-timeout): its node is off the network or its hyrun is stopped");
+  EXPECT_EQ(late_wakes, 0) << "times the loop was told to sleep past the silent node's limit";
+}
+
+// A queue that passes its bound outside the loop's tick (a fence's data sent to a node that
+// reads nothing) is judged at the loop's next wake, not when the link would next look at its
+// nodes' limits anyway (a silence limit later).
+TEST(NodeLink, AQueuePastItsBoundWakesTheLoopAtOnce) {
+  constexpr std::chrono::milliseconds limit{20000};
+  NodeLink root = NodeLink::listen(limit, std::size_t{1} << 20);
+  root.expect({"n1", "n2"}, 0, kToken);
+  std::optional<Loss> loss;
+  root.on_loss([&](const NodeLink::Loss& l) { return loss = Loss{l.host, l.why}, false; });
+  std::optional<NodeLink> node(NodeLink::connect("127.0.0.1", root.port(), 1, "n1", kToken, limit));
+  ASSERT_TRUE(test_support::pump_as_hyrun(
+      {&root, &*node}, [&] { return root.bytes_received() > 0; }, limit));
+  test_support::pump_as_hyrun(
+      {&root, &*node}, [] { return false; }, std::chrono::milliseconds(200));
+  ASSERT_FALSE(loss) << loss->why;
+  const std::string body = "fenced 0 " + std::string(64 * 1024, 'f');
+  for (int i = 0; i < 256; ++i) root.send_to(1, body);  // 16 MiB: past the sockets' buffers and the bound
+  EXPECT_LE(root.wake_by(), Clock::now()) << "the loop would sleep with a loss due";
+  ASSERT_TRUE(test_support::pump_as_hyrun(
+      {&root}, [&] { return loss.has_value(); }, limit));
+  EXPECT_EQ(loss->why, "it took none of the 1 MiB queued for it on the node link: its hyrun reads nothing");
 }
 
 TEST(NodeLink, TheRootIsLostByNameWhenItDies) {

@@ -22,7 +22,9 @@
 // every node along the tree.
 // The root holds a connection to every node, so the link's sockets sit in an epoll set of its
 // own and the main loop polls one descriptor for them all: a wake of the root costs what is
-// ready, not the number of nodes.
+// ready, not the number of nodes. Its limits are judged the same way: the peers are looked at
+// when the earliest of their deadlines comes (or something that may be due sooner happens),
+// not at every wake, and only the sockets that have bytes queued are armed for writing.
 // Direct modex between two nodes that are not the root goes straight from the node that asks
 // to the node that holds the rank, not through the root: ask() opens a connection of its own
 // to that node on first use (every node listens), and the holder's reply() goes back on it.
@@ -250,6 +252,12 @@ class NodeLink : public PollParticipant {
   void settle_writability();
   /// Handles one socket's readiness (the poll's bits) for `peer`.
   void on_ready(Peer& peer, short revents);
+  /// Every peer's limits at `now` (silence, connect, hello, a queue past its bound).
+  void judge_peers(Clock::time_point now);
+  /// The earliest time at which judge_peers() may find something due.
+  Clock::time_point next_deadline() const;
+  /// Something may be due at `when`, before the deadline judge_peers() last saw.
+  void judge_by(Clock::time_point when) { next_judgement_ = std::min(next_judgement_, when); }
 
   bool root_ = false;
   int self_ = 0;
@@ -271,6 +279,11 @@ class NodeLink : public PollParticipant {
   std::chrono::milliseconds launch_limit_{0};  // allow_launch(); at least silence_limit_ where used
   std::uint64_t received_ = 0;
   Clock::time_point connect_deadline_{};
+  // When on_tick() next looks at every peer. Deadlines only move later (a peer heard from,
+  // one that linked) or start at least a silence limit from now, so this stays early enough;
+  // what can be due sooner (a queue past its bound, a paused accept) brings it forward.
+  Clock::time_point next_judgement_{};
+  std::set<int> out_armed_;  // the slots whose writability is in the epoll set
   LossHandler on_loss_;
   Locate locate_;
   std::function<void(int task)> on_unreachable_;
