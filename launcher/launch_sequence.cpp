@@ -495,11 +495,14 @@ void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::str
   if (!link_) return;
   if (task_ == 0) link_->expect(hosts, task_, token_, tree_);
   link_->on_loss([this, &supervisor](const NodeLink::Loss& lost) { return on_loss(supervisor, lost); });
-  if (task_ == 0)  // whatever the root's --timings: a node's costs line is never a protocol violation
+  // Whatever the root's --timings, a node's costs line is never a protocol violation; it
+  // comes up the tree (the other nodes pass it on), from the sender's own subtree.
+  if (task_ == 0)
     link_->on(LinkKind::kCosts, [this](int task, std::string_view body) {
       const auto costs = parse_link<LinkCosts>(body);
-      if (costs) node_costs_[task] = *costs;
-      return costs.has_value();
+      if (!costs || !tree_.within(costs->task, task)) return false;
+      node_costs_[costs->task] = *costs;
+      return true;
     });
   supervisor.add_participant(*link_);
 }
@@ -567,6 +570,7 @@ int Launch::finish(RankSupervisor& supervisor) {
 
 LinkCosts Launch::costs() const {
   LinkCosts costs;
+  costs.task = task_;
   costs.cpu_us = own_cpu_us();
   if (const pmix::ClientProcess* outer = exchange_.outer_client())
     costs.helper_cpu_us = process_cpu_us(outer->pid()).value_or(0);
@@ -601,10 +605,11 @@ int Launch::end_with(const JobResult& result) {
                            : fmt::format("this node's ranks were stopped (exit status {})", code));
   }
   if (link_) {
-    // Nodes finish at different times: the root stays until every other node said bye, so
-    // that a node lost after the root's ranks ended still ends the job.
-    if (task_ == 0 && !link_->await_byes(signals_)) abort_job(exit_code::kLauncherError, *loss_);
-    if (task_ != 0 && timings_.enabled()) link_->send_to(0, format_link(costs()));
+    // Nodes finish at different times: each stays until the nodes below it in the tree said
+    // bye (the root: every other node), so that a node lost after this one's ranks ended
+    // still ends the job, and its costs and byes reach the root through this one.
+    if (!link_->await_byes(signals_)) abort_job(exit_code::kLauncherError, *loss_);
+    if (task_ != 0 && timings_.enabled()) link_->send_up(format_link(costs()));
     if (task_ == 0 && timings_.enabled()) {
       node_costs_[0] = costs();
       job_event_line(LaunchTimings::summary(node_costs_, tasks_));

@@ -88,7 +88,7 @@ std::string_view link_kind_word(LinkKind kind) {
 
 std::string format_link(const LinkHello& m) { return fmt::format("{} {} {} {}", kLinkHello, m.task, m.nonce, m.proof); }
 std::string format_link(const LinkLoss& m) {
-  return fmt::format("{} {} {} {}", link_kind_word(m.kKind), m.task, m.host, m.why);
+  return fmt::format("{} {} {} {} {}", link_kind_word(m.kKind), m.task, m.reporter, m.host, m.why);
 }
 std::string format_link(const LinkDmodexGet& m) {
   return fmt::format("{} {} {}", link_kind_word(m.kKind), m.id, m.rank);
@@ -99,7 +99,7 @@ std::string format_link(const LinkFenceFailed& m) {
 }
 std::string format_link(const LinkMore& m) { return fmt::format("{} {}", link_kind_word(m.kKind), hex_of(m.data)); }
 std::string format_link(const LinkCosts& m) {
-  return fmt::format("{} {} {} {} {} {} {}", link_kind_word(m.kKind), m.cpu_us, m.helper_cpu_us, m.link_sent,
+  return fmt::format("{} {} {} {} {} {} {} {}", link_kind_word(m.kKind), m.task, m.cpu_us, m.helper_cpu_us, m.link_sent,
                      m.link_received, m.fences, m.fence_bytes);
 }
 
@@ -148,9 +148,10 @@ std::optional<LinkLoss> parse_loss(std::string_view body) {
   auto rest = fields_of(body, LinkKind::kLost);
   if (!rest) return std::nullopt;
   const auto task = parse_number<int>(take_word(*rest));
+  const auto reporter = parse_number<int>(take_word(*rest));
   const std::string_view host = take_word(*rest);
-  if (!task || host.empty() || host.size() > kMaxWord) return std::nullopt;
-  return LinkLoss{*task, std::string(host), std::string(*rest)};
+  if (!task || !reporter || host.empty() || host.size() > kMaxWord) return std::nullopt;
+  return LinkLoss{*task, *reporter, std::string(host), std::string(*rest)};
 }
 
 std::optional<LinkDmodexGet> parse_dmodex_get(std::string_view body) {
@@ -188,6 +189,8 @@ std::optional<LinkDmodexNone> parse_dmodex_none(std::string_view body) {
 std::optional<LinkCosts> parse_costs(std::string_view body) {
   auto rest = fields_of(body, LinkKind::kCosts);
   if (!rest || body.ends_with(' ')) return std::nullopt;  // take_word would drop a last space
+  const auto task = parse_number<int>(take_word(*rest));
+  if (!task) return std::nullopt;
   std::array<std::uint64_t, 6> values{};
   for (auto& value : values) {
     const auto number = parse_number<std::uint64_t>(take_word(*rest));
@@ -195,7 +198,7 @@ std::optional<LinkCosts> parse_costs(std::string_view body) {
     value = *number;
   }
   if (!rest->empty()) return std::nullopt;
-  return LinkCosts{values[0], values[1], values[2], values[3], values[4], values[5]};
+  return LinkCosts{*task, values[0], values[1], values[2], values[3], values[4], values[5]};
 }
 
 }  // namespace link_detail

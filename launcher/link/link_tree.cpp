@@ -24,6 +24,13 @@ int LinkTree::parent(int task) const {
   return parents_[static_cast<std::size_t>(task)];
 }
 
+bool LinkTree::within(int task, int of) const {
+  if (of < 0 || of >= tasks()) return false;
+  for (int t = task; t >= 0; t = parent(t))  // parents have lower indices: at most the tree's depth
+    if (t == of) return true;
+  return false;
+}
+
 std::vector<int> LinkTree::children(int task) const {
   std::vector<int> out;
   for (int t = 1; t < tasks(); ++t)

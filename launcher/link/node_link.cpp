@@ -493,20 +493,27 @@ bool NodeLink::take_own(Peer& peer, LinkKind kind, const std::string& body) {
       const auto lost = parse_link<LinkLoss>(body);
       return lost && take_loss(peer, *lost);
     }
+    case LinkKind::kCosts: return !root_ && pass_costs_up(peer, body);  // the root's handler takes them
     default: return false;
   }
 }
 
 bool NodeLink::take_loss(Peer& peer, const LinkLoss& lost) {
   if (lost.task == self_ || lost.task == peer.task || lost.task < 0) return false;
-  if (root_) {
-    // A node lost a parent or child of its in the tree: the root takes the loss as its own,
-    // naming the node that is gone. One already gone (or left) is old news.
-    if (lost.task == 0 || !tree_.neighbours(peer.task, lost.task)) return false;
+  if (root_ || tree_.parent(peer.task) == self_) {
+    // A report from below: a node of the sender's subtree lost a parent or child of its in the
+    // tree. The root takes the loss as its own, naming the node that is gone; one already gone
+    // (or left) is old news. Another node passes it on up.
+    if (lost.task == 0 || !tree_.within(lost.reporter, peer.task) || !tree_.neighbours(lost.reporter, lost.task))
+      return false;
+    if (!root_) {
+      report_up(format_link(lost));
+      return true;
+    }
     Peer* gone = find_peer(lost.task);
     if (gone && !gone->gone && !gone->said_bye)
-      lose(*gone, fmt::format("the hyrun of task {}, its tree {}, lost it: {}", peer.task,
-                              tree_.parent(lost.task) == peer.task ? "parent" : "child", lost.why));
+      lose(*gone, fmt::format("the hyrun of task {}, its tree {}, lost it: {}", lost.reporter,
+                              tree_.parent(lost.task) == lost.reporter ? "parent" : "child", lost.why));
     return true;
   }
   const bool from_parent = peer.task == tree_.parent(self_) && peer.task != 0;
@@ -536,7 +543,29 @@ void NodeLink::adopt_children_of(int task) {
     root->launching = false;  // past its launch: it relayed the parent's end
     writer_->start_heartbeats(root->slot);
     judge_by(root->heard);
+    // What went up through the parent may have ended with it: the root hears it again (a
+    // loss it knows is old news there).
+    for (const auto& report : reports_) send(*root, report);
   }
+}
+
+bool NodeLink::pass_costs_up(const Peer& peer, const std::string& body) {
+  const auto costs = parse_link<LinkCosts>(body);
+  if (!costs || tree_.parent(peer.task) != self_ || !tree_.within(costs->task, peer.task)) return false;
+  send_up(body);
+  return true;
+}
+
+void NodeLink::report_up(const std::string& body) {
+  reports_.push_back(body);
+  send_up(body);
+}
+
+void NodeLink::send_up(const std::string& body) {
+  if (root_) return;
+  Peer* up = find_peer(tree_.parent(self_));
+  if (!up || !up->fd || up->gone || up->said_bye) up = find_peer(0);
+  if (up && up->fd && !up->gone) send(*up, body);
 }
 
 void NodeLink::on(LinkKind kind, Handler handler) {
@@ -665,12 +694,13 @@ void NodeLink::lose(Peer& peer, const std::string& why) {
   unwatch(peer);
   peer.fd.reset();
   const Loss loss{peer.task, peer.host, why, false, 0};
-  const LinkLoss line{loss.task, loss.host, why.substr(0, 100)};
+  const LinkLoss line{loss.task, self_, loss.host, why.substr(0, 100)};
   if (!root_ && loss.task != 0) {
     // A parent or child in the tree: the root decides, as it did when it watched every node,
-    // and names the node that is gone. This node watches the root until it hears.
-    send_to(0, format_link(line));
+    // and names the node that is gone. This node watches the root until it hears (first, so
+    // that the report goes to the root when the parent is the one lost).
     if (loss.task == tree_.parent(self_)) adopt_children_of(loss.task);
+    report_up(format_link(line));
     return;
   }
   const bool absorbed = report(loss);
@@ -694,7 +724,7 @@ bool NodeLink::report(const Loss& loss) {
     for (auto& p : peers_)
       if (p.task != 0 && p.task != loss.task && tree_.parent(p.task) == self_ && p.direct == Peer::Direct::kNo &&
           p.fd && !p.gone && !p.said_bye)
-        send(p, format_link(LinkLoss{loss.task, loss.host, loss.why.substr(0, 100)}));
+        send(p, format_link(LinkLoss{loss.task, self_, loss.host, loss.why.substr(0, 100)}));
   return false;
 }
 
@@ -753,9 +783,13 @@ void NodeLink::service() {
   on_tick();
 }
 
+bool NodeLink::awaited(const Peer& p) const {
+  return p.direct == Peer::Direct::kNo && !p.gone && !p.said_bye && (root_ || tree_.parent(p.task) == self_);
+}
+
 bool NodeLink::await_byes(SignalEvents& signals) {
   const auto waiting = [this] {
-    return std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) { return !p.gone && !p.said_bye; });
+    return std::any_of(peers_.begin(), peers_.end(), [this](const Peer& p) { return awaited(p); });
   };
   while (waiting() && !lost_ && !signals.pending_stop()) {
     std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};

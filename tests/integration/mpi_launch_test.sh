@@ -340,8 +340,12 @@ pmix-keys)  # every key docs/pmix.md lists, read back by every rank for itself a
   ;;
 timings-costs)  # --timings in hybrid mode: each node says what the launch cost it, and the root sums up every node
   : "${PMIX_KEYS_CLIENT:?set by CTest}"
-  for fences in link outer; do
-    run_job 90 "$HYRUN" -n 3 --bootstrap=none -- "$HYRUN" -n 2 --fences "$fences" --timings -- "$PMIX_KEYS_CLIENT" 3 2
+  # "chain": --tree-width 1, so task 2's costs reach the root through task 1 (node_link.hpp).
+  for fences in link outer chain; do
+    width=32 route=$fences
+    [ "$fences" = chain ] && width=1 route=outer
+    run_job 90 "$HYRUN" -n 3 --bootstrap=none -- "$HYRUN" -n 2 --fences "$route" --tree-width "$width" --timings -- \
+      "$PMIX_KEYS_CLIENT" 3 2
     expect_rc 0
     for r in 0 1 2 3 4 5; do expect_stdout "^pmix-keys: rank $r of 6: ok$"; done
     python3 - "$ERR" "$fences" <<'PY' && pass "$fences: every node's costs, and the root's summary of them" || { fail "$fences: the costs lines are not as said"; show_output; }

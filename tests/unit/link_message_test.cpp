@@ -17,7 +17,7 @@ namespace {
 const std::string kNonce = "00112233445566778899aabbccddeeff";
 
 TEST(LinkMessage, HelloGivesTaskNonceAndProof) {
-  const auto hello = parse_link<LinkHello>("hyrun-link v5 3 " + kNonce + " 0a1b2c");
+  const auto hello = parse_link<LinkHello>("hyrun-link v6 3 " + kNonce + " 0a1b2c");
   ASSERT_TRUE(hello);
   EXPECT_EQ(hello->task, 3);
   EXPECT_EQ(hello->nonce, kNonce);
@@ -26,49 +26,54 @@ TEST(LinkMessage, HelloGivesTaskNonceAndProof) {
 
 TEST(LinkMessage, HelloWithATaskOverflowingIntIsRefused) {
   // 2^32 + 1 read as an int by sscanf's %d became task 1 on glibc.
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 4294967297 " + kNonce + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 99999999999999999999 " + kNonce + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 4294967297 " + kNonce + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 99999999999999999999 " + kNonce + " 0a1b2c"));
 }
 
 TEST(LinkMessage, HelloWithGarbageIsRefused) {
   const std::string n = " " + kNonce;
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3x" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3" + n + " 0a1b2c extra"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 -3" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 +3" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3" + n));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3" + n + " "));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3 0a1b2c"));  // no nonce
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3 " + kNonce.substr(1) + "g 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3 " + kNonce + "0 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3x" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3" + n + " 0a1b2c extra"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 -3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 +3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3" + n));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3" + n + " "));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3 0a1b2c"));  // no nonce
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3 " + kNonce.substr(1) + "g 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3 " + kNonce + "0 0a1b2c"));
   EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v1 3" + n + " 0a1b2c"));  // the old protocol
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v5 3" + n + " " + std::string(129, 'a')));
-  EXPECT_TRUE(parse_link<LinkHello>("hyrun-link v5 3" + n + " " + std::string(128, 'a')));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3" + n + " " + std::string(129, 'a')));
+  EXPECT_TRUE(parse_link<LinkHello>("hyrun-link v6 3" + n + " " + std::string(128, 'a')));
 }
 
-TEST(LinkMessage, LossGivesTaskHostAndWhy) {
-  const auto loss = parse_link<LinkLoss>("lost 2 node-b connection closed");
+TEST(LinkMessage, LossGivesTaskReporterHostAndWhy) {
+  const auto loss = parse_link<LinkLoss>("lost 2 5 node-b connection closed");
   ASSERT_TRUE(loss);
   EXPECT_EQ(loss->task, 2);
+  EXPECT_EQ(loss->reporter, 5);
   EXPECT_EQ(loss->host, "node-b");
   EXPECT_EQ(loss->why, "connection closed");
-  const auto bare = parse_link<LinkLoss>("lost 2 node-b ");
+  const auto bare = parse_link<LinkLoss>("lost 2 0 node-b ");
   ASSERT_TRUE(bare);
   EXPECT_EQ(bare->why, "");
 }
 
 TEST(LinkMessage, LossWithATaskOverflowingIntIsRefused) {
   // 2^32 + 2 read by %d named task 2 as lost.
-  EXPECT_FALSE(parse_link<LinkLoss>("lost 4294967298 node-b connection closed"));
+  EXPECT_FALSE(parse_link<LinkLoss>("lost 4294967298 1 node-b connection closed"));
+  EXPECT_FALSE(parse_link<LinkLoss>("lost 2 4294967297 node-b connection closed"));
 }
 
 TEST(LinkMessage, LossWithGarbageIsRefused) {
   // "2x" was read as task 2 on host "x", with the host taken into the reason.
-  EXPECT_FALSE(parse_link<LinkLoss>("lost 2x node-b connection closed"));
-  EXPECT_FALSE(parse_link<LinkLoss>("lost -2 node-b connection closed"));
+  EXPECT_FALSE(parse_link<LinkLoss>("lost 2x 1 node-b connection closed"));
+  EXPECT_FALSE(parse_link<LinkLoss>("lost -2 1 node-b connection closed"));
+  EXPECT_FALSE(parse_link<LinkLoss>("lost 2 -1 node-b connection closed"));
+  EXPECT_FALSE(parse_link<LinkLoss>("lost 2 node-b connection closed"));  // no reporter (v5's line)
   EXPECT_FALSE(parse_link<LinkLoss>("lost 2"));
-  EXPECT_FALSE(parse_link<LinkLoss>("lost  2 node-b why"));
-  EXPECT_FALSE(parse_link<LinkLoss>("lost 2 " + std::string(129, 'h') + " why"));
+  EXPECT_FALSE(parse_link<LinkLoss>("lost 2 1"));
+  EXPECT_FALSE(parse_link<LinkLoss>("lost  2 1 node-b why"));
+  EXPECT_FALSE(parse_link<LinkLoss>("lost 2 1 " + std::string(129, 'h') + " why"));
   EXPECT_FALSE(parse_link<LinkLoss>("alive"));
 }
 
@@ -115,7 +120,8 @@ TEST(LinkMessage, EveryKindRoundTripsAndNoOtherKindsParserTakesIt) {
     const std::size_t n = trial == 1 ? 0 : random() % 300;
     expect_round_trip(LinkAlive{});
     expect_round_trip(LinkBye{});
-    expect_round_trip(LinkLoss{static_cast<int>(u32(random) >> 1), fmt::format("node-{}", trial),
+    expect_round_trip(LinkLoss{static_cast<int>(u32(random) >> 1), static_cast<int>(u32(random) >> 1),
+                               fmt::format("node-{}", trial),
                                trial % 3 == 0 ? "" : "silent for 30 s (--node-timeout)"});
     expect_round_trip(LinkFencePart{big, random_bytes(random, n)});
     expect_round_trip(LinkFenceWhole{big, random_bytes(random, n)});
@@ -124,7 +130,8 @@ TEST(LinkMessage, EveryKindRoundTripsAndNoOtherKindsParserTakesIt) {
     expect_round_trip(LinkDmodexNone{big});
     expect_round_trip(LinkFenceFailed{big, std::string(1 + random() % kLinkMaxWhy, 'w')});
     expect_round_trip(LinkMore{random_bytes(random, 1 + n)});
-    expect_round_trip(LinkCosts{big, u64(random), u64(random), u64(random), u32(random), u64(random)});
+    expect_round_trip(LinkCosts{static_cast<int>(u32(random) >> 1), big, u64(random), u64(random), u64(random),
+                                u32(random), u64(random)});
     const LinkHello hello{static_cast<int>(u32(random) >> 1), kNonce, std::string(1 + random() % 128, 'a')};
     const auto back = parse_link<LinkHello>(format_link(hello));
     ASSERT_TRUE(back);
@@ -133,7 +140,7 @@ TEST(LinkMessage, EveryKindRoundTripsAndNoOtherKindsParserTakesIt) {
 }
 
 TEST(LinkMessage, FieldsOutsideTheirKindsAreRefused) {
-  for (const std::string body :
+  for (const std::string& body :
        std::initializer_list<std::string>{"alive ",
                                           "alive 1",
                                           "bye now",
@@ -155,6 +162,7 @@ TEST(LinkMessage, FieldsOutsideTheirKindsAreRefused) {
                                           "dmodex-none x",
                                           "lost",
                                           "lost 1",
+                                          "lost 1 2",
                                           "fence-failed 1",
                                           "fence-failed 1 ",
                                           "fence-failed x why",
@@ -164,12 +172,14 @@ TEST(LinkMessage, FieldsOutsideTheirKindsAreRefused) {
                                           "more 0",
                                           "more 0g",
                                           "costs",
-                                          "costs 1 2 3 4 5",
-                                          "costs 1 2 3 4 5 6 7",
-                                          "costs 1 2 3 4 5 -6",
-                                          "costs 1 2 3 4 5 18446744073709551616",
-                                          "costs 1 2 3 4 5 6 ",
-                                          "costs 1  2 3 4 5 6"}) {
+                                          "costs 1 2 3 4 5 6",  // no task (v5's line)
+                                          "costs 0 1 2 3 4 5 6 7",
+                                          "costs 0 1 2 3 4 5 -6",
+                                          "costs -1 1 2 3 4 5 6",
+                                          "costs 4294967296 1 2 3 4 5 6",
+                                          "costs 0 1 2 3 4 5 18446744073709551616",
+                                          "costs 0 1 2 3 4 5 6 ",
+                                          "costs 0 1  2 3 4 5 6"}) {
     const auto kind = link_kind_of(body);
     ASSERT_TRUE(kind) << body;
     EXPECT_FALSE(parse_link<LinkAlive>(body) || parse_link<LinkBye>(body) || parse_link<LinkLoss>(body) ||

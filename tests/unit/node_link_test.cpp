@@ -402,7 +402,7 @@ TEST(NodeLink, AnUnsealedLossFromTheRootsAddressIsNotRelayed) {
   node->on_loss([&](const NodeLink::Loss& l) { return losses.push_back(l), true; });
   const UniqueFd fake_root(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(fake_root);
-  const std::string line = "lost 2 n2 connection closed\n";
+  const std::string line = "lost 2 0 n2 connection closed\n";
   ASSERT_EQ(::send(fake_root.get(), line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
   ASSERT_TRUE(pump({&*node}, [&] { return !losses.empty(); }));
   ASSERT_EQ(losses.size(), 1u);
@@ -800,7 +800,7 @@ TEST(NodeLink, ALineOfAKindTheProtocolDoesNotHaveEndsTheLinkNamingTheVersion) {
   pair.node->send_to(0, "status 1 2");
   ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.root_loss.has_value(); }));
   EXPECT_EQ(pair.root_loss->why,
-            "it sent a line of a kind that the node link's protocol (hyrun-link v5) does not have ('status 1 2')");
+            "it sent a line of a kind that the node link's protocol (hyrun-link v6) does not have ('status 1 2')");
 }
 
 // The link takes alive, bye and lost itself: no one else may register for them.

@@ -1,15 +1,20 @@
 // The node link's tree (link_tree.hpp, node_link.hpp): five hyrun processes' links over
-// loopback, width 2, so the root watches tasks 1 and 2, and task 1 watches tasks 3 and 4.
-// A node that stops (SIGSTOP) is a process of its own; the others run here.
+// loopback, width 2, so the root watches tasks 1 and 2, and task 1 watches tasks 3 and 4
+// (eight for what goes up more than one level: task 3 watches task 7). A node that stops
+// (SIGSTOP) is a process of its own; the others run here.
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +23,7 @@
 #include "hyrun/common/error.hpp"
 #include "hyrun/link/link_tree.hpp"
 #include "hyrun/link/node_link.hpp"
+#include "hyrun/process/signal_events.hpp"
 #include "link_pump.hpp"
 
 namespace hyrun {
@@ -27,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 using test_support::ForkedNode;
 constexpr const char* kToken = "0123456789abcdef0123456789abcdef";
 constexpr std::chrono::milliseconds kLimit{1000};
-const std::vector<std::string> kHosts{"n0", "n1", "n2", "n3", "n4"};
+const std::vector<std::string> kHosts{"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"};
 
 TEST(LinkTree, ParentsAndChildrenByWidth) {
   const LinkTree tree(2, 7);
@@ -47,6 +53,20 @@ TEST(LinkTree, ParentsAndChildrenByWidth) {
   EXPECT_FALSE(tree.neighbours(0, 3));
   EXPECT_FALSE(tree.neighbours(3, 4));
   EXPECT_FALSE(tree.neighbours(3, 3));
+}
+
+TEST(LinkTree, WithinIsATaskAndEveryTaskBelowIt) {
+  const LinkTree tree(2, 9);  // 0 -> 1, 2; 1 -> 3, 4; 2 -> 5, 6; 3 -> 7, 8
+  for (int t = 0; t < 9; ++t) EXPECT_TRUE(tree.within(t, 0)) << t;
+  EXPECT_TRUE(tree.within(1, 1));
+  EXPECT_TRUE(tree.within(8, 1));
+  EXPECT_TRUE(tree.within(7, 3));
+  EXPECT_FALSE(tree.within(5, 1));
+  EXPECT_FALSE(tree.within(1, 3));  // above, not below
+  EXPECT_FALSE(tree.within(4, 3));  // a sibling
+  EXPECT_FALSE(tree.within(9, 0));  // out of range
+  EXPECT_FALSE(tree.within(3, 9));
+  EXPECT_FALSE(tree.within(-1, 0));
 }
 
 TEST(LinkTree, AWidthOfTheTasksOrMoreIsTheStar) {
@@ -87,21 +107,23 @@ bool pump(const std::vector<NodeLink*>& links, const std::function<bool()>& done
   return test_support::pump(links, done, limit);
 }
 
-// Five nodes of width 2. Some run here (links_), some in a process of their own (stopped
-// by the test). `absorb`: whether the nodes' handlers let the job go on after a loss.
+// `tasks` nodes (five unless said) of width 2. Some run here (links_), some in a process of
+// their own (stopped by the test). `absorb`: whether the nodes' handlers let the job go on
+// after a loss.
 class Tree {
  public:
-  Tree(const std::vector<int>& forked, bool absorb) : tree_(2, 5), absorb_(absorb) {
+  Tree(const std::vector<int>& forked, bool absorb, int tasks = 5)
+      : tree_(2, tasks), hosts_(kHosts.begin(), kHosts.begin() + tasks), absorb_(absorb) {
     // The forked nodes first, while this process has no thread yet (forked_node.hpp): each
     // listens, tells its port, and waits for everyone's before it dials.
     for (const int task : forked) {
       forked_[task] = std::make_unique<ForkedNode>([this, task](ForkedNode& self) { run_forked(self, task); });
       ports_[task] = forked_[task]->heard();
     }
-    for (int task = 0; task < 5; ++task)
+    for (int task = 0; task < tasks; ++task)
       if (!forked_.contains(task)) links_[task].emplace(make(task));
     std::vector<int> ports;
-    for (int task = 0; task < 5; ++task) ports.push_back(ports_.at(task));
+    for (int task = 0; task < tasks; ++task) ports.push_back(ports_.at(task));
     for (auto& [task, node] : forked_) node->send_words(ports);
     for (auto& [task, link] : links_) start_here(task);
   }
@@ -109,9 +131,12 @@ class Tree {
   std::vector<NodeLink*> here() {
     std::vector<NodeLink*> out;
     for (auto& [task, link] : links_)
-      if (link) out.push_back(&*link);
+      if (link && !held_.contains(task)) out.push_back(&*link);
     return out;
   }
+  // A held node's loop does not run (its writer still beats): what reaches it waits unread.
+  void hold(int task) { held_.insert(task); }
+  void release(int task) { held_.erase(task); }
   void stop(int task) { ASSERT_EQ(::kill(forked_.at(task)->pid(), SIGSTOP), 0); }
   void drop(int task) { links_.at(task).reset(); }
   bool run(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(8)) {
@@ -132,15 +157,15 @@ class Tree {
     return link;
   }
   void connect(NodeLink& link, int task) {
-    link.expect(kHosts, task, kToken, tree_);
+    link.expect(hosts_, task, kToken, tree_);
     link.locate_with([this](int t) {
       const auto it = ports_.find(t);
       return it == ports_.end() ? std::nullopt : std::optional(NodeLink::Endpoint{"127.0.0.1", it->second});
     });
     if (task == 0) return;
-    link.dial(0, kHosts[0], "127.0.0.1", ports_.at(0));
+    link.dial(0, hosts_[0], "127.0.0.1", ports_.at(0));
     if (const int parent = tree_.parent(task); parent > 0)
-      link.dial(parent, kHosts[parent], "127.0.0.1", ports_.at(parent));
+      link.dial(parent, hosts_[static_cast<std::size_t>(parent)], "127.0.0.1", ports_.at(parent));
   }
   void start_here(int task) {
     NodeLink& link = *links_[task];
@@ -162,6 +187,8 @@ class Tree {
   }
 
   LinkTree tree_;
+  std::vector<std::string> hosts_;
+  std::set<int> held_;
   bool absorb_;
   std::map<int, int> ports_;
   std::map<int, std::optional<NodeLink>> links_;
@@ -258,9 +285,117 @@ TEST(NodeLinkTree, AParentThatLeavesHandsItsChildrenToTheRoot) {
 TEST(NodeLinkTree, ALossOfANodeThatIsNotTheTellersNeighbourIsRefused) {
   Tree tree({}, false);
   tree.run_for(std::chrono::milliseconds(300));
-  tree.at(2).send_to(0, format_link(LinkLoss{3, "n3", "made up"}));
+  tree.at(2).send_to(0, format_link(LinkLoss{3, 2, "n3", "made up"}));
   ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 2); }));
   EXPECT_FALSE(seen_by(tree.seen, 0, 3));
+}
+
+// A report that comes up through a node names a reporter of that node's subtree: task 2
+// cannot pass on a loss that task 3's parent (task 1) saw.
+TEST(NodeLinkTree, ALossPassedUpFromOutsideTheSendersSubtreeIsRefused) {
+  Tree tree({}, false);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.at(2).send_to(0, format_link(LinkLoss{3, 1, "n3", "made up"}));
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 2); }));
+  EXPECT_FALSE(seen_by(tree.seen, 0, 3));
+}
+
+// Task 7 stops; its parent, task 3, tells the root through its own parent, task 1: while
+// task 1's loop does not run, the root does not hear of it (it does not watch task 7, and
+// task 3 does not go around task 1); once task 1 runs again, the root names task 7 as task 3
+// saw it.
+TEST(NodeLinkTree, ALossGoesUpTheTreeThroughEveryParent) {
+  Tree tree({7}, false, 8);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.hold(1);
+  tree.stop(7);
+  tree.run_for(std::chrono::milliseconds(2500));  // task 3 has judged task 7 (1 s) and told task 1
+  EXPECT_FALSE(seen_by(tree.seen, 0, 7));
+  tree.release(1);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 7); }));
+  for (const auto& s : tree.seen) {
+    EXPECT_EQ(s.by, 0) << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+    EXPECT_EQ(s.loss.task, 7) << s.loss.why;
+    EXPECT_EQ(s.loss.why,
+              "the hyrun of task 3, its tree parent, lost it: silent for 1 s (--node-timeout): its node is off the "
+              "network or its hyrun is stopped");
+  }
+  EXPECT_FALSE(tree.at(1).lost());
+  EXPECT_FALSE(tree.at(3).lost());
+}
+
+// Task 3's report of task 7 waits unread at task 1, which then ends: task 3 watches the root
+// from then on and tells it again what it had sent up, so the loss is not lost with task 1.
+TEST(NodeLinkTree, AReportThatWentUpThroughALostParentIsToldToTheRootAgain) {
+  Tree tree({7}, true, 8);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.hold(1);
+  tree.stop(7);
+  tree.run_for(std::chrono::milliseconds(2500));
+  ASSERT_FALSE(seen_by(tree.seen, 0, 7));
+  tree.drop(1);  // its connections close: a loss the job goes on without
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 1) && seen_by(tree.seen, 0, 7); }));
+  const auto by_root =
+      std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0 && s.loss.task == 7; });
+  EXPECT_EQ(by_root->loss.why,
+            "the hyrun of task 3, its tree parent, lost it: silent for 1 s (--node-timeout): its node is off the "
+            "network or its hyrun is stopped");
+}
+
+// --timings' costs go up the tree: task 7's reach the root through tasks 3 and 1. A node
+// passes up only its own subtree's: task 3 saying task 5's ends its link with task 1.
+TEST(NodeLinkTree, CostsGoUpTheTreeAndOnlyFromTheSendersSubtree) {
+  Tree tree({}, false, 8);
+  std::vector<std::pair<int, LinkCosts>> got;  // sender, costs
+  tree.at(0).on(LinkKind::kCosts, [&](int task, std::string_view body) {
+    const auto costs = parse_link<LinkCosts>(body);
+    if (costs) got.emplace_back(task, *costs);
+    return costs.has_value();
+  });
+  tree.run_for(std::chrono::milliseconds(300));
+  const LinkCosts sevens{7, 11, 12, 13, 14, 15, 16};
+  tree.at(7).send_up(format_link(sevens));
+  ASSERT_TRUE(tree.run([&] { return !got.empty(); }));
+  EXPECT_EQ(got[0].first, 1);
+  EXPECT_EQ(got[0].second, sevens);
+  tree.at(3).send_up(format_link(LinkCosts{5, 1, 2, 3, 4, 5, 6}));
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));
+  EXPECT_EQ(got.size(), 1u);
+  const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
+  EXPECT_NE(by_root->loss.why.find("the hyrun of task 1, its tree parent, lost it: it sent 'costs 5 "),
+            std::string::npos)
+      << by_root->loss.why;
+}
+
+// A node's bye says that its subtree ended: task 1 waits for tasks 3 and 4 to say bye, and
+// not for the root (which it never waits for), before it may say its own.
+TEST(NodeLinkTree, ANodeAwaitsItsChildrensByesAndOnlyTheirs) {
+  Tree tree({}, false);
+  tree.run_for(std::chrono::milliseconds(300));
+  SignalEvents signals{SIGHUP};  // blocked here and in the thread that waits (not in the writers')
+  std::atomic<bool> ended{false};
+  bool result = false;
+  NodeLink& one = tree.at(1);
+  tree.hold(1);  // its loop is the thread's
+  std::thread waiting([&] {
+    result = one.await_byes(signals);
+    ended = true;
+  });
+  tree.run_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(ended) << "task 1 ended while its children ran";
+  tree.at(3).say_bye();
+  tree.drop(3);
+  tree.run_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(ended) << "task 1 ended while task 4 ran";
+  tree.at(4).say_bye();
+  tree.drop(4);
+  const bool done = tree.run([&] { return ended.load(); });
+  if (!done) ::pthread_kill(waiting.native_handle(), SIGHUP);  // a stop signal pending there ends the wait
+  waiting.join();
+  EXPECT_TRUE(done) << "task 1 still waited once its children said bye";
+  EXPECT_TRUE(result);
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
 }
 
 // Between two nodes of the tree only the link's own lines travel: a relay's line there ends

@@ -9,7 +9,10 @@
 //   hello          hyrun-link v5 <task> <nonce> <proof>    a node, first (unsealed)
 //   alive          alive                                   both: heartbeat
 //   bye            bye                                     both: this hyrun ends by itself
-//   lost           lost <task> <host> <why>                root: the job goes on without a node
+//   lost           lost <task> <reporter> <host> <why>     up the tree: <reporter>'s hyrun lost node
+//                                                          <task>, its tree parent or child, for the
+//                                                          root to judge; down from the root (or a
+//                                                          parent): the root's word on that loss
 //   fence          fence <n> <hex>                         node -> root: its part of fence n
 //   fenced         fenced <n> <hex>                        root -> nodes: fence n, every part
 //   fence-failed   fence-failed <n> <why>                  fence n fails on every node (too large)
@@ -18,15 +21,16 @@
 //   dmodex-none    dmodex-none <id>                        request <id> has no answer
 //   more           more <hex>                              both: the first bytes of the next fence,
 //                                                          fenced or dmodex-data line of the sender
-//   costs          costs <cpu> <helper> <sent> <got> <fences> <bytes>
-//                                                          node -> root, before its bye (--timings):
-//                                                          what the launch cost it (LinkCosts)
+//   costs          costs <task> <cpu> <helper> <sent> <got> <fences> <bytes>
+//                                                          up the tree to the root, before the bye
+//                                                          (--timings): what the launch cost
+//                                                          node <task> (LinkCosts)
 //
 // Bytes travel in pieces of at most kLinkPieceBytes (format_link_pieces): a message of more
 // is sent as "more" lines and then its kind's line with the last piece, back to back, so no
 // line of the link is longer than kLinkMaxLine and no hex copy of a whole fence is made.
 //
-// <task>, <n>, <id>, <rank>: decimal, digits only, within their type (int, 64 and 32 bits
+// <task>, <reporter>, <n>, <id>, <rank>: decimal, digits only, within their type (int, 64 and 32 bits
 // unsigned); <hex>: lower- or upper-case hex digits, possibly none (opaque bytes); <host>: one
 // word of at most 128 characters; <why>: the rest of the line, possibly empty (fence-failed:
 // not empty, at most kLinkMaxWhy characters); more's <hex>: at least one byte, at most
@@ -44,7 +48,7 @@
 namespace hyrun {
 
 /// The hello's first words: the protocol and its version. Every kind below is this version's.
-inline constexpr std::string_view kLinkHello = "hyrun-link v5";
+inline constexpr std::string_view kLinkHello = "hyrun-link v6";
 /// The most bytes one line carries: longer data goes in pieces ("more").
 inline constexpr std::size_t kLinkPieceBytes = std::size_t{4} << 20;
 /// The longest sealed line (without its newline): a piece as hex, its kind, number and seal.
@@ -125,10 +129,12 @@ struct LinkMore {
   bool operator==(const LinkMore&) const = default;
 };
 
-/// The root lost node `task` and the job goes on without it.
+/// Node `task` is lost: seen by `reporter`'s hyrun (going up the tree to the root), or the
+/// root's word on it (going down: the job goes on without it, or ends).
 struct LinkLoss {
   static constexpr LinkKind kKind = LinkKind::kLost;
   int task = -1;
+  int reporter = 0;  ///< the node whose hyrun saw it go
   std::string host;
   std::string why;  ///< possibly empty
   bool operator==(const LinkLoss&) const = default;
@@ -147,11 +153,12 @@ struct LinkDmodexNone {
   bool operator==(const LinkDmodexNone&) const = default;
 };
 
-/// What a node's launch cost it, for the root's summary of --timings: CPU time in
+/// What node `task`'s launch cost it, for the root's summary of --timings: CPU time in
 /// microseconds of its hyrun and of its PMIx client helper, bytes sent and received on the
 /// node link, the fences across nodes it took part in and the bytes of its parts.
 struct LinkCosts {
   static constexpr LinkKind kKind = LinkKind::kCosts;
+  int task = 0;
   std::uint64_t cpu_us = 0;
   std::uint64_t helper_cpu_us = 0;
   std::uint64_t link_sent = 0;

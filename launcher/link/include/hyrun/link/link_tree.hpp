@@ -31,6 +31,8 @@ class LinkTree {
   std::vector<int> children(int task) const;
   /// True when one of `a` and `b` is the other's parent.
   bool neighbours(int a, int b) const { return a != b && (parent(a) == b || parent(b) == a); }
+  /// True when `task` is `of` or below it in the tree (what reaches the root through `of`).
+  bool within(int task, int of) const;
 
  private:
   int width_;

@@ -13,13 +13,18 @@
 // (--node-timeout: the peer's node is off the network, or its hyrun is stopped) without
 // having said "bye" is a loss then (before it has linked, the launch's limit holds:
 // allow_launch()). A node that loses a parent or child does not act on it:
-// it tells the root, which decides as for a loss of its own and names the node that is gone,
-// not the one that saw it (the node watches the root meanwhile, if it lost its parent). A
-// loss ends the job, unless the job goes on without that node (its ranks handle deaths): the
-// root then tells the other nodes ("lost"), and the lost node's children are watched by the
-// root from then on, as they are once their parent said bye. A node that ends the job for
-// the root's loss (or the root's word) tells its children, so the loss of the root reaches
-// every node along the tree.
+// it tells the root, up the tree (to its parent, which passes it on; to the root itself once
+// its parent is gone), and the root decides as for a loss of its own and names the node that
+// is gone, not the one that saw it (the node watches the root meanwhile, if it lost its
+// parent, and tells it again what it had sent up). A loss ends the job, unless the job goes
+// on without that node (its ranks handle deaths): the root then tells the other nodes
+// ("lost"), and the lost node's children are watched by the root from then on, as they are
+// once their parent said bye. A node that ends the job for the root's loss (or the root's
+// word) tells its children, so the loss of the root reaches every node along the tree.
+// The job's end goes up the tree too: a node whose ranks ended waits for its children's bye
+// (await_byes) before its own, so a bye says that the node's whole subtree has ended, and
+// what the subtree said before it (a loss, --timings' costs) is already on its way up the
+// same connection, ahead of it.
 // The root holds a connection to every node, so the link's sockets sit in an epoll set of its
 // own and the main loop polls one descriptor for them all: a wake of the root costs what is
 // ready, not the number of nodes. Its limits are judged the same way: the peers are looked at
@@ -142,6 +147,9 @@ class NodeLink : public PollParticipant {
   /// Sends `body` sealed to `task` (the root, from another node; any node, from the root),
   /// in order with the link's own lines; nothing when that peer is gone.
   void send_to(int task, const std::string& body);
+  /// Sends `body` sealed up the tree: to this node's parent, or to the root once the parent is
+  /// gone (lost, or left); nothing at the root.
+  void send_up(const std::string& body);
   /// Sends `body` sealed to every peer still linked that has not said bye (from the root:
   /// every other node; from another node: the root, not its tree neighbours).
   void broadcast(std::string body);
@@ -155,9 +163,10 @@ class NodeLink : public PollParticipant {
   /// Says "bye" on every link (this hyrun ends by itself: done, or ending the job by PMIx
   /// abort), so that its closing is not a loss. Best effort, never blocks.
   void say_bye();
-  /// Root, after its own ranks ended well: keeps the links until every other node said bye
-  /// or was lost; returns early on a stop signal (left queued). Returns false on a loss
-  /// that ends the job.
+  /// After this node's own ranks ended well: keeps the links until every node it waits for
+  /// said bye or was lost (the root: every other node; another node: its children in the
+  /// tree, whose byes say that their subtrees ended); returns early on a stop signal (left
+  /// queued). Returns false on a loss that ends the job.
   bool await_byes(SignalEvents& signals);
 
   /// Handles what is ready now, without waiting: for work outside the poll loop that takes
@@ -198,8 +207,8 @@ class NodeLink : public PollParticipant {
   void make_room();
   void on_readable(Peer& peer);
   void on_line(Peer& peer, const std::string& line);
-  /// The kinds the link takes itself (alive, bye, lost from the root); false: not one of
-  /// those, or not exactly its kind.
+  /// The kinds the link takes itself (alive, bye, lost; costs on their way up); false: not
+  /// one of those, or not exactly its kind.
   bool take_own(Peer& peer, LinkKind kind, const std::string& body);
   void on_direct_line(Peer& peer, LinkKind kind, const std::string& body);
   void send(Peer& peer, const std::string& line);
@@ -225,8 +234,16 @@ class NodeLink : public PollParticipant {
   /// the loss ends tells its children.
   bool report(const Loss& loss);
   /// A lost line: from the root (a node the job goes on without), from this node's parent
-  /// (a loss that ends the job), or at the root from a node (a tree neighbour it lost).
+  /// (a loss that ends the job), or from below (a node of `peer`'s subtree lost a tree
+  /// neighbour: the root judges it, another node passes it up).
   bool take_loss(Peer& peer, const LinkLoss& lost);
+  /// A costs line from a child (its own, or one of its subtree's), passed up; false when the
+  /// costs are of no node of that child's subtree.
+  bool pass_costs_up(const Peer& peer, const std::string& body);
+  /// Sends a loss report up the tree, and keeps it to tell the root again if the parent goes.
+  void report_up(const std::string& body);
+  /// True for a peer that await_byes() waits for.
+  bool awaited(const Peer& peer) const;
   /// `task`'s parent left (bye) or was lost and the job goes on: the root watches its
   /// children (at the root), or this node watches the root (at the child; also while it
   /// awaits the root's word on a parent it lost).
@@ -262,7 +279,8 @@ class NodeLink : public PollParticipant {
   bool root_ = false;
   int self_ = 0;
   LinkTree tree_;
-  std::set<int> absorbed_;  // tasks whose loss the job went on without
+  std::set<int> absorbed_;            // tasks whose loss the job went on without
+  std::vector<std::string> reports_;  // the losses this node sent up (report_up)
   int port_ = 0;
   std::string token_;
   UniqueFd listener_;
