@@ -97,12 +97,15 @@ std::optional<Client> Client::connect() {
   const auto start = Clock::now();
   const pmix_status_t rc = PMIx_Init(&me, nullptr, 0);
   if (rc == PMIX_ERR_UNREACH) {
-    // PMIx has made us a singleton (nspace "singleton.<host>.<pid>"); we only want to
-    // know that no server launched us, so give the singleton back.
-    PMIx_Finalize(nullptr, 0);
+    // A server was announced and cannot be reached (one of an ended job): no PMIx_Finalize,
+    // which in libpmix 4.2.2 dereferences NULL after such an init (SIGSEGV in the helper,
+    // whose end then said nothing of the server); the helper's own end releases what is held.
     if (const char* ns = env_or_null("PMIX_NAMESPACE"))
       throw Error("PMIx server of namespace " + std::string(ns) +
                   " (announced by PMIX_NAMESPACE and PMIX_SERVER_URI*) is unreachable: " + describe_status(rc));
+    // No server announced: PMIx has made us a singleton (nspace "singleton.<host>.<pid>"); we
+    // only want to know that no server launched us, so give the singleton back.
+    PMIx_Finalize(nullptr, 0);
     spdlog::debug("pmix: no PMIx server (PMIx_Init: {})", describe_status(rc));
     return std::nullopt;
   }

@@ -492,6 +492,9 @@ stale-pmix-environment)  # PMIX_* variables of an ended job: the message names t
   expect_rc 1
   expect_stderr "names a PMIx server \(PMIX_NAMESPACE=ended\.job\.7, PMIX_SERVER_URI(41|4), PMIX_SERVER_URI(41|4)\)"
   expect_stderr "left from an ended job, unset them, or pass --mode=local"
+  # The helper says why (the server is unreachable), rather than dying in libpmix's
+  # PMIx_Finalize after that init ("the helper ... ended before it connected").
+  expect_stderr "PMIx server of namespace ended\.job\.7 \(announced by PMIX_NAMESPACE and PMIX_SERVER_URI\*\) is unreachable"
   run_job 30 env PMIX_NAMESPACE=ended.job.7 "$HYRUN" -n 1 --bootstrap=none -- /bin/true
   expect_rc 1
   expect_stderr "PMIx_Init failed: .*names a PMIx server \(PMIX_NAMESPACE=ended\.job\.7\)"
