@@ -6,7 +6,7 @@
 // kind is not one of this version's, or whose fields are not exactly its kind's, is refused
 // (the link then ends), never half read.
 //
-//   hello          hyrun-link v5 <task> <nonce> <proof>    a node, first (unsealed)
+//   hello          hyrun-link v6 <task> <nonce> <proof>    a node, first (unsealed)
 //   alive          alive                                   both: heartbeat
 //   bye            bye                                     both: this hyrun ends by itself
 //   lost           lost <task> <reporter> <host> <why>     up the tree: <reporter>'s hyrun lost node
