@@ -156,7 +156,7 @@ class Launch {
   ExchangeOutcome exchange(RankSupervisor& supervisor, const NodePlan& plan);
   // Another node takes the token, the link and the rendezvous from the root's record.
   void join_root(const RootRecord& record, const ExchangeOutcome& outcome);
-  void connect_link(RankSupervisor& supervisor, const std::vector<std::string>& hosts);
+  void connect_link(RankSupervisor& supervisor, const ExchangeOutcome& outcome);
   void start_ranks(RankSupervisor& supervisor);
   int finish(RankSupervisor& supervisor);
   // Stops and reaps what started, then rethrows `error` when every node learned it by itself
@@ -414,8 +414,6 @@ void Launch::join_root(const RootRecord& record, const ExchangeOutcome& outcome)
       const NodeRecord& node = outcome.nodes.at(static_cast<std::size_t>(parent));
       dial_node(*link_, parent, node.host, node.link_addresses, node.link_port.value_or(0));
     }
-    link_->locate_with(
-        [nodes = outcome.nodes](int task) { return endpoint_of(nodes.at(static_cast<std::size_t>(task))); });
     timings_.mark("link");
   } else {
     link_.reset();
@@ -457,7 +455,7 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
   PmixRelay::Send send;
   PmixRelay::Broadcast broadcast;
   if (link_) {
-    send = [this](int task, const std::string& body) { link_->send_to(task, body); };
+    send = [this](int task, const std::string& body) { return link_->send_to(task, body); };
     broadcast = [this](std::string body) { link_->broadcast(std::move(body)); };
   }
   relay_.emplace(task_, layout_, hosts, std::move(send), std::move(broadcast),
@@ -467,11 +465,11 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
   if (link_) {
     for (const LinkKind kind : PmixRelay::kKinds)
       link_->on(kind, [this](int task, std::string_view body) { return relay_->handle(task, body); });
-    if (task_ != 0) {  // direct modex straight between nodes (pmix_relay.hpp)
-      relay_->direct_through([this](int task, const std::string& body) { return link_->ask(task, body); },
-                             [this](int task, const std::string& body) { return link_->reply(task, body); });
-      link_->on_unreachable([this](int task) { relay_->unreachable(task); });
-    }
+    // Direct modex straight between nodes (pmix_relay.hpp); the root asks so only a node not
+    // linked with it, whose answer comes on that node's connection to the root.
+    relay_->direct_through([this](int task, const std::string& body) { return link_->ask(task, body); },
+                           [this](int task, const std::string& body) { return link_->reply(task, body); });
+    if (task_ != 0) link_->on_unreachable([this](int task) { relay_->unreachable(task); });
   }
   const bool through_outer =
       options_.fences == FenceRoute::kOuter || (options_.fences == FenceRoute::kAuto && tasks_ > kLinkFencesUpTo);
@@ -489,11 +487,14 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
   if (pmi_) pmi_->relay_to(*relay_);
 }
 
-void Launch::connect_link(RankSupervisor& supervisor, const std::vector<std::string>& hosts) {
-  relay_pmix(hosts);
+void Launch::connect_link(RankSupervisor& supervisor, const ExchangeOutcome& outcome) {
+  relay_pmix(outcome.hosts);
   if (outer_fence_) supervisor.add_participant(*outer_fence_);
   if (!link_) return;
-  if (task_ == 0) link_->expect(hosts, task_, token_, tree_);
+  if (task_ == 0) link_->expect(outcome.hosts, task_, token_, tree_);
+  // Where each node listens, for the direct modex connections this node opens (NodeLink::ask).
+  link_->locate_with(
+      [nodes = outcome.nodes](int task) { return endpoint_of(nodes.at(static_cast<std::size_t>(task))); });
   link_->on_loss([this, &supervisor](const NodeLink::Loss& lost) { return on_loss(supervisor, lost); });
   // Whatever the root's --timings, a node's costs line is never a protocol violation; it
   // comes up the tree (the other nodes pass it on), from the sender's own subtree.
@@ -645,7 +646,7 @@ int run_launch(const LaunchOptions& options, SignalEvents& signals, RootExchange
   if (outcome.kind == ExchangeOutcome::Kind::kEndedEverywhere) launch.end_early(supervisor, outcome.error, true);
   try {
     if (outcome.root) launch.join_root(*outcome.root, outcome);
-    launch.connect_link(supervisor, outcome.hosts);
+    launch.connect_link(supervisor, outcome);
     launch.start_ranks(supervisor);
   } catch (const Error&) {
     launch.end_early(supervisor, std::current_exception(), false);

@@ -123,7 +123,8 @@ void PmixRelay::fail_fence(std::uint64_t number, const std::string& why, int tol
     return;
   }
   for (int t = 1; t < static_cast<int>(hosts_.size()); ++t)
-    if (t != told_by) send_(t, line);
+    if (t != told_by && !send_(t, line)) unreached_[number].tasks.insert(t);
+  if (const auto it = unreached_.find(number); it != unreached_.end()) it->second.line = line;
   complete_fences();
 }
 
@@ -168,10 +169,13 @@ void PmixRelay::route(int task, std::uint64_t id, std::uint32_t rank) {
   const std::uint64_t routed = next_id_++;
   const int holder = holder_of(rank);
   routed_[routed] = Routed{task, id, holder};
-  if (holder != 0)
-    send_(holder, format_link(LinkDmodexGet{routed, rank}));
-  else
-    serve(0, routed, rank);
+  if (holder == 0) return serve(0, routed, rank);
+  // On the holder's connection to the root; else on one of the root's own (not linked with
+  // the root yet, or not at all: NodeLink::ask). The holder answers on its connection.
+  const std::string get = format_link(LinkDmodexGet{routed, rank});
+  if (send_(holder, get) || (ask_ && ask_(holder, get))) return;
+  spdlog::debug("PMIx direct modex {}: no connection to {}", routed, hosts_[holder]);
+  answer(holder, routed, std::nullopt);
 }
 
 void PmixRelay::serve(int to, std::uint64_t id, std::uint32_t rank) {
@@ -195,7 +199,7 @@ void PmixRelay::local_data(std::uint64_t id, bool ok, std::string data) {
     return;
   }
   // To the root on its connection; to a node that asked straight, back on its own.
-  const auto send = [&](const std::string& body) { return to.to == 0 ? (send_(0, body), true) : reply_(to.to, body); };
+  const auto send = [&](const std::string& body) { return to.to == 0 ? send_(0, body) : reply_(to.to, body); };
   if (!ok) {
     send(format_link(LinkDmodexNone{to.id}));
     return;
@@ -238,8 +242,9 @@ bool PmixRelay::handle(int from_task, std::string_view body) {
   const bool bytes_line = *kind == LinkKind::kMore || *kind == LinkKind::kFence || *kind == LinkKind::kFenced ||
                           *kind == LinkKind::kDmodexData;
   // A node's requests straight to this one come on a connection of their own (NodeLink::ask),
-  // beside the one its answers' pieces come on.
-  const bool own_connection = *kind == LinkKind::kDmodexGet && task_ != 0 && from_task != 0;
+  // beside the one its answers' pieces come on (the root's too: it asks on one of its own a
+  // node that is not linked with it).
+  const bool own_connection = *kind == LinkKind::kDmodexGet && task_ != 0;
   if (!bytes_line && !own_connection && pieces_.contains(from_task)) return false;
   switch (*kind) {
     case LinkKind::kMore: {
@@ -305,16 +310,23 @@ std::optional<std::string> PmixRelay::assemble(int task, std::string last) {
 
 bool PmixRelay::take_part(int task, std::uint64_t number, std::string part) {
   if (task <= 0 || task >= static_cast<int>(hosts_.size()) || number >= completed_fences_ + kWindow) return false;
-  if (failed_.contains(number)) return true;  // a part sent before the node heard of the failure
+  // A part sent before the node heard of the failure, or by one that the word did not reach.
+  if (failed_.contains(number)) return retell_failure(task, number), true;
   if (number < completed_fences_) return false;
   OpenFence& open = fences_[number];
-  if (open.failed) return true;
+  if (open.failed) return retell_failure(task, number), true;
   const std::size_t bytes = part.size();
   if (!open.parts.emplace(task, std::move(part)).second) return false;  // a second part of one node
   open.bytes += bytes;
   if (open.bytes > max_bytes_) return fail_fence(number, too_much_in(open), -1), true;
   complete_fences();
   return true;
+}
+
+void PmixRelay::retell_failure(int task, std::uint64_t number) {
+  const auto it = unreached_.find(number);
+  if (it == unreached_.end() || it->second.tasks.erase(task) == 0) return;
+  send_(task, it->second.line);
 }
 
 bool PmixRelay::take_failure(int from_task, std::uint64_t number, const std::string& why) {
@@ -355,6 +367,7 @@ void PmixRelay::complete_fences() {
       fences_.erase(it);
       failed_.insert(completed_fences_++);
       std::erase_if(failed_, [this](std::uint64_t n) { return n + kWindow < completed_fences_; });
+      std::erase_if(unreached_, [this](const auto& u) { return u.first + kWindow < completed_fences_; });
       continue;
     }
     if (open.parts.size() != hosts_.size()) return;

@@ -207,7 +207,7 @@ NodeLink::Peer* NodeLink::find_direct(int task, Peer::Direct which) {
 }
 
 bool NodeLink::ask(int task, const std::string& body) {
-  if (root_ || task <= 0 || task == self_ || task >= tree_.tasks() || lost_) return false;
+  if (task <= 0 || task == self_ || task >= tree_.tasks() || lost_) return false;
   Peer* peer = find_direct(task, Peer::Direct::kOut);
   if (!peer) {
     const auto endpoint = locate_ ? locate_(task) : std::nullopt;
@@ -402,7 +402,7 @@ void NodeLink::take_hello(Peer& peer, const std::string& line) {
   // connection (to any node but the root): the proof says which, so neither opens the other.
   const bool tree_peer =
       of_job && equal_in_constant_time(hello->proof, link_hello_proof(token_, task, self_, hello->nonce));
-  const bool direct = of_job && !root_ && !tree_peer && task != 0 &&
+  const bool direct = of_job && !root_ && !tree_peer &&
                       equal_in_constant_time(
                           hello->proof, link_hello_proof(token_, task, self_, hello->nonce, LinkPurpose::kDirectModex));
   Peer* place = tree_peer ? find_peer(task) : nullptr;
@@ -427,6 +427,9 @@ void NodeLink::take_hello(Peer& peer, const std::string& line) {
   peer.gone = true;
   spdlog::debug("node link: the hyrun of task {} on {} connected{}", task, slot.host,
                 direct ? " (its direct modex)" : "");
+  // The nodes the job went on without before this one linked: its ranks must hear of them.
+  if (root_ && !direct)
+    for (const auto& word : told_) send(slot, word);
   // What came with the hello (a short job's bye) counts now: its EOF may be next.
   for (auto nl = slot.in.find('\n'); nl != std::string::npos && !slot.gone; nl = slot.in.find('\n')) {
     const std::string next = slot.in.substr(0, nl);
@@ -519,7 +522,9 @@ bool NodeLink::take_loss(Peer& peer, const LinkLoss& lost) {
   const bool from_parent = peer.task == tree_.parent(self_) && peer.task != 0;
   if (peer.task != 0 && !from_parent) return false;  // a child reports to the root, not here
   if (peer.task == 0 && lost.task == 0) return false;
-  const bool absorbed = report(Loss{lost.task, lost.host, lost.why, true, peer.task});
+  // Who saw it, as the line says: the root (0) for its own word, whichever node saw it for a
+  // word passed down the tree.
+  const bool absorbed = report(Loss{lost.task, lost.host, lost.why, true, lost.reporter});
   if (Peer* neighbour = find_peer(lost.task); neighbour && !neighbour->gone) close_quietly(*neighbour);
   if (absorbed && lost.task == tree_.parent(self_)) adopt_children_of(lost.task);
   return true;
@@ -592,8 +597,11 @@ void NodeLink::send(Peer& peer, const std::string& line) {
   judge_by(Clock::now());
 }
 
-void NodeLink::send_to(int task, const std::string& body) {
-  if (Peer* peer = find_peer(task); peer && !peer->gone) send(*peer, body);
+bool NodeLink::send_to(int task, const std::string& body) {
+  Peer* peer = find_peer(task);
+  if (!peer || !peer->fd || peer->gone) return false;
+  send(*peer, body);
+  return true;
 }
 
 NodeLink::Clock::time_point NodeLink::wake_by() const { return next_judgement_; }
@@ -706,26 +714,33 @@ void NodeLink::lose(Peer& peer, const std::string& why) {
   const bool absorbed = report(loss);
   if (!absorbed) return;
   adopt_children_of(loss.task);
-  // The job goes on without the node: the others' ranks must learn of its ranks' deaths too.
-  if (root_) broadcast(format_link(line));
+  // The job goes on without the node: the others' ranks must learn of its ranks' deaths too,
+  // a node that links later as well (take_hello).
+  if (root_) {
+    told_.push_back(format_link(line));
+    broadcast(told_.back());
+  }
 }
 
 bool NodeLink::report(const Loss& loss) {
-  if (lost_) return false;  // the job is already ending
-  if (absorbed_.contains(loss.task)) return true;
-  if (on_loss_ && on_loss_(loss)) {
+  if (lost_) return false;                         // the job is already ending
+  if (absorbed_.contains(loss.task)) return true;  // the word came another way too
+  const bool absorbed = on_loss_ && on_loss_(loss);
+  if (absorbed)
     absorbed_.insert(loss.task);
-    return true;
-  }
-  lost_ = true;
-  // The loss ends the job here (the root's, or one the root told of): this node's children
-  // end it too, since they may not watch the root themselves.
-  if (!root_)
+  else
+    lost_ = true;
+  // The word goes down the tree, whichever way it came (the root, or this node's parent): the
+  // children may not be linked with the root, or not yet. A loss that ends the job, this node
+  // ends too, and so must they.
+  if (!root_) {
+    const LinkLoss line{loss.task, loss.relayed ? loss.reporter : self_, loss.host, loss.why.substr(0, 100)};
     for (auto& p : peers_)
       if (p.task != 0 && p.task != loss.task && tree_.parent(p.task) == self_ && p.direct == Peer::Direct::kNo &&
           p.fd && !p.gone && !p.said_bye)
-        send(p, format_link(LinkLoss{loss.task, self_, loss.host, loss.why.substr(0, 100)}));
-  return false;
+        send(p, format_link(line));
+  }
+  return absorbed;
 }
 
 void NodeLink::close_quietly(Peer& peer) {

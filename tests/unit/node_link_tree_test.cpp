@@ -112,8 +112,14 @@ bool pump(const std::vector<NodeLink*>& links, const std::function<bool()>& done
 // after a loss.
 class Tree {
  public:
-  Tree(const std::vector<int>& forked, bool absorb, int tasks = 5)
-      : tree_(2, tasks), hosts_(kHosts.begin(), kHosts.begin() + tasks), absorb_(absorb) {
+  // `late`: nodes here that link only at join(); `rootless`: nodes here that do not dial the
+  // root (only their parent).
+  Tree(const std::vector<int>& forked, bool absorb, int tasks = 5, std::set<int> late = {}, std::set<int> rootless = {})
+      : tree_(2, tasks),
+        hosts_(kHosts.begin(), kHosts.begin() + tasks),
+        absorb_(absorb),
+        late_(std::move(late)),
+        rootless_(std::move(rootless)) {
     // The forked nodes first, while this process has no thread yet (forked_node.hpp): each
     // listens, tells its port, and waits for everyone's before it dials.
     for (const int task : forked) {
@@ -125,13 +131,18 @@ class Tree {
     std::vector<int> ports;
     for (int task = 0; task < tasks; ++task) ports.push_back(ports_.at(task));
     for (auto& [task, node] : forked_) node->send_words(ports);
-    for (auto& [task, link] : links_) start_here(task);
+    for (auto& [task, link] : links_)
+      if (!late_.contains(task)) start_here(task);
+  }
+  void join(int task) {
+    late_.erase(task);
+    start_here(task);
   }
   NodeLink& at(int task) { return *links_.at(task); }
   std::vector<NodeLink*> here() {
     std::vector<NodeLink*> out;
     for (auto& [task, link] : links_)
-      if (link && !held_.contains(task)) out.push_back(&*link);
+      if (link && !held_.contains(task) && !late_.contains(task)) out.push_back(&*link);
     return out;
   }
   // A held node's loop does not run (its writer still beats): what reaches it waits unread.
@@ -163,7 +174,7 @@ class Tree {
       return it == ports_.end() ? std::nullopt : std::optional(NodeLink::Endpoint{"127.0.0.1", it->second});
     });
     if (task == 0) return;
-    link.dial(0, hosts_[0], "127.0.0.1", ports_.at(0));
+    if (!rootless_.contains(task)) link.dial(0, hosts_[0], "127.0.0.1", ports_.at(0));
     if (const int parent = tree_.parent(task); parent > 0)
       link.dial(parent, hosts_[static_cast<std::size_t>(parent)], "127.0.0.1", ports_.at(parent));
   }
@@ -190,6 +201,8 @@ class Tree {
   std::vector<std::string> hosts_;
   std::set<int> held_;
   bool absorb_;
+  std::set<int> late_;
+  std::set<int> rootless_;
   std::map<int, int> ports_;
   std::map<int, std::optional<NodeLink>> links_;
   std::map<int, std::unique_ptr<ForkedNode>> forked_;  // ended (SIGKILL) before links_ close
@@ -244,6 +257,36 @@ TEST(NodeLinkTree, ANodeWhoseParentIsLostIsNotLostAndTheRootWatchesIt) {
   const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
   // The root watches task 1 itself: its own silence limit or a child's report, whichever first.
   EXPECT_NE(by_root->loss.why.find("silent for 1 s"), std::string::npos) << by_root->loss.why;
+}
+
+// The root's word on a loss the job goes on without goes down the tree too: task 3, which is
+// not linked with the root, hears of task 2's loss from its parent, as the root said it.
+TEST(NodeLinkTree, TheRootsWordOnALossGoesDownTheTree) {
+  Tree tree({2}, true, 5, {}, {3});
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.stop(2);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 3, 2) && seen_by(tree.seen, 4, 2); }));
+  tree.run_for(std::chrono::milliseconds(300));  // no second word reaches a node (task 4 hears it twice)
+  for (const auto& s : tree.seen) {
+    EXPECT_EQ(s.loss.task, 2) << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+    EXPECT_EQ(s.loss.relayed, s.by != 0) << s.by;
+    EXPECT_EQ(s.loss.reporter, 0) << s.by;  // the root's word, whoever passed it on
+  }
+  EXPECT_EQ(std::count_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 4; }), 1);
+}
+
+// A node that links after the root went on without another hears of that loss when it links.
+TEST(NodeLinkTree, ANodeThatLinksAfterALossTheJobWentOnWithoutHearsOfIt) {
+  Tree tree({2}, true, 5, {4});
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.stop(2);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 2) && seen_by(tree.seen, 3, 2); }));
+  tree.join(4);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 4, 2); }));
+  const auto by_four = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 4; });
+  EXPECT_TRUE(by_four->loss.relayed);
+  EXPECT_EQ(by_four->loss.reporter, 0);
+  for (const int task : {0, 1, 3, 4}) EXPECT_FALSE(tree.at(task).lost()) << task;
 }
 
 // The root stops: only its children watch it; each ends and tells its own children, so the
@@ -411,6 +454,32 @@ TEST(NodeLinkTree, ATreeConnectionCarriesNoRelayLines) {
                 "the hyrun of task 1, its tree parent, lost it: it sent 'fence 1 6162', which is not a fence line"),
             std::string::npos)
       << by_root->loss.why;
+}
+
+// The root asks a node that is not linked with it (task 3 dials only its parent) on a
+// connection of its own, as the nodes ask each other.
+TEST(NodeLinkTree, TheRootAsksANodeNotLinkedWithItOnAConnectionOfItsOwn) {
+  Tree tree({}, false, 5, {}, {3});
+  std::vector<std::pair<int, std::uint64_t>> asked;  // asker, id
+  tree.at(3).on(LinkKind::kDmodexGet, [&](int from, std::string_view body) {
+    const auto get = parse_link<LinkDmodexGet>(body);
+    if (!get) return false;
+    asked.emplace_back(from, get->id);
+    return tree.at(3).reply(from, format_link(LinkDmodexNone{get->id + 100}));
+  });
+  std::vector<std::pair<int, std::uint64_t>> answers;
+  tree.at(0).on(LinkKind::kDmodexNone, [&answers](int from, std::string_view body) {
+    const auto none = parse_link<LinkDmodexNone>(body);
+    return none && (answers.emplace_back(from, none->id), true);
+  });
+  tree.run_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(tree.at(0).send_to(3, format_link(LinkDmodexGet{7, 6}))) << "task 3 is not linked with the root";
+  ASSERT_TRUE(tree.at(0).ask(3, format_link(LinkDmodexGet{7, 6})));
+  ASSERT_TRUE(tree.run([&] { return !answers.empty(); }));
+  EXPECT_EQ(asked, (std::vector<std::pair<int, std::uint64_t>>{{0, 7}}));
+  EXPECT_EQ(answers, (std::vector<std::pair<int, std::uint64_t>>{{3, 107}}));
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
 }
 
 // Direct modex between two nodes that are not the root: task 3 asks its sibling 4, task 2

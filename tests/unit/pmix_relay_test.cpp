@@ -54,7 +54,12 @@ class Job {
     for (int t = 0; t < layout.tasks(); ++t) hosts_.push_back("n" + std::to_string(t + 1));
     for (int t = 0; t < layout.tasks(); ++t)
       relays_.push_back(std::make_unique<PmixRelay>(
-          t, layout, hosts_, [this, t](int to, const std::string& body) { lines_.emplace_back(t, to, body); },
+          t, layout, hosts_,
+          [this, t](int to, const std::string& body) {
+            if (t == 0 && unlinked_.contains(to)) return false;
+            lines_.emplace_back(t, to, body);
+            return true;
+          },
           [this, t, n = layout.tasks()](std::string body) {
             for (int to = 0; to < n; ++to)
               if (to != t) lines_.emplace_back(t, to, body);
@@ -62,11 +67,11 @@ class Job {
           [this, t](std::uint32_t rank, std::uint64_t id) { serves_.emplace_back(t, rank, id); }, max_bytes));
   }
   PmixRelay& node(int t) { return *relays_.at(static_cast<std::size_t>(t)); }
-  // Direct modex straight between the nodes that are not the root (NodeLink::ask, reply), but
-  // to a node in `no_connection`.
+  // Direct modex straight between the nodes (NodeLink::ask, reply), but to a node in
+  // `no_connection`.
   void direct(std::set<int> no_connection = {}) {
     no_connection_ = std::move(no_connection);
-    for (int t = 1; t < static_cast<int>(relays_.size()); ++t) {
+    for (int t = 0; t < static_cast<int>(relays_.size()); ++t) {
       const auto straight = [this, t](int to, const std::string& body) {
         if (no_connection_.contains(to) || no_connection_.contains(t)) return false;
         lines_.emplace_back(t, to, body);
@@ -75,6 +80,10 @@ class Job {
       node(t).direct_through(straight, straight);
     }
   }
+  // Task t has not linked with the root (yet): nothing the root sends reaches it (its own
+  // lines to the root go, as its connection's would once made).
+  void unlink(int t) { unlinked_.insert(t); }
+  void link(int t) { unlinked_.erase(t); }
   // Node t's ranks join the next fence with `bytes` random bytes; what completes it.
   Outcome join(int t, std::size_t bytes) {
     auto [pending, outcome] = request(random_bytes(random_, bytes));
@@ -154,6 +163,7 @@ class Job {
   std::deque<std::tuple<int, int, std::string>> lines_;
   std::deque<std::tuple<int, std::uint32_t, std::uint64_t>> serves_;
   std::set<int> no_connection_;
+  std::set<int> unlinked_;
 };
 
 // Every node joins the job's next fence with parts[t], in `order`, and every line is
@@ -476,6 +486,49 @@ TEST(PmixRelay, ANodeAndTheRootThatFailOneFenceAtOnceAgree) {
   expect_fence_everywhere(job, {"a", "b", "c"}, {2, 0, 1}, "abc");
 }
 
+// The root fails a fence before node 2 has linked with it: its word cannot reach node 2 then,
+// so node 2 hears it when its part comes.
+TEST(PmixRelay, AFenceFailedBeforeANodeLinkedFailsThereWhenItsPartComes) {
+  Job job(3, 2, 1000);
+  job.unlink(2);
+  const Outcome root0_done = job.join(0, 700);
+  const Outcome n1_0_done = job.join(1, 400);
+  ASSERT_TRUE(job.deliver());
+  expect_too_large(root0_done, "the root");
+  expect_too_large(n1_0_done, "node 1");
+  job.link(2);
+  const Outcome n2_0_done = job.join(2, 100);
+  ASSERT_TRUE(job.deliver()) << "node 2's late part ended the link";
+  expect_too_large(n2_0_done, "node 2");
+  expect_fence_everywhere(job, {"a", "b", "c"}, {0, 1, 2}, "abc");
+}
+
+// The root passes on a direct modex to a holder not linked with it on a connection of its own
+// (NodeLink::ask); the holder answers on its own connection to the root. With no connection
+// to be had, the request fails at once rather than waiting for an answer that cannot come.
+TEST(PmixRelay, TheRootAsksAHolderNotLinkedWithItOnAConnectionOfItsOwn) {
+  Job job(3, 1);
+  job.direct();
+  job.unlink(2);
+  job.committed[2] = "two";
+  auto [from_root, from_root_done] = request();
+  auto [from_one, from_one_done] = request();
+  job.node(0).direct_modex(2, from_root);
+  job.node(1).direct_modex(2, from_one);  // straight to node 2, not through the root
+  ASSERT_TRUE(job.deliver());
+  for (const auto& done : {from_root_done, from_one_done}) {
+    ASSERT_TRUE(*done);
+    EXPECT_TRUE((*done)->first);
+    EXPECT_EQ((*done)->second, "two");
+  }
+  job.direct({2});  // no connection to node 2 to be had
+  auto [again, again_done] = request();
+  job.node(0).direct_modex(2, again);
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*again_done) << "still waits";
+  EXPECT_FALSE((*again_done)->first);
+}
+
 TEST(PmixRelay, ADirectModexOfDataPastTheLimitFails) {
   Job job(2, 2, 1000);
   job.committed[3] = std::string(1001, 'd');
@@ -536,8 +589,12 @@ class GatherJob {
     for (int t = 0; t < nodes; ++t) hosts_.push_back("n" + std::to_string(t + 1));
     for (int t = 0; t < nodes; ++t) {
       relays_.push_back(std::make_unique<PmixRelay>(
-          t, layout, hosts_, [this](int, const std::string&) { ++lines_sent; }, [this](std::string) { ++lines_sent; },
-          [](std::uint32_t, std::uint64_t) {}, max_bytes));
+          t, layout, hosts_,
+          [this](int, const std::string&) {
+            ++lines_sent;
+            return true;
+          },
+          [this](std::string) { ++lines_sent; }, [](std::uint32_t, std::uint64_t) {}, max_bytes));
       relays_.back()->gather_through([this, t](std::uint64_t number, std::string part) {
         auto& parts = handed_[number];
         parts.resize(hosts_.size());

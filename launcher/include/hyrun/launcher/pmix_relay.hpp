@@ -52,8 +52,9 @@ inline constexpr std::size_t kMaxRelayedBytes = std::size_t{256} << 20;
 
 class PmixRelay final : public CrossNodeRequests {
  public:
-  /// Sends a line's body to a task over the node link (NodeLink::send_to).
-  using Send = std::function<void(int task, const std::string& body)>;
+  /// Sends a line's body to a task over the node link (NodeLink::send_to); false when that
+  /// task is not linked with this node (not yet, or no more): nothing was sent.
+  using Send = std::function<bool(int task, const std::string& body)>;
   /// Root: sends a line's body to every other node (NodeLink::broadcast).
   using Broadcast = std::function<void(std::string body)>;
   /// The node link's kinds that carry the relay's lines (link_message.hpp): handle() takes them.
@@ -142,6 +143,9 @@ class PmixRelay final : public CrossNodeRequests {
   void send_pieces(int task, const std::vector<std::string>& bodies);
   // Root: a direct modex of `rank` asked by `task` as its `id`.
   void route(int task, std::uint64_t id, std::uint32_t rank);
+  // Root: a late part of failed fence `number` from `task`: it hears of the failure if the
+  // word did not reach it then.
+  void retell_failure(int task, std::uint64_t number);
   // Any node: serve `rank`'s data for `to`'s request `id`.
   void serve(int to, std::uint64_t id, std::uint32_t rank);
   // An answer from `from` to the request `id` of this node (requester) or of the root's
@@ -167,6 +171,13 @@ class PmixRelay final : public CrossNodeRequests {
   // Root: failed fences done here, whose late parts are dropped. A node: fences it failed for
   // its own part, whose failure the root may announce too (once).
   std::set<std::uint64_t> failed_;
+  // Root: the failed fences' word, and the nodes it did not reach (not linked yet): each hears
+  // it when its part comes.
+  struct Unreached {
+    std::string line;
+    std::set<int> tasks;
+  };
+  std::map<std::uint64_t, Unreached> unreached_;
   std::map<int, std::string> pieces_;  // each task's pieces of its next numbered-bytes line
   std::uint64_t next_id_ = 0;          // this node's requests (and, on the root, routed ones)
   Direct ask_;

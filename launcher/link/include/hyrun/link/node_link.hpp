@@ -18,8 +18,9 @@
 // is gone, not the one that saw it (the node watches the root meanwhile, if it lost its
 // parent, and tells it again what it had sent up). A loss ends the job, unless the job goes
 // on without that node (its ranks handle deaths): the root then tells the other nodes
-// ("lost"), and the lost node's children are watched by the root from then on, as they are
-// once their parent said bye. A node that ends the job for the root's loss (or the root's
+// ("lost": those linked with it, each of which passes the word to its children, and a node
+// that links later when it does), and the lost node's children are watched by the root from
+// then on, as they are once their parent said bye. A node that ends the job for the root's loss (or the root's
 // word) tells its children, so the loss of the root reaches every node along the tree.
 // The job's end goes up the tree too: a node whose ranks ended waits for its children's bye
 // (await_byes) before its own, so a bye says that the node's whole subtree has ended, and
@@ -81,7 +82,7 @@ class NodeLink : public PollParticipant {
     std::string host;      ///< its host name
     std::string why;       ///< "connection closed", ...; for a relayed loss, as the reporter saw it
     bool relayed = false;  ///< another hyrun reported it (the root, or this node's parent)
-    int reporter = 0;      ///< with `relayed`: who did
+    int reporter = 0;      ///< with `relayed`: who saw it (0: the root's word, whoever passed it on)
   };
   /// Called on a loss; returns true when the job goes on without the node (the loss is
   /// absorbed: the root relays it to the other nodes), false when it ends the job. After a
@@ -132,8 +133,9 @@ class NodeLink : public PollParticipant {
   void locate_with(Locate locate) { locate_ = std::move(locate); }
   /// Called when the connection that ask() opened to `task` closed or could not connect.
   void on_unreachable(std::function<void(int task)> handler) { on_unreachable_ = std::move(handler); }
-  /// A node that is not the root: sends `body` (a direct modex request) on this node's own
-  /// connection to `task`, another node that is not the root, connecting on first use.
+  /// Sends `body` (a direct modex request) on this node's own connection to `task`, a node
+  /// that is not the root, connecting on first use (the root asks so a node not linked
+  /// with it).
   /// False when there is none and none can be had (no locate_with, no endpoint, lost).
   bool ask(int task, const std::string& body);
   /// Sends `body` (an answer) back on the connection that `task` opened with ask(); false
@@ -145,8 +147,9 @@ class NodeLink : public PollParticipant {
   using Handler = std::function<bool(int task, std::string_view body)>;
   void on(LinkKind kind, Handler handler);
   /// Sends `body` sealed to `task` (the root, from another node; any node, from the root),
-  /// in order with the link's own lines; nothing when that peer is gone.
-  void send_to(int task, const std::string& body);
+  /// in order with the link's own lines; false (nothing sent) when that peer is gone or has
+  /// not linked yet.
+  bool send_to(int task, const std::string& body);
   /// Sends `body` sealed up the tree: to this node's parent, or to the root once the parent is
   /// gone (lost, or left); nothing at the root.
   void send_up(const std::string& body);
@@ -281,6 +284,7 @@ class NodeLink : public PollParticipant {
   LinkTree tree_;
   std::set<int> absorbed_;            // tasks whose loss the job went on without
   std::vector<std::string> reports_;  // the losses this node sent up (report_up)
+  std::vector<std::string> told_;     // root: its lost lines for the losses it absorbed
   int port_ = 0;
   std::string token_;
   UniqueFd listener_;
