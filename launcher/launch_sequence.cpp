@@ -402,17 +402,21 @@ ExchangeOutcome Launch::exchange(RankSupervisor& supervisor, const NodePlan& pla
 void Launch::join_root(const RootRecord& record, const ExchangeOutcome& outcome) {
   token_ = record.job_token;
   node_->set_job_token(token_);
-  // The root's connection, and the parent's in the link's tree where that is another node;
-  // none when the root's record has no link port (an older root).
+  // The parent's connection in the link's tree; the root's only on need where the parent is
+  // another node (NodeLink::reach_root), so that the root links with its children and the
+  // nodes that need it, not with every node. None when the root's record has no link port.
   if (record.link_port && record.master_addresses && !record.master_addresses->empty()) {
     if (link_)
       link_->expect(outcome.hosts, task_, token_, tree_);  // this node's children connect to it
     else
       link_.emplace(limited(NodeLink::unlistened(task_, token_, tree_, options_.node_timeout), options_));
-    dial_node(*link_, 0, outcome.hosts.at(0), *record.master_addresses, *record.link_port);
     if (const int parent = tree_.parent(task_); parent > 0) {
       const NodeRecord& node = outcome.nodes.at(static_cast<std::size_t>(parent));
       dial_node(*link_, parent, node.host, node.link_addresses, node.link_port.value_or(0));
+      if (const auto root = reachable_address(*record.master_addresses))
+        link_->reach_root(outcome.hosts.at(0), *root, *record.link_port);
+    } else {
+      dial_node(*link_, 0, outcome.hosts.at(0), *record.master_addresses, *record.link_port);
     }
     timings_.mark("link");
   } else {

@@ -120,10 +120,10 @@ void NodeLink::expect(const std::vector<std::string>& hosts, int self, std::stri
     p.host = static_cast<std::size_t>(task) < hosts.size() ? hosts[static_cast<std::size_t>(task)] : "";
     p.heard = now;
     p.gone = task == self;
+    // The root links with every node that needs it, but waits only for its children.
     p.watched = tree_.parent(task) == self;
+    p.connect_by = now + connect_limit();  // a node busy after the fence connects late
   }
-  // A node that is busy after the fence connects late; it is not lost before its silence would be.
-  connect_deadline_ = now + connect_limit();
   judge_by(now);
   // Any node of the job may connect to ask for its ranks' data (ask()), besides the children.
   max_unidentified_ = kMaxUnidentified + std::max<std::size_t>(hosts.size(), 1) - 1;
@@ -148,6 +148,24 @@ NodeLink NodeLink::connect(const std::string& address, int port, int self, std::
 
 void NodeLink::dial(int task, const std::string& host, const std::string& address, int port) {
   peers_[open_connection(task, host, address, port, LinkPurpose::kTree)].watched = task == tree_.parent(self_);
+}
+
+void NodeLink::reach_root(std::string host, std::string address, int port) {
+  root_at_ = RootAt{std::move(host), std::move(address), port};
+}
+
+NodeLink::Peer* NodeLink::root_link() {
+  if (root_) return nullptr;
+  if (Peer* root = find_peer(0)) return root;
+  if (!root_at_) return nullptr;
+  try {
+    spdlog::debug("node link: connecting to the root's hyrun at {}:{}", root_at_->address, root_at_->port);
+    return &peers_[open_connection(0, root_at_->host, root_at_->address, root_at_->port, LinkPurpose::kTree)];
+  } catch (const Error& e) {
+    spdlog::warn("node link: cannot connect to the root's hyrun: {}", e.what());
+    root_at_.reset();
+    return nullptr;
+  }
 }
 
 std::size_t NodeLink::open_connection(int task, const std::string& host, const std::string& address, int port,
@@ -417,6 +435,10 @@ void NodeLink::take_hello(Peer& peer, const std::string& line) {
     return close_quietly(peer);
   }
   Peer& slot = *place;
+  if (root_ && !direct && !slot.watched) {  // a node whose parent left or was lost: the root watches it
+    const Peer& parent = peers_[static_cast<std::size_t>(tree_.parent(task))];
+    slot.watched = tree_.parent(task) > 0 && (parent.gone || parent.said_bye);
+  }
   slot.fd = std::move(peer.fd);
   rewatch(slot.fd.get(), static_cast<std::uint64_t>(slot.slot), EPOLLIN);
   slot.heard = Clock::now();
@@ -428,7 +450,7 @@ void NodeLink::take_hello(Peer& peer, const std::string& line) {
   spdlog::debug("node link: the hyrun of task {} on {} connected{}", task, slot.host,
                 direct ? " (its direct modex)" : "");
   // The nodes the job went on without before this one linked: its ranks must hear of them.
-  if (root_ && !direct)
+  if (!direct)
     for (const auto& word : told_) send(slot, word);
   // What came with the hello (a short job's bye) counts now: its EOF may be next.
   for (auto nl = slot.in.find('\n'); nl != std::string::npos && !slot.gone; nl = slot.in.find('\n')) {
@@ -532,17 +554,23 @@ bool NodeLink::take_loss(Peer& peer, const LinkLoss& lost) {
 
 void NodeLink::adopt_children_of(int task) {
   if (root_) {
+    // A child not linked with the root yet links once it sees its parent gone (take_hello
+    // watches it then); after a loss it must, and the root waits for it. After a bye it may
+    // never: the parent's subtree had ended.
+    const bool lost = peers_[static_cast<std::size_t>(task)].gone;
     for (const int child : tree_.children(task))
-      if (Peer* p = find_peer(child); p && !p->gone && !p->said_bye && !p->watched) {
+      if (Peer* p = find_peer(child); p && !p->gone && !p->said_bye && !p->watched && (p->fd || lost)) {
         p->watched = true;
         p->heard = Clock::now();
-        writer_->start_heartbeats(p->slot);
-        judge_by(p->heard);
+        if (p->fd) writer_->start_heartbeats(p->slot);
+        p->connect_by = p->heard + connect_limit();
+        p->adopted_from = task;
+        judge_by(p->fd ? p->heard : p->connect_by);
       }
     return;
   }
   if (task != tree_.parent(self_)) return;
-  if (Peer* root = find_peer(0); root && !root->gone && !root->said_bye && !root->watched) {
+  if (Peer* root = root_link(); root && !root->gone && !root->said_bye && !root->watched) {
     root->watched = true;
     root->heard = Clock::now();
     root->launching = false;  // past its launch: it relayed the parent's end
@@ -569,7 +597,7 @@ void NodeLink::report_up(const std::string& body) {
 void NodeLink::send_up(const std::string& body) {
   if (root_) return;
   Peer* up = find_peer(tree_.parent(self_));
-  if (!up || !up->fd || up->gone || up->said_bye) up = find_peer(0);
+  if (!up || !up->fd || up->gone || up->said_bye) up = root_link();
   if (up && up->fd && !up->gone) send(*up, body);
 }
 
@@ -580,6 +608,7 @@ void NodeLink::on(LinkKind kind, Handler handler) {
 }
 
 void NodeLink::broadcast(std::string body) {
+  if (!root_) root_link();  // another node's broadcast goes to the root alone
   const auto shared = std::make_shared<const std::string>(std::move(body));  // one copy for every peer's queue
   for (auto& peer : peers_)
     if ((root_ || peer.task == 0) && peer.direct == Peer::Direct::kNo && peer.fd && !peer.gone && !peer.said_bye &&
@@ -598,7 +627,7 @@ void NodeLink::send(Peer& peer, const std::string& line) {
 }
 
 bool NodeLink::send_to(int task, const std::string& body) {
-  Peer* peer = find_peer(task);
+  Peer* peer = task == 0 ? root_link() : find_peer(task);
   if (!peer || !peer->fd || peer->gone) return false;
   send(*peer, body);
   return true;
@@ -611,9 +640,9 @@ NodeLink::Clock::time_point NodeLink::next_deadline() const {
   for (const auto& p : peers_) {
     if (!p.gone && p.overflowed) return Clock::now();
     if (p.gone || p.said_bye) continue;
-    if (!p.fd)
-      t = std::min(t, connect_deadline_);
-    else if (p.watched || p.connecting)
+    if (!p.fd) {
+      if (p.watched) t = std::min(t, p.connect_by);
+    } else if (p.watched || p.connecting)
       t = std::min(t, p.heard + silence_limit_of(p));
   }
   for (const auto& p : unidentified_)
@@ -671,8 +700,12 @@ void NodeLink::judge_peers(Clock::time_point now) {
       continue;
     }
     if (p.gone || p.said_bye) continue;
-    if (!p.fd && now >= connect_deadline_)
-      lose(p, fmt::format("it did not connect within {} of the fence", seconds_text(connect_limit())));
+    if (!p.fd && p.watched && now >= p.connect_by)
+      lose(p, p.adopted_from < 0
+                  ? fmt::format("it did not connect within {} of the fence", seconds_text(connect_limit()))
+                  : fmt::format("it did not connect within {} of the loss of its tree parent (task {}): it was "
+                                "lost with it, or had ended before",
+                                seconds_text(connect_limit()), p.adopted_from));
     else if (p.fd && (p.watched || p.connecting) && Clock::now() - p.heard >= silence_limit_of(p))
       lose(p, silence_of(p));
   }
@@ -735,6 +768,7 @@ bool NodeLink::report(const Loss& loss) {
   // ends too, and so must they.
   if (!root_) {
     const LinkLoss line{loss.task, loss.relayed ? loss.reporter : self_, loss.host, loss.why.substr(0, 100)};
+    if (absorbed) told_.push_back(format_link(line));  // for a child that links later
     for (auto& p : peers_)
       if (p.task != 0 && p.task != loss.task && tree_.parent(p.task) == self_ && p.direct == Peer::Direct::kNo &&
           p.fd && !p.gone && !p.said_bye)
@@ -799,7 +833,9 @@ void NodeLink::service() {
 }
 
 bool NodeLink::awaited(const Peer& p) const {
-  return p.direct == Peer::Direct::kNo && !p.gone && !p.said_bye && (root_ || tree_.parent(p.task) == self_);
+  // The root: its children, the nodes it adopted, and any node linked with it.
+  return p.direct == Peer::Direct::kNo && !p.gone && !p.said_bye &&
+         (root_ ? p.watched || p.fd : tree_.parent(p.task) == self_);
 }
 
 bool NodeLink::await_byes(SignalEvents& signals) {

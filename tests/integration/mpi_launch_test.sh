@@ -398,10 +398,27 @@ PY
   ;;
 link-tree)  # the node link as a tree (--tree-width): a job's data over it, and a stopped node named by the root
   : "${PMIX_KEYS_CLIENT:?set by CTest}"
+  : "${PMIX_CLIENT:?set by CTest}"
   # Width 1: a chain of 4 simulated nodes, three levels below the root; the fence over the link.
   run_job 90 "$HYRUN" -n 4 --bootstrap=none -- "$HYRUN" -n 2 --tree-width 1 --fences link -- "$PMIX_KEYS_CLIENT" 4 2
   expect_rc 0
   for r in $(seq 0 7); do expect_stdout "^pmix-keys: rank $r of 8: ok$"; done
+  # The root links with its children, and with another node only on need. Width 2 over 7
+  # nodes, a program that needs no PMIx: only tasks 1 and 2 dial the root, and the job ends
+  # well (the root waited for its children's byes alone).
+  run_job 60 "$HYRUN" -n 7 --bootstrap=none -- "$HYRUN" -n 1 --bootstrap=none --tree-width 2 --log-level debug -- true
+  expect_rc 0
+  c=$(grep -cE "node link: connecting to the (hyrun of task 0|root's hyrun) " "$ERR")
+  [ "$c" -eq 2 ] && pass "2 of 7 nodes linked with the root" || { fail "$c of 7 nodes linked with the root, not 2"; show_output; }
+  # Every rank reads every rank's data by direct modex (the fence through the outer launcher):
+  # tasks 3-6 link with the root when they ask for rank 0's, and the root asks for theirs on
+  # connections of its own.
+  run_job 90 "$HYRUN" -n 7 --bootstrap=none -- "$HYRUN" -n 1 --tree-width 2 --fences outer --log-level debug -- \
+    "$PMIX_CLIENT" put-dmodex 5000
+  expect_rc 0
+  for r in $(seq 0 6); do expect_stdout "^pmix-bare-client: rank $r read every rank's 5000 bytes$"; done
+  c=$(grep -c "node link: connecting to the root's hyrun " "$ERR")
+  [ "$c" -eq 4 ] && pass "tasks 3-6 linked with the root on need" || { fail "$c nodes linked with the root on need, not 4"; show_output; }
   # Width 2 over 5 nodes: the root watches tasks 1 and 2, task 1 watches 3 and 4. Task 3's
   # hyrun stops (as a node off the network): the root does not watch it, task 1 does and
   # tells the root, which names task 3, not task 1.

@@ -174,9 +174,13 @@ class Tree {
       return it == ports_.end() ? std::nullopt : std::optional(NodeLink::Endpoint{"127.0.0.1", it->second});
     });
     if (task == 0) return;
-    if (!rootless_.contains(task)) link.dial(0, hosts_[0], "127.0.0.1", ports_.at(0));
-    if (const int parent = tree_.parent(task); parent > 0)
+    // As hyrun's: the parent, and the root on need (but a node of `rootless`).
+    if (const int parent = tree_.parent(task); parent > 0) {
       link.dial(parent, hosts_[static_cast<std::size_t>(parent)], "127.0.0.1", ports_.at(parent));
+      if (!rootless_.contains(task)) link.reach_root(hosts_[0], "127.0.0.1", ports_.at(0));
+    } else {
+      link.dial(0, hosts_[0], "127.0.0.1", ports_.at(0));
+    }
   }
   void start_here(int task) {
     NodeLink& link = *links_[task];
@@ -259,6 +263,73 @@ TEST(NodeLinkTree, ANodeWhoseParentIsLostIsNotLostAndTheRootWatchesIt) {
   EXPECT_NE(by_root->loss.why.find("silent for 1 s"), std::string::npos) << by_root->loss.why;
 }
 
+// The root links with its children, and with another node only once that node needs it
+// (here: task 5 sends it a line); task 6, which never does, never links with it.
+TEST(NodeLinkTree, OnlyTheRootsChildrenLinkWithItUntilANodeNeedsIt) {
+  Tree tree({}, false, 7);
+  std::vector<int> from;
+  tree.at(0).on(LinkKind::kCosts, [&from](int task, std::string_view) { return from.push_back(task), true; });
+  tree.run_for(std::chrono::milliseconds(300));
+  for (const int task : {1, 2}) EXPECT_TRUE(tree.at(0).send_to(task, format_link(LinkAlive{}))) << task;
+  for (const int task : {3, 4, 5, 6}) EXPECT_FALSE(tree.at(0).send_to(task, format_link(LinkAlive{}))) << task;
+  ASSERT_TRUE(tree.at(5).send_to(0, format_link(LinkCosts{5, 1, 2, 3, 4, 5, 6})));
+  ASSERT_TRUE(tree.run([&] { return !from.empty(); }));
+  EXPECT_EQ(from, std::vector<int>{5});
+  EXPECT_TRUE(tree.at(0).send_to(5, format_link(LinkAlive{})));
+  EXPECT_FALSE(tree.at(0).send_to(6, format_link(LinkAlive{})));
+  tree.run_for(std::chrono::milliseconds(1500));  // past the limit: the root does not watch task 5
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+}
+
+// The root waits for its children's byes, which say that their subtrees ended, and for no
+// other node's: tasks 3 and 4 are never heard from again, and the root ends.
+TEST(NodeLinkTree, TheRootAwaitsItsChildrenNotEveryNode) {
+  Tree tree({}, false);
+  tree.run_for(std::chrono::milliseconds(300));
+  SignalEvents signals{SIGHUP};
+  std::atomic<bool> ended{false};
+  bool result = false;
+  NodeLink& root = tree.at(0);
+  tree.hold(0);
+  tree.hold(3);
+  tree.hold(4);
+  std::thread waiting([&] {
+    result = root.await_byes(signals);
+    ended = true;
+  });
+  tree.at(1).say_bye();
+  tree.drop(1);
+  tree.run_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(ended) << "the root ended while task 2 ran";
+  tree.at(2).say_bye();
+  tree.drop(2);
+  const bool done = tree.run([&] { return ended.load(); }, std::chrono::seconds(3));
+  if (!done) ::pthread_kill(waiting.native_handle(), SIGHUP);
+  waiting.join();
+  EXPECT_TRUE(done) << "the root still waited once its children said bye";
+  EXPECT_TRUE(result);
+}
+
+// Task 1 is lost while its child, task 3, is gone too (both stopped): task 4 links with the
+// root, which watches it from then on; task 3 never does, and the root names it at the
+// connect limit as what it may be, not as a node it heard from.
+TEST(NodeLinkTree, AChildOfALostNodeThatNeverLinksIsLostAtTheConnectLimitNamedSo) {
+  Tree tree({1, 3}, true);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.stop(1);
+  tree.stop(3);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 1) && seen_by(tree.seen, 4, 1); }));
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }, std::chrono::seconds(15)));
+  const auto three =
+      std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0 && s.loss.task == 3; });
+  EXPECT_EQ(three->loss.why,
+            "it did not connect within 10 s of the loss of its tree parent (task 1): it was lost with it, or had ended "
+            "before");
+  for (const auto& s : tree.seen) EXPECT_NE(s.loss.task, 4) << "task " << s.by << " lost task 4: " << s.loss.why;
+  EXPECT_FALSE(tree.at(4).lost());
+}
+
 // The root's word on a loss the job goes on without goes down the tree too: task 3, which is
 // not linked with the root, hears of task 2's loss from its parent, as the root said it.
 TEST(NodeLinkTree, TheRootsWordOnALossGoesDownTheTree) {
@@ -275,18 +346,23 @@ TEST(NodeLinkTree, TheRootsWordOnALossGoesDownTheTree) {
   EXPECT_EQ(std::count_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 4; }), 1);
 }
 
-// A node that links after the root went on without another hears of that loss when it links.
+// A node that links after the root went on without another hears of that loss when it links:
+// from the root (task 2, its child), or from its parent (task 4, task 1's child).
 TEST(NodeLinkTree, ANodeThatLinksAfterALossTheJobWentOnWithoutHearsOfIt) {
-  Tree tree({2}, true, 5, {4});
+  Tree tree({3}, true, 5, {2, 4});
   tree.run_for(std::chrono::milliseconds(300));
-  tree.stop(2);
-  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 2) && seen_by(tree.seen, 3, 2); }));
+  tree.stop(3);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.join(2);
   tree.join(4);
-  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 4, 2); }));
-  const auto by_four = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 4; });
-  EXPECT_TRUE(by_four->loss.relayed);
-  EXPECT_EQ(by_four->loss.reporter, 0);
-  for (const int task : {0, 1, 3, 4}) EXPECT_FALSE(tree.at(task).lost()) << task;
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 2, 3) && seen_by(tree.seen, 4, 3); }));
+  for (const int by : {2, 4}) {
+    const auto seen = std::find_if(tree.seen.begin(), tree.seen.end(), [by](const Seen& s) { return s.by == by; });
+    EXPECT_TRUE(seen->loss.relayed) << by;
+    EXPECT_EQ(seen->loss.reporter, 0) << by;
+  }
+  for (const int task : {0, 1, 2, 4}) EXPECT_FALSE(tree.at(task).lost()) << task;
 }
 
 // The root stops: only its children watch it; each ends and tells its own children, so the

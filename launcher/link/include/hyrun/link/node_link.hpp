@@ -1,14 +1,14 @@
 #pragma once
 // The link among the hyrun processes of one job, so that a node whose hyrun dies or drops
 // off the network ends the job without help from srun options.
-// The root hyrun (PMIx rank 0) listens on a TCP port that it puts in its record; every other
-// hyrun connects after the fence and proves that it holds the job token (HMAC-SHA256 of its
+// The hyrun processes form a tree (link_tree.hpp). The root hyrun (PMIx rank 0) listens on a
+// TCP port that it puts in its record, every other hyrun on one in its node record; after the
+// fence each connects to its parent and proves that it holds the job token (HMAC-SHA256 of its
 // task number, the task it connects to and a fresh nonce); every later line, either way, is
-// sealed with the session's key (link_seal.hpp). The root's connections carry the PMIx relay
-// and every node's end; liveness runs along a tree (link_tree.hpp): a hyrun with children in
-// it listens too, each child connects to its parent (the root's children use their one
-// connection), and heartbeats go only between parent and child, each from a thread of its
-// own (LinkWriter), so that a busy main loop never silences them. A connection that closes
+// sealed with the session's key (link_seal.hpp). A node whose parent is not the root connects
+// to the root only on need (reach_root, root_link): the PMIx relay's lines, which travel only
+// to and from the root, or its parent gone. Heartbeats go only between parent and child, each
+// from a thread of its own (LinkWriter), so that a busy main loop never silences them. A connection that closes
 // (the peer died) is a loss at once; a parent or child silent for the node timeout
 // (--node-timeout: the peer's node is off the network, or its hyrun is stopped) without
 // having said "bye" is a loss then (before it has linked, the launch's limit holds:
@@ -20,27 +20,24 @@
 // on without that node (its ranks handle deaths): the root then tells the other nodes
 // ("lost": those linked with it, each of which passes the word to its children, and a node
 // that links later when it does), and the lost node's children are watched by the root from
-// then on, as they are once their parent said bye. A node that ends the job for the root's loss (or the root's
-// word) tells its children, so the loss of the root reaches every node along the tree.
-// The job's end goes up the tree too: a node whose ranks ended waits for its children's bye
-// (await_byes) before its own, so a bye says that the node's whole subtree has ended, and
-// what the subtree said before it (a loss, --timings' costs) is already on its way up the
-// same connection, ahead of it.
-// The root holds a connection to every node, so the link's sockets sit in an epoll set of its
-// own and the main loop polls one descriptor for them all: a wake of the root costs what is
-// ready, not the number of nodes. Its limits are judged the same way: the peers are looked at
-// when the earliest of their deadlines comes (or something that may be due sooner happens),
-// not at every wake, and only the sockets that have bytes queued are armed for writing.
-// Direct modex between two nodes that are not the root goes straight from the node that asks
-// to the node that holds the rank, not through the root: ask() opens a connection of its own
-// to that node on first use (every node listens), and the holder's reply() goes back on it.
-// Such a connection carries direct modex only; it is not watched (the tree judges liveness),
-// and its closing is no loss: the asker's open requests to that node fail (on_unreachable).
-// Its lines are the kinds of link_message.hpp: the link takes alive, bye and lost itself;
-// another protocol carried on the root's connections (the PMIx relay: fences and direct
-// modex) registers a handler for each kind of its own (on()). A line of a kind that no one
-// takes, or of no kind of the protocol's version, ends the link. Wire format:
-// docs/architecture.md.
+// then on, as they are once their parent said bye: each connects to the root once it sees its
+// parent gone, and the root waits for that (after a loss) as for its own children. A node that ends the job for the
+// root's loss (or the root's word) tells its children, so the loss of the root reaches every node along the tree. The
+// job's end goes up the tree too: a node whose ranks ended waits for its children's bye (await_byes) before its own, so
+// a bye says that the node's whole subtree has ended, and what the subtree said before it (a loss, --timings' costs) is
+// already on its way up the same connection, ahead of it. The root may hold a connection to every node, so the link's
+// sockets sit in an epoll set of its own and the main loop polls one descriptor for them all: a wake of the root costs
+// what is ready, not the number of nodes. Its limits are judged the same way: the peers are looked at when the earliest
+// of their deadlines comes (or something that may be due sooner happens), not at every wake, and only the sockets that
+// have bytes queued are armed for writing. Direct modex between two nodes that are not the root goes straight from the
+// node that asks to the node that holds the rank, not through the root: ask() opens a connection of its own to that
+// node on first use (every node listens), and the holder's reply() goes back on it (the root asks so a holder not
+// linked with it, which answers on its own link to the root). Such a connection carries direct modex only; it is not
+// watched (the tree judges liveness), and its closing is no loss: the asker's open requests to that node fail
+// (on_unreachable). Its lines are the kinds of link_message.hpp: the link takes alive, bye and lost itself; another
+// protocol carried on the root's connections (the PMIx relay: fences and direct modex) registers a handler for each
+// kind of its own (on()). A line of a kind that no one takes, or of no kind of the protocol's version, ends the link.
+// Wire format: docs/architecture.md.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -96,9 +93,10 @@ class NodeLink : public PollParticipant {
   static NodeLink listen(std::chrono::milliseconds silence_limit, std::size_t max_queued = LinkWriter::kMaxQueuedBytes);
   int port() const { return port_; }
 
-  /// Awaits a connection from every task but `self` of `hosts` (host name per task) at the
-  /// root, from this task's children in `tree` elsewhere (a link that listens);
-  /// kMaxUnidentified + their number may wait for their hello at once. Heartbeats and the
+  /// Awaits a connection from this task's children in `tree` (a link that listens), each lost
+  /// if it has not connected within the connect limit; the root takes one from any other task
+  /// of `hosts` (host name per task) too, on need, and waits for none of those.
+  /// kMaxUnidentified + the tasks may wait for their hello at once. Heartbeats and the
   /// silence limit hold between parent and child in `tree` only (none: the star over `hosts`).
   void expect(const std::vector<std::string>& hosts, int self, std::string token,
               std::optional<LinkTree> tree = std::nullopt);
@@ -110,6 +108,9 @@ class NodeLink : public PollParticipant {
   /// Other nodes: connects (without blocking) to `task` (the root, or this node's parent in
   /// the tree) at `address`:`port`; after expect() where this link listens.
   void dial(int task, const std::string& host, const std::string& address, int port);
+  /// Other nodes whose tree parent is not the root: where the root listens, dialled on need
+  /// (root_link()): for the relay's lines to the root, and once the parent is gone.
+  void reach_root(std::string host, std::string address, int port);
   /// A link that does not listen (a node without children), for dial().
   static NodeLink unlistened(int self, std::string token, LinkTree tree, std::chrono::milliseconds silence_limit,
                              std::size_t max_queued = LinkWriter::kMaxQueuedBytes);
@@ -198,6 +199,10 @@ class NodeLink : public PollParticipant {
     bool watched = true;      // parent or child in the tree: heartbeats, and its silence is a loss
     bool out_armed = false;   // its socket's writability is in the epoll set
     bool launching = false;   // dialled, nothing read from it yet: it may still be in its launch
+    // Not connected yet and watched (a child; at the root, a lost node's child): lost when it
+    // has not connected by then. adopted_from: at the root, the lost parent it was taken from.
+    Clock::time_point connect_by{};
+    int adopted_from = -1;
     enum class Direct { kNo, kOut, kIn } direct = Direct::kNo;  // ask()'s connection, ours or the peer's
     Clock::time_point heard{};  // identified: the last bytes read; unidentified: accepted
     std::string in;
@@ -253,6 +258,9 @@ class NodeLink : public PollParticipant {
   void adopt_children_of(int task);
   /// The root's, the parent's or a child's connection to `task` (not ask()'s).
   Peer* find_peer(int task);
+  /// Another node: its connection to the root, dialled now if it has none yet and knows
+  /// where the root listens (reach_root); null when it has none and can have none.
+  Peer* root_link();
   Peer* find_direct(int task, Peer::Direct which);
   /// Accepts a hello from a task that is none of this node's tree peers: ask()'s connection.
   /// An accepted connection's first line: a hello of the job's, for a tree place or ask().
@@ -284,7 +292,7 @@ class NodeLink : public PollParticipant {
   LinkTree tree_;
   std::set<int> absorbed_;            // tasks whose loss the job went on without
   std::vector<std::string> reports_;  // the losses this node sent up (report_up)
-  std::vector<std::string> told_;     // root: its lost lines for the losses it absorbed
+  std::vector<std::string> told_;     // the lost lines of the losses absorbed, for a node that links later
   int port_ = 0;
   std::string token_;
   UniqueFd listener_;
@@ -300,7 +308,6 @@ class NodeLink : public PollParticipant {
   std::chrono::milliseconds silence_limit_;
   std::chrono::milliseconds launch_limit_{0};  // allow_launch(); at least silence_limit_ where used
   std::uint64_t received_ = 0;
-  Clock::time_point connect_deadline_{};
   // When on_tick() next looks at every peer. Deadlines only move later (a peer heard from,
   // one that linked) or start at least a silence limit from now, so this stays early enough;
   // what can be due sooner (a queue past its bound, a paused accept) brings it forward.
@@ -310,7 +317,13 @@ class NodeLink : public PollParticipant {
   Locate locate_;
   std::function<void(int task)> on_unreachable_;
   std::map<LinkKind, Handler> handlers_;
-  std::vector<std::string> hosts_;           // each task's host (expect())
+  std::vector<std::string> hosts_;  // each task's host (expect())
+  struct RootAt {
+    std::string host;
+    std::string address;
+    int port = 0;
+  };
+  std::optional<RootAt> root_at_;            // another node: where the root listens (reach_root)
   Clock::time_point accept_paused_until_{};  // out of descriptors: the listener is not polled until then
   // What someone outside the job can provoke is logged bounded.
   WarningLimiter refusals_{"refused or closed connections on the node link"};
