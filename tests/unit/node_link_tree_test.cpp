@@ -150,6 +150,11 @@ class Tree {
   void release(int task) { held_.erase(task); }
   void stop(int task) { ASSERT_EQ(::kill(forked_.at(task)->pid(), SIGSTOP), 0); }
   void drop(int task) { links_.at(task).reset(); }
+  // The node ends as a hyrun whose subtree ended does: bye, then its connections close.
+  void leave(int task) {
+    at(task).say_bye();
+    drop(task);
+  }
   bool run(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(8)) {
     return pump(here(), done, limit);
   }
@@ -211,6 +216,57 @@ class Tree {
   std::map<int, std::optional<NodeLink>> links_;
   std::map<int, std::unique_ptr<ForkedNode>> forked_;  // ended (SIGKILL) before links_ close
 };
+
+// A node's await_byes() on a thread of its own (hold() the node: its loop is the thread's).
+// SIGHUP is blocked here and there (not in the writers' threads): one directed at the thread
+// is a stop signal pending there, which ends a wait that outlived the test's limit.
+class ByeWait {
+ public:
+  explicit ByeWait(NodeLink& link)
+      : thread_([this, &link] {
+          result_ = link.await_byes(signals_);
+          ended_ = true;
+        }) {}
+  ByeWait(const ByeWait&) = delete;
+  ByeWait& operator=(const ByeWait&) = delete;
+  ~ByeWait() {
+    if (thread_.joinable()) end();
+  }
+  bool ended() const { return ended_; }
+  // Runs `tree` until the wait ends, at most `limit`; then ends it. True when it ended by itself.
+  bool ends_within(Tree& tree, std::chrono::milliseconds limit) {
+    const bool done = tree.run([this] { return ended_.load(); }, limit);
+    end();
+    return done;
+  }
+  // What await_byes() returned: false on a loss that ends the job.
+  bool result() const { return result_; }
+
+ private:
+  void end() {
+    if (!ended_) ::pthread_kill(thread_.native_handle(), SIGHUP);
+    thread_.join();
+  }
+  SignalEvents signals_{SIGHUP};
+  std::atomic<bool> ended_{false};
+  bool result_ = false;
+  std::thread thread_;
+};
+
+// `waiter` awaits byes (its loop held: the wait's) while `children` leave one by one: it goes
+// on waiting while any of them runs, and ends once the last said bye.
+void expect_awaits_exactly(Tree& tree, int waiter, const std::vector<int>& children) {
+  tree.hold(waiter);
+  ByeWait wait(tree.at(waiter));
+  for (const int child : children) {
+    tree.run_for(std::chrono::milliseconds(300));
+    EXPECT_FALSE(wait.ended()) << "task " << waiter << " ended while task " << child << " ran";
+    tree.leave(child);
+  }
+  EXPECT_TRUE(wait.ends_within(tree, std::chrono::seconds(8)))
+      << "task " << waiter << " still waited once its children said bye";
+  EXPECT_TRUE(wait.result());
+}
 
 bool seen_by(const std::vector<Seen>& seen, int by, int task) {
   return std::any_of(seen.begin(), seen.end(), [&](const Seen& s) { return s.by == by && s.loss.task == task; });
@@ -287,28 +343,9 @@ TEST(NodeLinkTree, OnlyTheRootsChildrenLinkWithItUntilANodeNeedsIt) {
 TEST(NodeLinkTree, TheRootAwaitsItsChildrenNotEveryNode) {
   Tree tree({}, false);
   tree.run_for(std::chrono::milliseconds(300));
-  SignalEvents signals{SIGHUP};
-  std::atomic<bool> ended{false};
-  bool result = false;
-  NodeLink& root = tree.at(0);
-  tree.hold(0);
   tree.hold(3);
   tree.hold(4);
-  std::thread waiting([&] {
-    result = root.await_byes(signals);
-    ended = true;
-  });
-  tree.at(1).say_bye();
-  tree.drop(1);
-  tree.run_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(ended) << "the root ended while task 2 ran";
-  tree.at(2).say_bye();
-  tree.drop(2);
-  const bool done = tree.run([&] { return ended.load(); }, std::chrono::seconds(3));
-  if (!done) ::pthread_kill(waiting.native_handle(), SIGHUP);
-  waiting.join();
-  EXPECT_TRUE(done) << "the root still waited once its children said bye";
-  EXPECT_TRUE(result);
+  expect_awaits_exactly(tree, 0, {1, 2});
 }
 
 // Task 1 is lost while its child, task 3, is gone too (both stopped): task 4 links with the
@@ -388,8 +425,7 @@ TEST(NodeLinkTree, TheRootsLossReachesTheNodesThatDoNotWatchIt) {
 TEST(NodeLinkTree, AParentThatLeavesHandsItsChildrenToTheRoot) {
   Tree tree({3}, false);
   tree.run_for(std::chrono::milliseconds(300));
-  tree.at(1).say_bye();
-  tree.drop(1);
+  tree.leave(1);
   tree.run_for(std::chrono::milliseconds(2500));
   for (const auto& s : tree.seen)
     ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
@@ -491,28 +527,7 @@ TEST(NodeLinkTree, CostsGoUpTheTreeAndOnlyFromTheSendersSubtree) {
 TEST(NodeLinkTree, ANodeAwaitsItsChildrensByesAndOnlyTheirs) {
   Tree tree({}, false);
   tree.run_for(std::chrono::milliseconds(300));
-  SignalEvents signals{SIGHUP};  // blocked here and in the thread that waits (not in the writers')
-  std::atomic<bool> ended{false};
-  bool result = false;
-  NodeLink& one = tree.at(1);
-  tree.hold(1);  // its loop is the thread's
-  std::thread waiting([&] {
-    result = one.await_byes(signals);
-    ended = true;
-  });
-  tree.run_for(std::chrono::milliseconds(500));
-  EXPECT_FALSE(ended) << "task 1 ended while its children ran";
-  tree.at(3).say_bye();
-  tree.drop(3);
-  tree.run_for(std::chrono::milliseconds(500));
-  EXPECT_FALSE(ended) << "task 1 ended while task 4 ran";
-  tree.at(4).say_bye();
-  tree.drop(4);
-  const bool done = tree.run([&] { return ended.load(); });
-  if (!done) ::pthread_kill(waiting.native_handle(), SIGHUP);  // a stop signal pending there ends the wait
-  waiting.join();
-  EXPECT_TRUE(done) << "task 1 still waited once its children said bye";
-  EXPECT_TRUE(result);
+  expect_awaits_exactly(tree, 1, {3, 4});
   for (const auto& s : tree.seen)
     ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
 }
