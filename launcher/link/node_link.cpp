@@ -512,7 +512,11 @@ bool NodeLink::take_own(Peer& peer, LinkKind kind, const std::string& body) {
       if (!parse_link<LinkBye>(body)) return false;
       peer.said_bye = true;
       writer_->stop_heartbeats(peer.slot);  // one that left reads no more
-      if (root_ || peer.task == tree_.parent(self_)) adopt_children_of(peer.task);
+      // A node's bye says that its subtree ended, or that it ended early because the whole job
+      // ends (its abort, its launcher's signal, which every node gets): its children need not
+      // link with the root for it (one that does is watched there, take_hello); the root
+      // watches those already linked with it.
+      if (root_) adopt_children_of(peer.task);
       return true;
     case LinkKind::kLost: {
       const auto lost = parse_link<LinkLoss>(body);
@@ -554,9 +558,9 @@ bool NodeLink::take_loss(Peer& peer, const LinkLoss& lost) {
 
 void NodeLink::adopt_children_of(int task) {
   if (root_) {
-    // A child not linked with the root yet links once it sees its parent gone (take_hello
-    // watches it then); after a loss it must, and the root waits for it. After a bye it may
-    // never: the parent's subtree had ended.
+    // A child not linked with the root yet links once it sees its parent lost, and the root
+    // waits for it. After a bye it links only on need (take_hello watches it then): the
+    // parent's subtree had ended, or the whole job ends.
     const bool lost = peers_[static_cast<std::size_t>(task)].gone;
     for (const int child : tree_.children(task))
       if (Peer* p = find_peer(child); p && !p->gone && !p->said_bye && !p->watched && (p->fd || lost)) {

@@ -420,17 +420,23 @@ TEST(NodeLinkTree, TheRootsLossReachesTheNodesThatDoNotWatchIt) {
   }
 }
 
-// Task 1 ends (bye): the root watches its children from then on. Task 3 then stops, and the
-// root itself finds it silent.
-TEST(NodeLinkTree, AParentThatLeavesHandsItsChildrenToTheRoot) {
-  Tree tree({3}, false);
+// Task 1 ends early (bye) while its children run: they do not link with the root for it (the
+// job is ending: a launcher's signal reaches every node), and no one is taken for lost. Task 4
+// then links with the root on need: the root watches it from its hello, and finds it silent
+// once its loop stops.
+TEST(NodeLinkTree, AChildOfAParentThatLeftEarlyIsWatchedByTheRootOnceItLinks) {
+  Tree tree({}, false);
+  tree.at(0).on(LinkKind::kCosts, [](int, std::string_view) { return true; });
   tree.run_for(std::chrono::milliseconds(300));
   tree.leave(1);
   tree.run_for(std::chrono::milliseconds(2500));
   for (const auto& s : tree.seen)
     ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
-  tree.stop(3);
-  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));
+  for (const int task : {3, 4}) EXPECT_FALSE(tree.at(0).send_to(task, format_link(LinkAlive{}))) << task;
+  ASSERT_TRUE(tree.at(4).send_to(0, format_link(LinkCosts{4, 1, 2, 3, 4, 5, 6})));
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.hold(4);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 4); }));
   const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
   EXPECT_EQ(by_root->loss.why, "silent for 1 s (--node-timeout): its node is off the network or its hyrun is stopped");
 }

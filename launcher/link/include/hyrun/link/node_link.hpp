@@ -7,7 +7,7 @@
 // task number, the task it connects to and a fresh nonce); every later line, either way, is
 // sealed with the session's key (link_seal.hpp). A node whose parent is not the root connects
 // to the root only on need (reach_root, root_link): the PMIx relay's lines, which travel only
-// to and from the root, or its parent gone. Heartbeats go only between parent and child, each
+// to and from the root, or its parent lost. Heartbeats go only between parent and child, each
 // from a thread of its own (LinkWriter), so that a busy main loop never silences them. A connection that closes
 // (the peer died) is a loss at once; a parent or child silent for the node timeout
 // (--node-timeout: the peer's node is off the network, or its hyrun is stopped) without
@@ -20,8 +20,10 @@
 // on without that node (its ranks handle deaths): the root then tells the other nodes
 // ("lost": those linked with it, each of which passes the word to its children, and a node
 // that links later when it does), and the lost node's children are watched by the root from
-// then on, as they are once their parent said bye: each connects to the root once it sees its
-// parent gone, and the root waits for that (after a loss) as for its own children. A node that ends the job for the
+// then on: each connects to the root once it sees its parent lost, and the root waits for that
+// as for its own children. A parent's bye says that its subtree ended, or that the whole job
+// ends (its abort, its launcher's signal): its children link with the root only on need, and
+// the root watches them then. A node that ends the job for the
 // root's loss (or the root's word) tells its children, so the loss of the root reaches every node along the tree. The
 // job's end goes up the tree too: a node whose ranks ended waits for its children's bye (await_byes) before its own, so
 // a bye says that the node's whole subtree has ended, and what the subtree said before it (a loss, --timings' costs) is
@@ -109,7 +111,7 @@ class NodeLink : public PollParticipant {
   /// the tree) at `address`:`port`; after expect() where this link listens.
   void dial(int task, const std::string& host, const std::string& address, int port);
   /// Other nodes whose tree parent is not the root: where the root listens, dialled on need
-  /// (root_link()): for the relay's lines to the root, and once the parent is gone.
+  /// (root_link()): for the relay's lines to the root, and once the parent is lost.
   void reach_root(std::string host, std::string address, int port);
   /// A link that does not listen (a node without children), for dial().
   static NodeLink unlistened(int self, std::string token, LinkTree tree, std::chrono::milliseconds silence_limit,
