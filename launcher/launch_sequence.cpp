@@ -443,6 +443,7 @@ bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
         fmt::format("{}; its ranks {}-{} are reported dead to this node's ranks, which handle deaths: the job goes on",
                     what, gone.first_rank, gone.first_rank + gone.ranks - 1));
     supervisor.report_remote_deaths(gone.first_rank, gone.ranks);
+    if (relay_) relay_->unreachable(lost.task);  // what its ranks' data was asked of it fails
     return true;
   }
   loss_ = what;
@@ -473,7 +474,7 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
     // linked with it, whose answer comes on that node's connection to the root.
     relay_->direct_through([this](int task, const std::string& body) { return link_->ask(task, body); },
                            [this](int task, const std::string& body) { return link_->reply(task, body); });
-    if (task_ != 0) link_->on_unreachable([this](int task) { relay_->unreachable(task); });
+    link_->on_unreachable([this](int task) { relay_->unreachable(task); });
   }
   const bool through_outer =
       options_.fences == FenceRoute::kOuter || (options_.fences == FenceRoute::kAuto && tasks_ > kLinkFencesUpTo);

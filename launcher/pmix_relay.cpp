@@ -163,6 +163,17 @@ void PmixRelay::unreachable(int task) {
     } else {
       ++it;
     }
+  // Root: what it passed on to that holder is answered "none"; an answer that still comes (on
+  // the holder's own link, after the connection the root asked on ended) is dropped.
+  std::vector<std::uint64_t> routed;
+  for (const auto& [id, to] : routed_)
+    if (to.holder == task) routed.push_back(id);
+  for (const std::uint64_t id : routed) {
+    spdlog::debug("PMIx direct modex {}: {} can answer no more", id, hosts_[task]);
+    answer(task, id, std::nullopt);
+    abandoned_[id] = task;
+  }
+  while (abandoned_.size() > kMaxOpen) abandoned_.erase(abandoned_.begin());
 }
 
 void PmixRelay::route(int task, std::uint64_t id, std::uint32_t rank) {
@@ -211,7 +222,13 @@ void PmixRelay::local_data(std::uint64_t id, bool ok, std::string data) {
 bool PmixRelay::answer(int from, std::uint64_t id, std::optional<std::string> data) {
   if (task_ == 0) {  // a request the root routed: answer whoever asked
     const auto it = routed_.find(id);
-    if (it == routed_.end() || it->second.holder != from) return false;
+    if (it == routed_.end()) {  // answered "none" already when its holder became unreachable
+      const auto late = abandoned_.find(id);
+      if (late == abandoned_.end() || late->second != from) return false;
+      abandoned_.erase(late);
+      return true;
+    }
+    if (it->second.holder != from) return false;
     const Routed to = it->second;
     routed_.erase(it);
     if (to.task != 0) {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <utility>
 
 #include "hyrun/common/error.hpp"
 #include "hyrun/common/hex.hpp"
@@ -162,8 +163,12 @@ NodeLink::Peer* NodeLink::root_link() {
     spdlog::debug("node link: connecting to the root's hyrun at {}:{}", root_at_->address, root_at_->port);
     return &peers_[open_connection(0, root_at_->host, root_at_->address, root_at_->port, LinkPurpose::kTree)];
   } catch (const Error& e) {
-    spdlog::warn("node link: cannot connect to the root's hyrun: {}", e.what());
+    // What this node had to tell the root cannot reach it (a fence's part, a loss): the root
+    // is lost to it, said at the next tick (not inside whatever is sending), as when the
+    // connect fails later.
+    root_unreachable_ = Loss{0, root_at_->host, fmt::format("cannot connect: {}", e.what())};
     root_at_.reset();
+    judge_by(Clock::now());
     return nullptr;
   }
 }
@@ -197,10 +202,11 @@ std::size_t NodeLink::open_connection(int task, const std::string& host, const s
   judge_by(peer.heard);
   // A fresh nonce per connection: the session's key derives from it (link_seal.hpp).
   const std::string nonce = new_link_nonce();
-  // Heartbeats only to the parent, on the tree's connection (dial() sets watched after this
-  // returns): a direct modex connection to it carries none.
+  // Heartbeats to the parent, and to the root on a connection to it: the root may watch this
+  // node from any moment (its parent lost, or gone early: take_hello, adopt_children_of),
+  // and learns it only here. A direct modex connection carries none.
   writer_->add(peer.slot, peer.fd.get(), peer.connecting, LinkSeal(token_, self_, nonce, LinkSeal::Direction::kToRoot),
-               purpose == LinkPurpose::kTree && task == tree_.parent(self_),
+               purpose == LinkPurpose::kTree && (task == tree_.parent(self_) || task == 0),
                format_link(LinkHello{self_, nonce, link_hello_proof(token_, self_, task, nonce, purpose)}));
   peer.seal.emplace(token_, self_, nonce, LinkSeal::Direction::kFromRoot);
   peers_.push_back(std::move(peer));
@@ -225,7 +231,7 @@ NodeLink::Peer* NodeLink::find_direct(int task, Peer::Direct which) {
 }
 
 bool NodeLink::ask(int task, const std::string& body) {
-  if (task <= 0 || task == self_ || task >= tree_.tasks() || lost_) return false;
+  if (task <= 0 || task == self_ || task >= tree_.tasks() || lost_ || absorbed_.contains(task)) return false;
   Peer* peer = find_direct(task, Peer::Direct::kOut);
   if (!peer) {
     const auto endpoint = locate_ ? locate_(task) : std::nullopt;
@@ -517,6 +523,8 @@ bool NodeLink::take_own(Peer& peer, LinkKind kind, const std::string& body) {
       // link with the root for it (one that does is watched there, take_hello); the root
       // watches those already linked with it.
       if (root_) adopt_children_of(peer.task);
+      // Its last line: what the root asked of it and it did not answer, it never will.
+      if (root_ && on_unreachable_) on_unreachable_(peer.task);
       return true;
     case LinkKind::kLost: {
       const auto lost = parse_link<LinkLoss>(body);
@@ -641,6 +649,7 @@ NodeLink::Clock::time_point NodeLink::wake_by() const { return next_judgement_; 
 
 NodeLink::Clock::time_point NodeLink::next_deadline() const {
   auto t = Clock::now() + silence_limit_;
+  if (root_unreachable_) return Clock::now();
   for (const auto& p : peers_) {
     if (!p.gone && p.overflowed) return Clock::now();
     if (p.gone || p.said_bye) continue;
@@ -713,6 +722,7 @@ void NodeLink::judge_peers(Clock::time_point now) {
     else if (p.fd && (p.watched || p.connecting) && Clock::now() - p.heard >= silence_limit_of(p))
       lose(p, silence_of(p));
   }
+  if (root_unreachable_) report(*std::exchange(root_unreachable_, std::nullopt));
   for (auto& p : unidentified_)
     if (p.fd && !p.gone && now - p.heard >= hello_limit()) {
       take_what_waits(p);  // a hello read here moves the peer out (its fd taken)
@@ -731,7 +741,10 @@ void NodeLink::lose(Peer& peer, const std::string& why) {
     spdlog::debug("node link: the direct modex connection {} task {} ended: {}",
                   peer.direct == Peer::Direct::kOut ? "to" : "from", peer.task, why);
     close_quietly(peer);
-    if (peer.direct == Peer::Direct::kOut && on_unreachable_) on_unreachable_(peer.task);
+    // At the root the holder answers on its own link: while that is up, its answers may come.
+    const Peer* own = root_ ? find_peer(peer.task) : nullptr;
+    const bool answers_elsewhere = own && own->fd && !own->gone && !own->said_bye;
+    if (peer.direct == Peer::Direct::kOut && on_unreachable_ && !answers_elsewhere) on_unreachable_(peer.task);
     return;
   }
   peer.gone = true;

@@ -9,6 +9,7 @@
 // writer started (NodeLinkTree.AParentThatLeavesHandsItsChildrenToTheRoot, 9 of 30 runs under
 // ASan). So the child waits for what it needs to know (ports) until the parent sends it.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +66,11 @@ class ForkedNode {
     const int count = static_cast<int>(words.size());
     (void)!::write(ours_down_.get(), &count, sizeof count);
     if (count > 0) (void)!::write(ours_down_.get(), words.data(), words.size() * sizeof(int));
+  }
+  // Child: whether words from the parent wait to be taken (wait_words() then does not block).
+  bool words_ready() const {
+    pollfd p{ours_down_.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
   }
   std::vector<int> wait_words() {
     int count = 0;

@@ -138,6 +138,10 @@ class Tree {
     late_.erase(task);
     start_here(task);
   }
+  // Where a late node dials the root on need (loopback unless said): set before join().
+  void root_at(int task, std::string address) { root_addresses_[task] = std::move(address); }
+  // A forked node sends the root a line now (its costs), dialling it on need.
+  void send_to_root(int task) { forked_.at(task)->send_words({kSendToRoot}); }
   NodeLink& at(int task) { return *links_.at(task); }
   std::vector<NodeLink*> here() {
     std::vector<NodeLink*> out;
@@ -182,7 +186,10 @@ class Tree {
     // As hyrun's: the parent, and the root on need (but a node of `rootless`).
     if (const int parent = tree_.parent(task); parent > 0) {
       link.dial(parent, hosts_[static_cast<std::size_t>(parent)], "127.0.0.1", ports_.at(parent));
-      if (!rootless_.contains(task)) link.reach_root(hosts_[0], "127.0.0.1", ports_.at(0));
+      if (!rootless_.contains(task)) {
+        const auto address = root_addresses_.find(task);
+        link.reach_root(hosts_[0], address == root_addresses_.end() ? "127.0.0.1" : address->second, ports_.at(0));
+      }
     } else {
       link.dial(0, hosts_[0], "127.0.0.1", ports_.at(0));
     }
@@ -202,9 +209,15 @@ class Tree {
     for (int t = 0; t < static_cast<int>(ports.size()); ++t) ports_[t] = ports[t];
     connect(link, task);
     link.on_loss([](const NodeLink::Loss&) { return true; });
-    pump(
-        {&link}, [] { return false; }, std::chrono::seconds(60));
+    const auto end = Clock::now() + std::chrono::seconds(60);
+    while (pump(
+        {&link}, [&] { return self.words_ready(); },
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()))) {
+      if (self.wait_words() == std::vector<int>{kSendToRoot})
+        link.send_to(0, format_link(LinkCosts{task, 1, 2, 3, 4, 5, 6}));
+    }
   }
+  static constexpr int kSendToRoot = 1;
 
   LinkTree tree_;
   std::vector<std::string> hosts_;
@@ -213,6 +226,7 @@ class Tree {
   std::set<int> late_;
   std::set<int> rootless_;
   std::map<int, int> ports_;
+  std::map<int, std::string> root_addresses_;
   std::map<int, std::optional<NodeLink>> links_;
   std::map<int, std::unique_ptr<ForkedNode>> forked_;  // ended (SIGKILL) before links_ close
 };
@@ -422,23 +436,58 @@ TEST(NodeLinkTree, TheRootsLossReachesTheNodesThatDoNotWatchIt) {
 
 // Task 1 ends early (bye) while its children run: they do not link with the root for it (the
 // job is ending: a launcher's signal reaches every node), and no one is taken for lost. Task 4
-// then links with the root on need: the root watches it from its hello, and finds it silent
-// once its loop stops.
+// then links with the root on need: the root watches it from its hello, and it beats to the
+// root, which takes it for lost only once it stops (its node off the network).
 TEST(NodeLinkTree, AChildOfAParentThatLeftEarlyIsWatchedByTheRootOnceItLinks) {
-  Tree tree({}, false);
+  Tree tree({4}, false);
   tree.at(0).on(LinkKind::kCosts, [](int, std::string_view) { return true; });
   tree.run_for(std::chrono::milliseconds(300));
   tree.leave(1);
   tree.run_for(std::chrono::milliseconds(2500));
+  for (const int task : {3, 4}) EXPECT_FALSE(tree.at(0).send_to(task, format_link(LinkAlive{}))) << task;
+  tree.send_to_root(4);
+  ASSERT_TRUE(tree.run([&] { return tree.at(0).send_to(4, format_link(LinkAlive{})); }));
+  tree.run_for(std::chrono::milliseconds(2500));  // past the 1 s limit, twice
   for (const auto& s : tree.seen)
     ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
-  for (const int task : {3, 4}) EXPECT_FALSE(tree.at(0).send_to(task, format_link(LinkAlive{}))) << task;
-  ASSERT_TRUE(tree.at(4).send_to(0, format_link(LinkCosts{4, 1, 2, 3, 4, 5, 6})));
-  tree.run_for(std::chrono::milliseconds(300));
-  tree.hold(4);
+  tree.stop(4);
   ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 4); }));
   const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
   EXPECT_EQ(by_root->loss.why, "silent for 1 s (--node-timeout): its node is off the network or its hyrun is stopped");
+}
+
+// Task 4 links with the root on need while its parent runs; task 1 then ends early (bye): the
+// root watches task 4 from then on, and task 4's beats keep it linked until it stops.
+TEST(NodeLinkTree, ANodeLinkedWithTheRootBeforeItsParentLeftIsWatchedThereFromTheBye) {
+  Tree tree({4}, false);
+  tree.at(0).on(LinkKind::kCosts, [](int, std::string_view) { return true; });
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.send_to_root(4);
+  ASSERT_TRUE(tree.run([&] { return tree.at(0).send_to(4, format_link(LinkAlive{})); }));
+  tree.leave(1);
+  tree.run_for(std::chrono::milliseconds(2500));  // past the 1 s limit, twice
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+  tree.stop(4);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 4); }));
+  const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
+  EXPECT_EQ(by_root->loss.why, "silent for 1 s (--node-timeout): its node is off the network or its hyrun is stopped");
+}
+
+// Task 3's dial of the root on need fails at once (here: an address that is none): what it had
+// for the root cannot go, so the root is lost to it, said at its next tick, and the job ends
+// there as for any loss of the root, rather than a fence's part dropped in silence.
+TEST(NodeLinkTree, ANodeWhoseDialOfTheRootFailsAtOnceTakesTheRootForLost) {
+  Tree tree({}, false, 5, {3});
+  tree.root_at(3, "256.0.0.1");
+  tree.join(3);
+  tree.run_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(tree.seen.empty());
+  EXPECT_FALSE(tree.at(3).send_to(0, format_link(LinkFencePart{0, "00"})));
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 3, 0); }, std::chrono::seconds(2)));
+  EXPECT_EQ(tree.seen.front().loss.why,
+            "cannot connect: the root's node link address '256.0.0.1' is not an IPv4 address");
+  EXPECT_TRUE(tree.at(3).lost());
 }
 
 // A node may tell the root only of its own parent or children: a made-up loss of another
@@ -575,6 +624,33 @@ TEST(NodeLinkTree, TheRootAsksANodeNotLinkedWithItOnAConnectionOfItsOwn) {
   ASSERT_TRUE(tree.run([&] { return !answers.empty(); }));
   EXPECT_EQ(asked, (std::vector<std::pair<int, std::uint64_t>>{{0, 7}}));
   EXPECT_EQ(answers, (std::vector<std::pair<int, std::uint64_t>>{{3, 107}}));
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+}
+
+// The root hears when a node it asked can answer no more (the PMIx relay then answers for it):
+// its connection of its own to a node not linked with it ends (task 3, which never ran), or a
+// node linked with it says bye (task 4). Not while the node it asked is linked with it: the
+// answers come there (task 4 ends the root's connection of its own, and stays linked).
+TEST(NodeLinkTree, TheRootHearsWhenANodeItAskedCanAnswerNoMore) {
+  Tree tree({}, false, 5, {3});
+  std::vector<int> unreachable;
+  tree.at(0).on_unreachable([&unreachable](int task) { unreachable.push_back(task); });
+  tree.at(0).on(LinkKind::kCosts, [](int, std::string_view) { return true; });
+  tree.at(4).on(LinkKind::kDmodexGet, [](int, std::string_view) { return false; });  // ends the connection
+  tree.run_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(tree.at(0).ask(3, format_link(LinkDmodexGet{1, 3})));
+  tree.run_for(std::chrono::milliseconds(200));
+  tree.drop(3);  // its listener closes: the root's connection is reset
+  ASSERT_TRUE(tree.run([&] { return !unreachable.empty(); }));
+  ASSERT_TRUE(tree.at(4).send_to(0, format_link(LinkCosts{4, 1, 2, 3, 4, 5, 6})));
+  ASSERT_TRUE(tree.run([&] { return tree.at(0).send_to(4, format_link(LinkAlive{})); }));
+  ASSERT_TRUE(tree.at(0).ask(4, format_link(LinkDmodexGet{2, 4})));
+  tree.run_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(unreachable, std::vector<int>{3}) << "task 4 is linked with the root";
+  tree.leave(4);
+  ASSERT_TRUE(tree.run([&] { return unreachable.size() > 1; }));
+  EXPECT_EQ(unreachable, (std::vector<int>{3, 4}));
   for (const auto& s : tree.seen)
     ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
 }

@@ -529,6 +529,35 @@ TEST(PmixRelay, TheRootAsksAHolderNotLinkedWithItOnAConnectionOfItsOwn) {
   EXPECT_FALSE((*again_done)->first);
 }
 
+// The root asked node 2 (not linked with it) on a connection of its own, for its own rank and
+// for node 1; node 2 can answer no more before it did (that connection ended, or it said bye):
+// both requests fail then, not at the job's end. An answer of node 2's that still comes on its
+// own link is dropped, not taken for a fault; one to a request never made still is.
+TEST(PmixRelay, WhatTheRootAskedOfAHolderThatCanAnswerNoMoreFailsThen) {
+  Job job(3, 1);
+  job.direct({1});  // node 1 asks through the root
+  job.unlink(2);
+  job.committed[2] = "two";
+  auto [from_root, from_root_done] = request();
+  auto [from_one, from_one_done] = request();
+  job.node(0).direct_modex(2, from_root);
+  job.node(1).direct_modex(2, from_one);
+  while (job.deliver_one()) {
+  }
+  EXPECT_FALSE(*from_root_done);
+  EXPECT_FALSE(*from_one_done);
+  job.node(0).unreachable(2);
+  ASSERT_TRUE(*from_root_done) << "still waits";
+  EXPECT_FALSE((*from_root_done)->first);
+  while (job.deliver_one()) {
+  }
+  ASSERT_TRUE(*from_one_done) << "still waits";
+  EXPECT_FALSE((*from_one_done)->first);
+  ASSERT_TRUE(job.deliver()) << "node 2's late answers were refused";
+  EXPECT_EQ(job.served.size(), 2u);
+  EXPECT_FALSE(job.node(0).handle(2, "dmodex-none 999"));
+}
+
 TEST(PmixRelay, ADirectModexOfDataPastTheLimitFails) {
   Job job(2, 2, 1000);
   job.committed[3] = std::string(1001, 'd');

@@ -24,7 +24,8 @@
 //
 // Contract: what a line carries is checked (a known fence or request, a rank of the job,
 // hex) before it is used; a line that fails is the end of the link (handle() returns false).
-// A request that cannot complete (no link, a lost node) fails when the relay goes: MPI_Init,
+// A direct modex fails once its holder can answer no more (unreachable()); a request that
+// cannot complete otherwise (no link, a lost node) fails when the relay goes: MPI_Init,
 // MPI_Finalize or the PMIx_Get then fail rather than wait. A fence waits as long as every
 // node that has not joined it is alive: a node that is lost ends the job, and the root's
 // line names the ranks the fence waited for (waiting()).
@@ -52,8 +53,9 @@ inline constexpr std::size_t kMaxRelayedBytes = std::size_t{256} << 20;
 
 class PmixRelay final : public CrossNodeRequests {
  public:
-  /// Sends a line's body to a task over the node link (NodeLink::send_to); false when that
-  /// task is not linked with this node (not yet, or no more): nothing was sent.
+  /// Sends a line's body to a task over the node link (NodeLink::send_to: a node's line to the
+  /// root dials it on need); false when that task is not linked with this node (not yet, or
+  /// no more): nothing was sent.
   using Send = std::function<bool(int task, const std::string& body)>;
   /// Root: sends a line's body to every other node (NodeLink::broadcast).
   using Broadcast = std::function<void(std::string body)>;
@@ -72,13 +74,16 @@ class PmixRelay final : public CrossNodeRequests {
   void fence(std::shared_ptr<pmix::PendingRequest> fence) override;
   void direct_modex(std::uint32_t rank, std::shared_ptr<pmix::PendingRequest> request) override;
 
-  /// Direct modex between two nodes that are not the root (a node's side): `ask` sends a
-  /// request straight to the holder (NodeLink::ask), `reply` an answer back on the asker's
-  /// connection (NodeLink::reply); false: there is no such connection (the request goes
-  /// through the root, the answer is dropped: its asker is gone).
+  /// Direct modex on connections of their own (NodeLink::ask, reply): `ask` sends a request
+  /// straight to the holder (a node's to a node that is not the root; the root's to a holder
+  /// not linked with it, which answers on its own link), `reply` an answer back on the asker's
+  /// connection; false: there is no such connection (a node's request goes through the root,
+  /// the root's is answered "none"; the answer is dropped: its asker is gone).
   using Direct = std::function<bool(int task, const std::string& body)>;
   void direct_through(Direct ask, Direct reply);
-  /// The connection that `ask` opened to `task` ended: what this node asked there fails.
+  /// `task` can answer no more (the connection `ask` opened to it ended; at the root, also its
+  /// own link's end, or its loss that the job goes on without): what this node asked there
+  /// fails, and at the root what it passed on to `task` is answered "none".
   void unreachable(int task);
   void local_data(std::uint64_t id, bool ok, std::string data) override;
 
@@ -184,6 +189,7 @@ class PmixRelay final : public CrossNodeRequests {
   Direct reply_;
   std::map<std::uint64_t, Asked> asked_;
   std::map<std::uint64_t, Routed> routed_;    // root
+  std::map<std::uint64_t, int> abandoned_;    // root: routed ids answered "none" by unreachable(), their holder
   std::map<std::uint64_t, Serving> serving_;  // by the id given to this node's server
 };
 

@@ -7,8 +7,10 @@
 // task number, the task it connects to and a fresh nonce); every later line, either way, is
 // sealed with the session's key (link_seal.hpp). A node whose parent is not the root connects
 // to the root only on need (reach_root, root_link): the PMIx relay's lines, which travel only
-// to and from the root, or its parent lost. Heartbeats go only between parent and child, each
-// from a thread of its own (LinkWriter), so that a busy main loop never silences them. A connection that closes
+// to and from the root, or its parent lost. Heartbeats go from every node to its parent and,
+// on its connection to the root, to the root (which may watch it from any moment: its parent
+// lost or gone), and from the root or a parent to the nodes it watches, each from a thread of
+// its own (LinkWriter), so that a busy main loop never silences them. A connection that closes
 // (the peer died) is a loss at once; a parent or child silent for the node timeout
 // (--node-timeout: the peer's node is off the network, or its hyrun is stopped) without
 // having said "bye" is a loss then (before it has linked, the launch's limit holds:
@@ -134,12 +136,15 @@ class NodeLink : public PollParticipant {
   /// Finds where `task` listens (nullopt: it does not), for ask().
   using Locate = std::function<std::optional<Endpoint>(int task)>;
   void locate_with(Locate locate) { locate_ = std::move(locate); }
-  /// Called when the connection that ask() opened to `task` closed or could not connect.
+  /// Called when `task` can answer what this node asked it no more: the connection that ask()
+  /// opened to it closed or could not connect (at the root, whose answers come on `task`'s own
+  /// link to it, only while that is not up), or (at the root) `task` said bye.
   void on_unreachable(std::function<void(int task)> handler) { on_unreachable_ = std::move(handler); }
   /// Sends `body` (a direct modex request) on this node's own connection to `task`, a node
   /// that is not the root, connecting on first use (the root asks so a node not linked
   /// with it).
-  /// False when there is none and none can be had (no locate_with, no endpoint, lost).
+  /// False when there is none and none can be had (no locate_with, no endpoint, the job lost,
+  /// `task` lost and the job went on without it).
   bool ask(int task, const std::string& body);
   /// Sends `body` (an answer) back on the connection that `task` opened with ask(); false
   /// when it is gone.
@@ -151,7 +156,8 @@ class NodeLink : public PollParticipant {
   void on(LinkKind kind, Handler handler);
   /// Sends `body` sealed to `task` (the root, from another node; any node, from the root),
   /// in order with the link's own lines; false (nothing sent) when that peer is gone or has
-  /// not linked yet.
+  /// not linked yet. Another node's line to the root dials it on need (root_link()); a dial
+  /// that fails at once is the root lost, said at the next tick.
   bool send_to(int task, const std::string& body);
   /// Sends `body` sealed up the tree: to this node's parent, or to the root once the parent is
   /// gone (lost, or left); nothing at the root.
@@ -170,9 +176,9 @@ class NodeLink : public PollParticipant {
   /// abort), so that its closing is not a loss. Best effort, never blocks.
   void say_bye();
   /// After this node's own ranks ended well: keeps the links until every node it waits for
-  /// said bye or was lost (the root: every other node; another node: its children in the
-  /// tree, whose byes say that their subtrees ended); returns early on a stop signal (left
-  /// queued). Returns false on a loss that ends the job.
+  /// said bye or was lost (the root: its children, the nodes it adopted, and any node linked
+  /// with it; another node: its children in the tree, whose byes say that their subtrees ended); returns early on a
+  /// stop signal (left queued). Returns false on a loss that ends the job.
   bool await_byes(SignalEvents& signals);
 
   /// Handles what is ready now, without waiting: for work outside the poll loop that takes
@@ -240,12 +246,13 @@ class NodeLink : public PollParticipant {
   /// Handles what `peer`'s socket holds now (lines, a connect's end), before a limit judges it.
   void take_what_waits(Peer& peer);
   void lose(Peer& peer, const std::string& why);
-  /// Hands `loss` to the handler once a task; returns true when it was absorbed. A node that
-  /// the loss ends tells its children.
+  /// Hands `loss` to the handler once a task; returns true when it was absorbed. Another node
+  /// passes the word to its children (a loss that ends the job, or one it goes on without,
+  /// which it also keeps for a child that links later).
   bool report(const Loss& loss);
-  /// A lost line: from the root (a node the job goes on without), from this node's parent
-  /// (a loss that ends the job), or from below (a node of `peer`'s subtree lost a tree
-  /// neighbour: the root judges it, another node passes it up).
+  /// A lost line: from the root or this node's parent (the root's word, passed down the
+  /// tree: a node the job goes on without, or a loss that ends it), or from below (a node of `peer`'s subtree lost a
+  /// tree neighbour: the root judges it, another node passes it up).
   bool take_loss(Peer& peer, const LinkLoss& lost);
   /// A costs line from a child (its own, or one of its subtree's), passed up; false when the
   /// costs are of no node of that child's subtree.
@@ -254,9 +261,10 @@ class NodeLink : public PollParticipant {
   void report_up(const std::string& body);
   /// True for a peer that await_byes() waits for.
   bool awaited(const Peer& peer) const;
-  /// `task`'s parent left (bye) or was lost and the job goes on: the root watches its
-  /// children (at the root), or this node watches the root (at the child; also while it
-  /// awaits the root's word on a parent it lost).
+  /// At the root: `task` left (bye: its children linked with the root) or was lost and the job
+  /// goes on (its children, linked or not: each has the connect limit), and the root watches
+  /// them. At `task`'s child: its parent was lost, and this node links with the root and
+  /// watches it (also while it awaits the root's word on that loss).
   void adopt_children_of(int task);
   /// The root's, the parent's or a child's connection to `task` (not ask()'s).
   Peer* find_peer(int task);
@@ -300,9 +308,9 @@ class NodeLink : public PollParticipant {
   UniqueFd listener_;
   UniqueFd poller_;                // epoll: every socket of the link
   bool listener_watched_ = false;  // in the epoll set (not while accepting is paused)
-  // Root: one per task, at its index (fd empty until hello); others: the root, the parent,
-  // children, and ask()'s connections. A deque: a handler may add one while another is in use.
-  // The epoll set's key of an identified peer is its index here.
+  // Root: one per task, at its index (fd empty until hello), then ask()'s connections (its
+  // own and the nodes'); others: the root, the parent, children, and ask()'s connections. A deque: a handler may add
+  // one while another is in use. The epoll set's key of an identified peer is its index here.
   std::deque<Peer> peers_;
   std::map<std::pair<int, Peer::Direct>, std::size_t> direct_;  // ask()'s connections: their index
   std::vector<Peer> unidentified_;                              // root: accepted, hello not read yet
@@ -326,6 +334,7 @@ class NodeLink : public PollParticipant {
     int port = 0;
   };
   std::optional<RootAt> root_at_;            // another node: where the root listens (reach_root)
+  std::optional<Loss> root_unreachable_;     // another node: its dial of the root failed at once
   Clock::time_point accept_paused_until_{};  // out of descriptors: the listener is not polled until then
   // What someone outside the job can provoke is logged bounded.
   WarningLimiter refusals_{"refused or closed connections on the node link"};
