@@ -443,7 +443,7 @@ bool Launch::on_loss(RankSupervisor& supervisor, const NodeLink::Loss& lost) {
         fmt::format("{}; its ranks {}-{} are reported dead to this node's ranks, which handle deaths: the job goes on",
                     what, gone.first_rank, gone.first_rank + gone.ranks - 1));
     supervisor.report_remote_deaths(gone.first_rank, gone.ranks);
-    if (relay_) relay_->unreachable(lost.task);  // what its ranks' data was asked of it fails
+    if (relay_) relay_->gone(lost.task);  // what its ranks' data was asked of it fails
     return true;
   }
   loss_ = what;
@@ -475,6 +475,7 @@ void Launch::relay_pmix(const std::vector<std::string>& hosts) {
     relay_->direct_through([this](int task, const std::string& body) { return link_->ask(task, body); },
                            [this](int task, const std::string& body) { return link_->reply(task, body); });
     link_->on_unreachable([this](int task) { relay_->unreachable(task); });
+    if (task_ == 0) link_->on_bye([this](int task) { relay_->gone(task); });
   }
   const bool through_outer =
       options_.fences == FenceRoute::kOuter || (options_.fences == FenceRoute::kAuto && tasks_ > kLinkFencesUpTo);

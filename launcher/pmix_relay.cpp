@@ -154,20 +154,30 @@ void PmixRelay::direct_through(Direct ask, Direct reply) {
 }
 
 void PmixRelay::unreachable(int task) {
-  pieces_.erase(task);  // an answer cut off with its connection
+  // A node: an answer cut off with its connection. The root's come on the holder's own link.
+  if (task_ != 0) pieces_.erase(task);
+  fail_asked_of(task, true);
+}
+
+void PmixRelay::gone(int task) {
+  pieces_.erase(task);
+  fail_asked_of(task, false);
+}
+
+void PmixRelay::fail_asked_of(int task, bool own_only) {
   for (auto it = asked_.begin(); it != asked_.end();)
     if (it->second.via == task) {
-      spdlog::debug("PMIx direct modex {}: the connection to {} ended", it->first, hosts_[task]);
+      spdlog::debug("PMIx direct modex {}: {} can answer no more", it->first, hosts_[task]);
       it->second.request->fail();
       it = asked_.erase(it);
     } else {
       ++it;
     }
-  // Root: what it passed on to that holder is answered "none"; an answer that still comes (on
-  // the holder's own link, after the connection the root asked on ended) is dropped.
+  // Root: what it passed on to that holder is answered "none"; an answer that still comes (the
+  // holder later than the root could wait for it) is dropped.
   std::vector<std::uint64_t> routed;
   for (const auto& [id, to] : routed_)
-    if (to.holder == task) routed.push_back(id);
+    if (to.holder == task && (to.own || !own_only)) routed.push_back(id);
   for (const std::uint64_t id : routed) {
     spdlog::debug("PMIx direct modex {}: {} can answer no more", id, hosts_[task]);
     answer(task, id, std::nullopt);
@@ -184,7 +194,11 @@ void PmixRelay::route(int task, std::uint64_t id, std::uint32_t rank) {
   // On the holder's connection to the root; else on one of the root's own (not linked with
   // the root yet, or not at all: NodeLink::ask). The holder answers on its connection.
   const std::string get = format_link(LinkDmodexGet{routed, rank});
-  if (send_(holder, get) || (ask_ && ask_(holder, get))) return;
+  if (send_(holder, get)) return;
+  if (ask_ && ask_(holder, get)) {
+    routed_[routed].own = true;
+    return;
+  }
   spdlog::debug("PMIx direct modex {}: no connection to {}", routed, hosts_[holder]);
   answer(holder, routed, std::nullopt);
 }

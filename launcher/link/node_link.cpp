@@ -524,7 +524,7 @@ bool NodeLink::take_own(Peer& peer, LinkKind kind, const std::string& body) {
       // watches those already linked with it.
       if (root_) adopt_children_of(peer.task);
       // Its last line: what the root asked of it and it did not answer, it never will.
-      if (root_ && on_unreachable_) on_unreachable_(peer.task);
+      if (root_ && on_bye_) on_bye_(peer.task);
       return true;
     case LinkKind::kLost: {
       const auto lost = parse_link<LinkLoss>(body);
@@ -601,6 +601,20 @@ bool NodeLink::pass_costs_up(const Peer& peer, const std::string& body) {
   return true;
 }
 
+void NodeLink::unreached_on_own(const Peer& peer) {
+  if (!on_unreachable_) return;
+  // A node's answers come back on its own connection; a connect that failed delivered nothing.
+  if (!root_ || peer.connecting) return on_unreachable_(peer.task);
+  // The holder answers the root on its own link, which may still be in its making (it closes
+  // the root's connection at its end, before its last lines to the root are read): its bye or
+  // loss there settles what it was asked; if it has not linked within the connect limit, it
+  // never will.
+  const Peer* own = find_peer(peer.task);
+  if (own && (own->fd || own->gone)) return;
+  awaited_answers_[peer.task] = Clock::now() + connect_limit();
+  judge_by(awaited_answers_[peer.task]);
+}
+
 void NodeLink::report_up(const std::string& body) {
   reports_.push_back(body);
   send_up(body);
@@ -650,6 +664,7 @@ NodeLink::Clock::time_point NodeLink::wake_by() const { return next_judgement_; 
 NodeLink::Clock::time_point NodeLink::next_deadline() const {
   auto t = Clock::now() + silence_limit_;
   if (root_unreachable_) return Clock::now();
+  for (const auto& [task, by] : awaited_answers_) t = std::min(t, by);
   for (const auto& p : peers_) {
     if (!p.gone && p.overflowed) return Clock::now();
     if (p.gone || p.said_bye) continue;
@@ -723,6 +738,17 @@ void NodeLink::judge_peers(Clock::time_point now) {
       lose(p, silence_of(p));
   }
   if (root_unreachable_) report(*std::exchange(root_unreachable_, std::nullopt));
+  for (auto it = awaited_answers_.begin(); it != awaited_answers_.end();) {
+    const Peer* own = find_peer(it->first);
+    const bool settled = own && (own->fd || own->gone);  // linked: its bye or loss says it
+    if (!settled && now < it->second) {
+      ++it;
+      continue;
+    }
+    const int task = it->first;
+    it = awaited_answers_.erase(it);
+    if (!settled && on_unreachable_) on_unreachable_(task);
+  }
   for (auto& p : unidentified_)
     if (p.fd && !p.gone && now - p.heard >= hello_limit()) {
       take_what_waits(p);  // a hello read here moves the peer out (its fd taken)
@@ -741,10 +767,7 @@ void NodeLink::lose(Peer& peer, const std::string& why) {
     spdlog::debug("node link: the direct modex connection {} task {} ended: {}",
                   peer.direct == Peer::Direct::kOut ? "to" : "from", peer.task, why);
     close_quietly(peer);
-    // At the root the holder answers on its own link: while that is up, its answers may come.
-    const Peer* own = root_ ? find_peer(peer.task) : nullptr;
-    const bool answers_elsewhere = own && own->fd && !own->gone && !own->said_bye;
-    if (peer.direct == Peer::Direct::kOut && on_unreachable_ && !answers_elsewhere) on_unreachable_(peer.task);
+    if (peer.direct == Peer::Direct::kOut) unreached_on_own(peer);
     return;
   }
   peer.gone = true;

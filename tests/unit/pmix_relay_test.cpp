@@ -530,9 +530,10 @@ TEST(PmixRelay, TheRootAsksAHolderNotLinkedWithItOnAConnectionOfItsOwn) {
 }
 
 // The root asked node 2 (not linked with it) on a connection of its own, for its own rank and
-// for node 1; node 2 can answer no more before it did (that connection ended, or it said bye):
-// both requests fail then, not at the job's end. An answer of node 2's that still comes on its
-// own link is dropped, not taken for a fault; one to a request never made still is.
+// for node 1, and that connection gets no answer (it failed): both requests fail then, not at
+// the job's end; an answer of node 2's that still comes is dropped, not taken for a fault (one
+// to a request never made still is). What the root passed on on node 2's own link waits for
+// that link (its answer comes there) until node 2 answers nothing more (its bye, its loss).
 TEST(PmixRelay, WhatTheRootAskedOfAHolderThatCanAnswerNoMoreFailsThen) {
   Job job(3, 1);
   job.direct({1});  // node 1 asks through the root
@@ -556,6 +557,25 @@ TEST(PmixRelay, WhatTheRootAskedOfAHolderThatCanAnswerNoMoreFailsThen) {
   ASSERT_TRUE(job.deliver()) << "node 2's late answers were refused";
   EXPECT_EQ(job.served.size(), 2u);
   EXPECT_FALSE(job.node(0).handle(2, "dmodex-none 999"));
+
+  job.link(2);
+  auto [on_link, on_link_done] = request();
+  job.node(0).direct_modex(2, on_link);
+  while (job.deliver_one()) {
+  }
+  job.node(0).unreachable(2);  // a connection of the root's own ended: not the one this went on
+  EXPECT_FALSE(*on_link_done);
+  ASSERT_TRUE(job.deliver());
+  ASSERT_TRUE(*on_link_done) << "still waits";
+  EXPECT_TRUE((*on_link_done)->first);
+  EXPECT_EQ((*on_link_done)->second, "two");
+  auto [unanswered, unanswered_done] = request();
+  job.node(0).direct_modex(2, unanswered);
+  while (job.deliver_one()) {
+  }
+  job.node(0).gone(2);  // node 2 said bye (its last line) without answering
+  ASSERT_TRUE(*unanswered_done) << "still waits";
+  EXPECT_FALSE((*unanswered_done)->first);
 }
 
 TEST(PmixRelay, ADirectModexOfDataPastTheLimitFails) {

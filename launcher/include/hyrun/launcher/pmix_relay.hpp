@@ -81,10 +81,12 @@ class PmixRelay final : public CrossNodeRequests {
   /// the root's is answered "none"; the answer is dropped: its asker is gone).
   using Direct = std::function<bool(int task, const std::string& body)>;
   void direct_through(Direct ask, Direct reply);
-  /// `task` can answer no more (the connection `ask` opened to it ended; at the root, also its
-  /// own link's end, or its loss that the job goes on without): what this node asked there
-  /// fails, and at the root what it passed on to `task` is answered "none".
+  /// What `ask` sent to `task` gets no answer (NodeLink::on_unreachable): it fails, and what
+  /// the root passed on so is answered "none".
   void unreachable(int task);
+  /// `task` answers nothing more (its bye at the root, its loss that the job goes on without):
+  /// everything asked of it fails, and the root answers "none" for it.
+  void gone(int task);
   void local_data(std::uint64_t id, bool ok, std::string data) override;
 
   /// A line's body from `from_task` on the link; false when it is not exactly one of the
@@ -119,7 +121,8 @@ class PmixRelay final : public CrossNodeRequests {
   struct Routed {  // root: a direct modex it passed on, and whom to answer
     int task;
     std::uint64_t id;
-    int holder;  // who may answer
+    int holder;        // who may answer
+    bool own = false;  // passed on on a connection of the root's own (ask_)
   };
   struct Asked {  // this node's direct modex
     std::shared_ptr<pmix::PendingRequest> request;
@@ -151,6 +154,8 @@ class PmixRelay final : public CrossNodeRequests {
   // Root: a late part of failed fence `number` from `task`: it hears of the failure if the
   // word did not reach it then.
   void retell_failure(int task, std::uint64_t number);
+  // What was asked of `task` fails (own_only: only what went on `ask_`'s connection).
+  void fail_asked_of(int task, bool own_only);
   // Any node: serve `rank`'s data for `to`'s request `id`.
   void serve(int to, std::uint64_t id, std::uint32_t rank);
   // An answer from `from` to the request `id` of this node (requester) or of the root's

@@ -136,10 +136,14 @@ class NodeLink : public PollParticipant {
   /// Finds where `task` listens (nullopt: it does not), for ask().
   using Locate = std::function<std::optional<Endpoint>(int task)>;
   void locate_with(Locate locate) { locate_ = std::move(locate); }
-  /// Called when `task` can answer what this node asked it no more: the connection that ask()
-  /// opened to it closed or could not connect (at the root, whose answers come on `task`'s own
-  /// link to it, only while that is not up), or (at the root) `task` said bye.
+  /// Called when what this node asked on the connection that ask() opened to `task` gets no
+  /// answer: that connection closed or could not connect. At the root, whose answers come on
+  /// `task`'s own link to it: the connect failed, or `task` did not link with the root within
+  /// the connect limit of its end (once linked, its bye or loss settles what it was asked).
   void on_unreachable(std::function<void(int task)> handler) { on_unreachable_ = std::move(handler); }
+  /// At the root: called when `task` says bye on its link, its last line (it answers nothing
+  /// more).
+  void on_bye(std::function<void(int task)> handler) { on_bye_ = std::move(handler); }
   /// Sends `body` (a direct modex request) on this node's own connection to `task`, a node
   /// that is not the root, connecting on first use (the root asks so a node not linked
   /// with it).
@@ -259,6 +263,9 @@ class NodeLink : public PollParticipant {
   bool pass_costs_up(const Peer& peer, const std::string& body);
   /// Sends a loss report up the tree, and keeps it to tell the root again if the parent goes.
   void report_up(const std::string& body);
+  /// ask()'s connection `peer` ended: what was asked there gets no answer (on_unreachable), now
+  /// or, at the root, once it is clear that none can come.
+  void unreached_on_own(const Peer& peer);
   /// True for a peer that await_byes() waits for.
   bool awaited(const Peer& peer) const;
   /// At the root: `task` left (bye: its children linked with the root) or was lost and the job
@@ -326,6 +333,9 @@ class NodeLink : public PollParticipant {
   LossHandler on_loss_;
   Locate locate_;
   std::function<void(int task)> on_unreachable_;
+  std::function<void(int task)> on_bye_;
+  // Root: holders whose answers may still come on a link they have not made yet, until when.
+  std::map<int, Clock::time_point> awaited_answers_;
   std::map<LinkKind, Handler> handlers_;
   std::vector<std::string> hosts_;  // each task's host (expect())
   struct RootAt {
