@@ -194,7 +194,7 @@ class PmixRelay final : public CrossNodeRequests {
   Direct reply_;
   std::map<std::uint64_t, Asked> asked_;
   std::map<std::uint64_t, Routed> routed_;    // root
-  std::map<std::uint64_t, int> abandoned_;    // root: routed ids answered "none" by unreachable(), their holder
+  std::map<std::uint64_t, int> abandoned_;    // root: routed ids answered "none" for their holder (fail_asked_of)
   std::map<std::uint64_t, Serving> serving_;  // by the id given to this node's server
 };
 
