@@ -15,7 +15,7 @@ namespace {
 
 constexpr std::size_t kMaxWord = 128;
 
-constexpr std::array<LinkKindInfo, 11> kKinds{{
+constexpr std::array<LinkKindInfo, 12> kKinds{{
     {LinkKind::kAlive, "alive", "both"},
     {LinkKind::kBye, "bye", "both"},
     {LinkKind::kLost, "lost", "both"},
@@ -27,6 +27,7 @@ constexpr std::array<LinkKindInfo, 11> kKinds{{
     {LinkKind::kDmodexNone, "dmodex-none", "both"},
     {LinkKind::kMore, "more", "both"},
     {LinkKind::kCosts, "costs", "a node"},
+    {LinkKind::kEnded, "ended", "a node"},
 }};
 
 // The next word of `rest` (up to a space or the end), removed from it with its one space.
@@ -102,6 +103,7 @@ std::string format_link(const LinkCosts& m) {
   return fmt::format("{} {} {} {} {} {} {} {}", link_kind_word(m.kKind), m.task, m.cpu_us, m.helper_cpu_us, m.link_sent,
                      m.link_received, m.fences, m.fence_bytes);
 }
+std::string format_link(const LinkEnded& m) { return fmt::format("{} {}", link_kind_word(m.kKind), m.task); }
 
 namespace link_detail {
 
@@ -199,6 +201,13 @@ std::optional<LinkCosts> parse_costs(std::string_view body) {
   }
   if (!rest->empty()) return std::nullopt;
   return LinkCosts{*task, values[0], values[1], values[2], values[3], values[4], values[5]};
+}
+
+std::optional<LinkEnded> parse_ended(std::string_view body) {
+  const auto rest = fields_of(body, LinkKind::kEnded);
+  const auto task = rest ? parse_number<int>(*rest) : std::nullopt;
+  if (!task) return std::nullopt;
+  return LinkEnded{*task};
 }
 
 }  // namespace link_detail

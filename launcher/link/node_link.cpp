@@ -498,7 +498,8 @@ void NodeLink::on_line(Peer& peer, const std::string& line) {
   if (const auto handler = handlers_.find(*kind);
       to_or_from_root && handler != handlers_.end() && handler->second(peer.task, body))
     return;
-  lose(peer, fmt::format("it sent '{:.40}', which is not a {} line this hyrun takes", body, link_kind_word(*kind)));
+  lose(peer, fmt::format("it sent '{:.40}', of a kind ({}) that this hyrun does not take from it", body,
+                         link_kind_word(*kind)));
 }
 
 // ask()'s connection carries requests one way and their answers the other, nothing else.
@@ -525,12 +526,17 @@ bool NodeLink::take_own(Peer& peer, LinkKind kind, const std::string& body) {
       if (root_) adopt_children_of(peer.task);
       // Its last line: what the root asked of it and it did not answer, it never will.
       if (root_ && on_bye_) on_bye_(peer.task);
+      if (!root_ && tree_.parent(peer.task) == self_) tell_ended(peer.task);
       return true;
     case LinkKind::kLost: {
       const auto lost = parse_link<LinkLoss>(body);
       return lost && take_loss(peer, *lost);
     }
     case LinkKind::kCosts: return !root_ && pass_costs_up(peer, body);  // the root's handler takes them
+    case LinkKind::kEnded: {
+      const auto ended = parse_link<LinkEnded>(body);
+      return ended && take_ended(peer, ended->task);
+    }
     default: return false;
   }
 }
@@ -559,8 +565,12 @@ bool NodeLink::take_loss(Peer& peer, const LinkLoss& lost) {
   // Who saw it, as the line says: the root (0) for its own word, whichever node saw it for a
   // word passed down the tree.
   const bool absorbed = report(Loss{lost.task, lost.host, lost.why, true, lost.reporter});
-  if (Peer* neighbour = find_peer(lost.task); neighbour && !neighbour->gone) close_quietly(*neighbour);
+  if (Peer* neighbour = find_peer(lost.task); neighbour && neighbour->fd && !neighbour->gone) {
+    take_what_waits(*neighbour);  // what it said before it went (a child's ended words) counts
+    if (!neighbour->gone) close_quietly(*neighbour);
+  }
   if (absorbed && lost.task == tree_.parent(self_)) adopt_children_of(lost.task);
+  if (absorbed && tree_.parent(lost.task) == self_) pass_up_ended_children_of(lost.task);
   return true;
 }
 
@@ -569,9 +579,11 @@ void NodeLink::adopt_children_of(int task) {
     // A child not linked with the root yet links once it sees its parent lost, and the root
     // waits for it. After a bye it links only on need (take_hello watches it then): the
     // parent's subtree had ended, or the whole job ends.
+    // One that had said bye to the lost parent (ended_) never links.
     const bool lost = peers_[static_cast<std::size_t>(task)].gone;
     for (const int child : tree_.children(task))
-      if (Peer* p = find_peer(child); p && !p->gone && !p->said_bye && !p->watched && (p->fd || lost)) {
+      if (Peer* p = find_peer(child);
+          p && !p->gone && !p->said_bye && !p->watched && (p->fd || (lost && !ended_.contains(child)))) {
         p->watched = true;
         p->heard = Clock::now();
         if (p->fd) writer_->start_heartbeats(p->slot);
@@ -589,8 +601,12 @@ void NodeLink::adopt_children_of(int task) {
     writer_->start_heartbeats(root->slot);
     judge_by(root->heard);
     // What went up through the parent may have ended with it: the root hears it again (a
-    // loss it knows is old news there).
+    // loss it knows is old news there), and which of this node's children ended, for its own
+    // loss.
     for (const auto& report : reports_) send(*root, report);
+    for (const auto& p : peers_)
+      if (p.said_bye && p.direct == Peer::Direct::kNo && tree_.parent(p.task) == self_)
+        send(*root, format_link(LinkEnded{p.task}));
   }
 }
 
@@ -599,6 +615,40 @@ bool NodeLink::pass_costs_up(const Peer& peer, const std::string& body) {
   if (!costs || tree_.parent(peer.task) != self_ || !tree_.within(costs->task, peer.task)) return false;
   send_up(body);
   return true;
+}
+
+void NodeLink::tell_ended(int child) {
+  // Not worth a dial of the root: a parent that left said the whole job ends.
+  Peer* up = find_peer(tree_.parent(self_));
+  if (!up || !up->fd || up->gone || up->said_bye) up = find_peer(0);
+  if (up && up->fd && !up->gone && !up->said_bye) send(*up, format_link(LinkEnded{child}));
+}
+
+bool NodeLink::take_ended(const Peer& peer, int task) {
+  // From below only: the sender's child, or a node of its subtree passed up after a loss.
+  if (task <= 0 || task == peer.task || !tree_.within(task, peer.task) || (!root_ && tree_.parent(peer.task) != self_))
+    return false;
+  if (!root_ && tree_.parent(task) != peer.task) {
+    report_up(format_link(LinkEnded{task}));  // a lost node's child: for the root, which adopts it
+    return true;
+  }
+  // At the root, one passed up is of a node whose parent the root took for lost (that loss went
+  // up ahead of it); one that comes while the job ends is old news.
+  if (root_ && tree_.parent(task) != peer.task && !absorbed_.contains(tree_.parent(task))) return lost_;
+  ended_.insert(task);
+  if (!root_) return true;
+  // Adopted already (the word came after the loss): it will not link, and is not waited for.
+  if (Peer* p = find_peer(task); p && !p->fd && !p->gone && !p->said_bye && p->adopted_from >= 0) {
+    spdlog::debug("node link: the hyrun of task {} had ended before its tree parent (task {}) was lost", task,
+                  p->adopted_from);
+    p->said_bye = true;
+  }
+  return true;
+}
+
+void NodeLink::pass_up_ended_children_of(int task) {
+  for (const int child : tree_.children(task))
+    if (ended_.erase(child) > 0) report_up(format_link(LinkEnded{child}));
 }
 
 void NodeLink::unreached_on_own(const Peer& peer) {
@@ -628,7 +678,7 @@ void NodeLink::send_up(const std::string& body) {
 }
 
 void NodeLink::on(LinkKind kind, Handler handler) {
-  if (kind == LinkKind::kAlive || kind == LinkKind::kBye || kind == LinkKind::kLost)
+  if (kind == LinkKind::kAlive || kind == LinkKind::kBye || kind == LinkKind::kLost || kind == LinkKind::kEnded)
     throw Error(fmt::format("the node link takes its {} lines itself", link_kind_word(kind)));
   handlers_[kind] = std::move(handler);
 }
@@ -782,6 +832,7 @@ void NodeLink::lose(Peer& peer, const std::string& why) {
     // that the report goes to the root when the parent is the one lost).
     if (loss.task == tree_.parent(self_)) adopt_children_of(loss.task);
     report_up(format_link(line));
+    if (tree_.parent(loss.task) == self_) pass_up_ended_children_of(loss.task);
     return;
   }
   const bool absorbed = report(loss);

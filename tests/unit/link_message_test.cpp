@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,7 +18,7 @@ namespace {
 const std::string kNonce = "00112233445566778899aabbccddeeff";
 
 TEST(LinkMessage, HelloGivesTaskNonceAndProof) {
-  const auto hello = parse_link<LinkHello>("hyrun-link v6 3 " + kNonce + " 0a1b2c");
+  const auto hello = parse_link<LinkHello>("hyrun-link v7 3 " + kNonce + " 0a1b2c");
   ASSERT_TRUE(hello);
   EXPECT_EQ(hello->task, 3);
   EXPECT_EQ(hello->nonce, kNonce);
@@ -26,24 +27,24 @@ TEST(LinkMessage, HelloGivesTaskNonceAndProof) {
 
 TEST(LinkMessage, HelloWithATaskOverflowingIntIsRefused) {
   // 2^32 + 1 read as an int by sscanf's %d became task 1 on glibc.
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 4294967297 " + kNonce + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 99999999999999999999 " + kNonce + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 4294967297 " + kNonce + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 99999999999999999999 " + kNonce + " 0a1b2c"));
 }
 
 TEST(LinkMessage, HelloWithGarbageIsRefused) {
   const std::string n = " " + kNonce;
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3x" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3" + n + " 0a1b2c extra"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 -3" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 +3" + n + " 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3" + n));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3" + n + " "));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3 0a1b2c"));  // no nonce
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3 " + kNonce.substr(1) + "g 0a1b2c"));
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3 " + kNonce + "0 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 3x" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 3" + n + " 0a1b2c extra"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 -3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 +3" + n + " 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 3" + n));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 3" + n + " "));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 3 0a1b2c"));  // no nonce
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 3 " + kNonce.substr(1) + "g 0a1b2c"));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 3 " + kNonce + "0 0a1b2c"));
   EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v1 3" + n + " 0a1b2c"));  // the old protocol
-  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v6 3" + n + " " + std::string(129, 'a')));
-  EXPECT_TRUE(parse_link<LinkHello>("hyrun-link v6 3" + n + " " + std::string(128, 'a')));
+  EXPECT_FALSE(parse_link<LinkHello>("hyrun-link v7 3" + n + " " + std::string(129, 'a')));
+  EXPECT_TRUE(parse_link<LinkHello>("hyrun-link v7 3" + n + " " + std::string(128, 'a')));
 }
 
 TEST(LinkMessage, LossGivesTaskReporterHostAndWhy) {
@@ -109,6 +110,7 @@ void expect_round_trip(const M& message) {
   EXPECT_EQ(parse_link<LinkFenceFailed>(text).has_value(), M::kKind == LinkKind::kFenceFailed);
   EXPECT_EQ(parse_link<LinkMore>(text).has_value(), M::kKind == LinkKind::kMore);
   EXPECT_EQ(parse_link<LinkCosts>(text).has_value(), M::kKind == LinkKind::kCosts);
+  EXPECT_EQ(parse_link<LinkEnded>(text).has_value(), M::kKind == LinkKind::kEnded);
 }
 
 TEST(LinkMessage, EveryKindRoundTripsAndNoOtherKindsParserTakesIt) {
@@ -132,6 +134,7 @@ TEST(LinkMessage, EveryKindRoundTripsAndNoOtherKindsParserTakesIt) {
     expect_round_trip(LinkMore{random_bytes(random, 1 + n)});
     expect_round_trip(LinkCosts{static_cast<int>(u32(random) >> 1), big, u64(random), u64(random), u64(random),
                                 u32(random), u64(random)});
+    expect_round_trip(LinkEnded{trial == 0 ? std::numeric_limits<int>::max() : static_cast<int>(u32(random) >> 1)});
     const LinkHello hello{static_cast<int>(u32(random) >> 1), kNonce, std::string(1 + random() % 128, 'a')};
     const auto back = parse_link<LinkHello>(format_link(hello));
     ASSERT_TRUE(back);
@@ -179,14 +182,21 @@ TEST(LinkMessage, FieldsOutsideTheirKindsAreRefused) {
                                           "costs 4294967296 1 2 3 4 5 6",
                                           "costs 0 1 2 3 4 5 18446744073709551616",
                                           "costs 0 1 2 3 4 5 6 ",
-                                          "costs 0 1  2 3 4 5 6"}) {
+                                          "costs 0 1  2 3 4 5 6",
+                                          "ended",
+                                          "ended ",
+                                          "ended -1",
+                                          "ended 2147483648",
+                                          "ended 1 2",
+                                          "ended 1 ",
+                                          "ended x"}) {
     const auto kind = link_kind_of(body);
     ASSERT_TRUE(kind) << body;
     EXPECT_FALSE(parse_link<LinkAlive>(body) || parse_link<LinkBye>(body) || parse_link<LinkLoss>(body) ||
                  parse_link<LinkFencePart>(body) || parse_link<LinkFenceWhole>(body) ||
                  parse_link<LinkDmodexGet>(body) || parse_link<LinkDmodexData>(body) ||
                  parse_link<LinkDmodexNone>(body) || parse_link<LinkFenceFailed>(body) || parse_link<LinkMore>(body) ||
-                 parse_link<LinkCosts>(body))
+                 parse_link<LinkCosts>(body) || parse_link<LinkEnded>(body))
         << body;
   }
   EXPECT_FALSE(link_kind_of("status 1"));

@@ -788,8 +788,8 @@ TEST(NodeLink, ALineNoHandlerTakesEndsTheLink) {
     EXPECT_FALSE(pair.root_loss) << line;
     pair.node->send_to(0, line);
     ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.root_loss.has_value(); })) << line;
-    EXPECT_EQ(pair.root_loss->why, fmt::format("it sent '{}', which is not a {} line this hyrun takes", line,
-                                               line.substr(0, line.find(' '))));
+    EXPECT_EQ(pair.root_loss->why, fmt::format("it sent '{}', of a kind ({}) that this hyrun does not take from it",
+                                               line, line.substr(0, line.find(' '))));
   }
 }
 
@@ -800,13 +800,13 @@ TEST(NodeLink, ALineOfAKindTheProtocolDoesNotHaveEndsTheLinkNamingTheVersion) {
   pair.node->send_to(0, "status 1 2");
   ASSERT_TRUE(pump({&pair.root, &*pair.node}, [&] { return pair.root_loss.has_value(); }));
   EXPECT_EQ(pair.root_loss->why,
-            "it sent a line of a kind that the node link's protocol (hyrun-link v6) does not have ('status 1 2')");
+            "it sent a line of a kind that the node link's protocol (hyrun-link v7) does not have ('status 1 2')");
 }
 
 // The link takes alive, bye and lost itself: no one else may register for them.
 TEST(NodeLink, TheLinksOwnKindsTakeNoHandler) {
   NodeLink root = NodeLink::listen(kLimit);
-  for (const LinkKind kind : {LinkKind::kAlive, LinkKind::kBye, LinkKind::kLost})
+  for (const LinkKind kind : {LinkKind::kAlive, LinkKind::kBye, LinkKind::kLost, LinkKind::kEnded})
     EXPECT_THROW(root.on(kind, [](int, std::string_view) { return true; }), Error);
   EXPECT_NO_THROW(root.on(LinkKind::kDmodexGet, [](int, std::string_view) { return true; }));
 }

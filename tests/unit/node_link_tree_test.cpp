@@ -381,6 +381,70 @@ TEST(NodeLinkTree, AChildOfALostNodeThatNeverLinksIsLostAtTheConnectLimitNamedSo
   EXPECT_FALSE(tree.at(4).lost());
 }
 
+// Tasks 5 and 7 end (their bye) while their parents run; then the parents, tasks 2 and 3, stop.
+// The root adopts their children, but not the ones that had ended: task 2 had told the root of
+// task 5's bye, task 3 had told task 1 of task 7's, and task 1 passes that up once it loses
+// task 3. Only tasks 2 and 3 are lost, past the connect limit too; task 6 links with the root.
+TEST(NodeLinkTree, AChildThatEndedBeforeItsParentWasLostIsNotTakenForLost) {
+  Tree tree({2, 3}, true, 8);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.leave(5);
+  tree.leave(7);
+  tree.run_for(std::chrono::milliseconds(1000));  // the forked parents pass the byes on
+  tree.stop(2);
+  tree.stop(3);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 2) && seen_by(tree.seen, 0, 3); }));
+  tree.run_for(std::chrono::milliseconds(11500));  // past the connect limit (10 s) of the adopted
+  for (const auto& s : tree.seen)
+    EXPECT_TRUE(s.loss.task == 2 || s.loss.task == 3)
+        << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+  EXPECT_TRUE(seen_by(tree.seen, 6, 2));  // the root's word, on its connection to the root
+  for (const int task : {0, 1, 4, 6}) EXPECT_FALSE(tree.at(task).lost()) << task;
+}
+
+// Task 7 ends; then its grandparent, task 1, is lost, and task 3 links with the root, which
+// adopts it: task 3 tells the root again that task 7 ended (the word it gave task 1 died with
+// it). When task 3 is lost too, the root does not wait for task 7.
+TEST(NodeLinkTree, ANodeThatLinksWithTheRootForItsParentsLossTellsItWhichChildrenEnded) {
+  Tree tree({1, 3}, true, 8);
+  tree.run_for(std::chrono::milliseconds(300));
+  tree.leave(7);
+  tree.run_for(std::chrono::milliseconds(1000));
+  tree.stop(1);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 1) && seen_by(tree.seen, 4, 1); }));
+  tree.run_for(std::chrono::milliseconds(1500));  // task 3 sees task 1 silent and links with the root
+  tree.stop(3);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));
+  tree.run_for(std::chrono::milliseconds(11500));  // past the connect limit (10 s) of the adopted
+  for (const auto& s : tree.seen)
+    EXPECT_TRUE(s.loss.task == 1 || s.loss.task == 3)
+        << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+  for (const int task : {0, 2, 4}) EXPECT_FALSE(tree.at(task).lost()) << task;
+}
+
+// Only a parent says that its child ended, and to the nodes above it only: a word of a node
+// outside the sender's subtree, or of the sender itself, or one passed up for a node whose
+// parent was not lost, or one from a parent to its child, ends the link, and the root names
+// the sender (the child that refused it: the parent it lost).
+TEST(NodeLinkTree, AnEndedWordOfANodeOutsideTheSendersSubtreeIsRefused) {
+  struct Case {
+    int from, to, task, named;
+  };
+  for (const Case c : {Case{2, 0, 3, 2}, Case{2, 0, 2, 2}, Case{1, 0, 7, 1}, Case{1, 3, 4, 1}}) {
+    Tree tree({}, false, 8);
+    tree.run_for(std::chrono::milliseconds(300));
+    ASSERT_TRUE(tree.at(c.from).send_to(c.to, format_link(LinkEnded{c.task}))) << c.task;
+    // A parent that read its child's end would report that child first: the child's word is the one tested.
+    if (c.to != 0) tree.hold(c.from);
+    ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, c.named); })) << c.task;
+    const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
+    const std::string refused =
+        fmt::format("it sent 'ended {}', of a kind (ended) that this hyrun does not take from it", c.task);
+    EXPECT_EQ(by_root->loss.why,
+              c.to == 0 ? refused : fmt::format("the hyrun of task {}, its tree child, lost it: {}", c.to, refused));
+  }
+}
+
 // The root's word on a loss the job goes on without goes down the tree too: task 3, which is
 // not linked with the root, hears of task 2's loss from its parent, as the root said it.
 TEST(NodeLinkTree, TheRootsWordOnALossGoesDownTheTree) {
@@ -596,9 +660,10 @@ TEST(NodeLinkTree, ATreeConnectionCarriesNoRelayLines) {
   tree.at(3).send_to(1, format_link(LinkFencePart{1, "ab"}));
   ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));  // task 1 told the root
   const auto by_root = std::find_if(tree.seen.begin(), tree.seen.end(), [](const Seen& s) { return s.by == 0; });
-  EXPECT_NE(by_root->loss.why.find(
-                "the hyrun of task 1, its tree parent, lost it: it sent 'fence 1 6162', which is not a fence line"),
-            std::string::npos)
+  EXPECT_NE(
+      by_root->loss.why.find(
+          "the hyrun of task 1, its tree parent, lost it: it sent 'fence 1 6162', of a kind (fence) that this hyrun does not take"),
+      std::string::npos)
       << by_root->loss.why;
 }
 

@@ -6,7 +6,7 @@
 // kind is not one of this version's, or whose fields are not exactly its kind's, is refused
 // (the link then ends), never half read.
 //
-//   hello          hyrun-link v6 <task> <nonce> <proof>    a node, first (unsealed)
+//   hello          hyrun-link v7 <task> <nonce> <proof>    a node, first (unsealed)
 //   alive          alive                                   both: heartbeat
 //   bye            bye                                     both: this hyrun ends by itself
 //   lost           lost <task> <reporter> <host> <why>     up the tree: <reporter>'s hyrun lost node
@@ -25,6 +25,11 @@
 //                                                          up the tree to the root, before the bye
 //                                                          (--timings): what the launch cost
 //                                                          node <task> (LinkCosts)
+//   ended          ended <task>                            a parent, up the tree: its child <task>
+//                                                          said bye (its subtree ended), so that
+//                                                          the root does not wait for it once the
+//                                                          parent is lost (to the grandparent,
+//                                                          which passes it up then)
 //
 // Bytes travel in pieces of at most kLinkPieceBytes (format_link_pieces): a message of more
 // is sent as "more" lines and then its kind's line with the last piece, back to back, so no
@@ -48,7 +53,7 @@
 namespace hyrun {
 
 /// The hello's first words: the protocol and its version. Every kind below is this version's.
-inline constexpr std::string_view kLinkHello = "hyrun-link v6";
+inline constexpr std::string_view kLinkHello = "hyrun-link v7";
 /// The most bytes one line carries: longer data goes in pieces ("more").
 inline constexpr std::size_t kLinkPieceBytes = std::size_t{4} << 20;
 /// The longest sealed line (without its newline): a piece as hex, its kind, number and seal.
@@ -66,7 +71,8 @@ enum class LinkKind {
   kDmodexData,
   kDmodexNone,
   kMore,
-  kCosts
+  kCosts,
+  kEnded
 };
 
 struct LinkKindInfo {
@@ -168,6 +174,13 @@ struct LinkCosts {
   bool operator==(const LinkCosts&) const = default;
 };
 
+/// Node `task` said bye to its parent, the sender: its subtree ended.
+struct LinkEnded {
+  static constexpr LinkKind kKind = LinkKind::kEnded;
+  int task = -1;
+  bool operator==(const LinkEnded&) const = default;
+};
+
 namespace link_detail {
 std::string format_numbered_bytes(LinkKind kind, std::uint64_t number, const std::string& data);
 std::optional<std::pair<std::uint64_t, std::string>> parse_numbered_bytes(std::string_view body, LinkKind kind);
@@ -178,6 +191,7 @@ std::optional<LinkDmodexNone> parse_dmodex_none(std::string_view body);
 std::optional<LinkFenceFailed> parse_fence_failed(std::string_view body);
 std::optional<LinkMore> parse_more(std::string_view body);
 std::optional<LinkCosts> parse_costs(std::string_view body);
+std::optional<LinkEnded> parse_ended(std::string_view body);
 std::vector<std::string> format_pieces(LinkKind kind, std::uint64_t number, std::string_view data);
 }  // namespace link_detail
 
@@ -189,6 +203,7 @@ std::string format_link(const LinkDmodexNone& m);
 std::string format_link(const LinkFenceFailed& m);
 std::string format_link(const LinkMore& m);
 std::string format_link(const LinkCosts& m);
+std::string format_link(const LinkEnded& m);
 template <LinkKind K>
 std::string format_link(const LinkWord<K>&) {
   return std::string(link_kind_word(K));
@@ -227,6 +242,8 @@ std::optional<M> parse_link(std::string_view text) {
     return link_detail::parse_more(text);
   } else if constexpr (std::is_same_v<M, LinkCosts>) {
     return link_detail::parse_costs(text);
+  } else if constexpr (std::is_same_v<M, LinkEnded>) {
+    return link_detail::parse_ended(text);
   } else {
     static_assert(std::is_same_v<M, LinkDmodexNone>, "not a message of the node link");
     return link_detail::parse_dmodex_none(text);

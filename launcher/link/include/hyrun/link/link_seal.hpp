@@ -22,7 +22,7 @@ namespace hyrun {
 /// 32 hex digits from the kernel's CSPRNG: a node's nonce for one connection.
 std::string new_link_nonce();
 /// What a node sends to prove that it holds the job token: hex HMAC-SHA256(token,
-/// "hyrun-link v6 <task> to <to> <nonce>", or "... to <to> direct-modex <nonce>"). Bound to
+/// "hyrun-link v7 <task> to <to> <nonce>", or "... to <to> direct-modex <nonce>"). Bound to
 /// the hyrun it connects to (the root, its parent in the tree, or a node it asks for direct
 /// modex) and to what for, so a hello seen on one connection opens no other.
 /// What a connection is for, proved with it: the root's or the tree's, or direct modex

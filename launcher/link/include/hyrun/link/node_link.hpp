@@ -23,7 +23,9 @@
 // ("lost": those linked with it, each of which passes the word to its children, and a node
 // that links later when it does), and the lost node's children are watched by the root from
 // then on: each connects to the root once it sees its parent lost, and the root waits for that
-// as for its own children. A parent's bye says that its subtree ended, or that the whole job
+// as for its own children, but not for one that had ended before (said bye to it): a parent
+// tells its own parent of each child's bye ("ended"), and passes those words up to the root
+// once it loses that child. A parent's bye says that its subtree ended, or that the whole job
 // ends (its abort, its launcher's signal): its children link with the root only on need, and
 // the root watches them then. A node that ends the job for the
 // root's loss (or the root's word) tells its children, so the loss of the root reaches every node along the tree. The
@@ -38,10 +40,10 @@
 // node on first use (every node listens), and the holder's reply() goes back on it (the root asks so a holder not
 // linked with it, which answers on its own link to the root). Such a connection carries direct modex only; it is not
 // watched (the tree judges liveness), and its closing is no loss: the asker's open requests to that node fail
-// (on_unreachable). Its lines are the kinds of link_message.hpp: the link takes alive, bye and lost itself; another
-// protocol carried on the root's connections (the PMIx relay: fences and direct modex) registers a handler for each
-// kind of its own (on()). A line of a kind that no one takes, or of no kind of the protocol's version, ends the link.
-// Wire format: docs/architecture.md.
+// (on_unreachable). Its lines are the kinds of link_message.hpp: the link takes alive, bye, lost and ended itself;
+// another protocol carried on the root's connections (the PMIx relay: fences and direct modex) registers a handler for
+// each kind of its own (on()). A line of a kind that no one takes, or of no kind of the protocol's version, ends the
+// link. Wire format: docs/architecture.md.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -153,8 +155,8 @@ class NodeLink : public PollParticipant {
   /// Sends `body` (an answer) back on the connection that `task` opened with ask(); false
   /// when it is gone.
   bool reply(int task, const std::string& body);
-  /// Takes the lines of `kind` (a kind the link does not take itself: not alive, bye or
-  /// lost; Error otherwise): called with the sending task and the line's body; returns false
+  /// Takes the lines of `kind` (a kind the link does not take itself: not alive, bye, lost or
+  /// ended; Error otherwise): called with the sending task and the line's body; returns false
   /// for a body that is not exactly its kind's (then the line ends the link).
   using Handler = std::function<bool(int task, std::string_view body)>;
   void on(LinkKind kind, Handler handler);
@@ -227,7 +229,7 @@ class NodeLink : public PollParticipant {
   void make_room();
   void on_readable(Peer& peer);
   void on_line(Peer& peer, const std::string& line);
-  /// The kinds the link takes itself (alive, bye, lost; costs on their way up); false: not
+  /// The kinds the link takes itself (alive, bye, lost, ended; costs on their way up); false: not
   /// one of those, or not exactly its kind.
   bool take_own(Peer& peer, LinkKind kind, const std::string& body);
   void on_direct_line(Peer& peer, LinkKind kind, const std::string& body);
@@ -261,6 +263,16 @@ class NodeLink : public PollParticipant {
   /// A costs line from a child (its own, or one of its subtree's), passed up; false when the
   /// costs are of no node of that child's subtree.
   bool pass_costs_up(const Peer& peer, const std::string& body);
+  /// Another node: its child `child` said bye; its parent (or the root, once the parent is lost
+  /// and this node linked with it) keeps the word for the loss of this node (`ended`).
+  void tell_ended(int child);
+  /// An ended line from `peer`: kept (at another node: for a child of `peer`; at the root, which
+  /// then does not wait for that node once its parent is lost), or passed up (at another node:
+  /// a lost node's child); false when `task` is not of `peer`'s subtree below it.
+  bool take_ended(const Peer& peer, int task);
+  /// Another node: its child `task` is lost; the words that its children had ended go up to the
+  /// root, which adopts the others.
+  void pass_up_ended_children_of(int task);
   /// Sends a loss report up the tree, and keeps it to tell the root again if the parent goes.
   void report_up(const std::string& body);
   /// ask()'s connection `peer` ended: what was asked there gets no answer (on_unreachable), now
@@ -307,7 +319,10 @@ class NodeLink : public PollParticipant {
   bool root_ = false;
   int self_ = 0;
   LinkTree tree_;
-  std::set<int> absorbed_;            // tasks whose loss the job went on without
+  std::set<int> absorbed_;  // tasks whose loss the job went on without
+  // Nodes whose bye to their parent this node heard of (ended): another node's grandchildren;
+  // at the root, any node below its children.
+  std::set<int> ended_;
   std::vector<std::string> reports_;  // the losses this node sent up (report_up)
   std::vector<std::string> told_;     // the lost lines of the losses absorbed, for a node that links later
   int port_ = 0;
