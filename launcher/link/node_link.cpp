@@ -46,6 +46,18 @@ constexpr std::uint64_t kUnidentifiedKey = std::uint64_t{1} << 62;  // | the des
 // Events taken from the epoll set in one look; more wait for the next (level-triggered).
 constexpr int kMaxEvents = 64;
 
+// Marks a peer whose lines on_readable() is taking, for as long as it does.
+class ReadingMark {
+ public:
+  explicit ReadingMark(bool& flag) : flag_(flag) { flag_ = true; }
+  ~ReadingMark() { flag_ = false; }
+  ReadingMark(const ReadingMark&) = delete;
+  ReadingMark& operator=(const ReadingMark&) = delete;
+
+ private:
+  bool& flag_;
+};
+
 }  // namespace
 
 std::chrono::milliseconds NodeLink::heartbeat_for(std::chrono::milliseconds silence_limit) {
@@ -370,6 +382,7 @@ void NodeLink::make_room() {
 }
 
 void NodeLink::on_readable(Peer& peer) {
+  const ReadingMark mark(peer.reading);
   std::array<char, 65536> buffer;
   for (;;) {
     // An unidentified peer gets no more than a hello's worth read at a time.
@@ -565,8 +578,8 @@ bool NodeLink::take_loss(Peer& peer, const LinkLoss& lost) {
   // Who saw it, as the line says: the root (0) for its own word, whichever node saw it for a
   // word passed down the tree.
   const bool absorbed = report(Loss{lost.task, lost.host, lost.why, true, lost.reporter});
-  if (Peer* neighbour = find_peer(lost.task); neighbour && neighbour->fd && !neighbour->gone) {
-    take_what_waits(*neighbour);  // what it said before it went (a child's ended words) counts
+  if (Peer* neighbour = find_peer(lost.task); neighbour && !neighbour->gone) {
+    if (neighbour->fd) take_what_waits(*neighbour);  // what it said before it went (a child's ended words) counts
     if (!neighbour->gone) close_quietly(*neighbour);
   }
   if (absorbed && lost.task == tree_.parent(self_)) adopt_children_of(lost.task);
@@ -634,7 +647,12 @@ bool NodeLink::take_ended(const Peer& peer, int task) {
   }
   // At the root, one passed up is of a node whose parent the root took for lost (that loss went
   // up ahead of it); one that comes while the job ends is old news.
-  if (root_ && tree_.parent(task) != peer.task && !absorbed_.contains(tree_.parent(task))) return lost_;
+  if (root_ && tree_.parent(task) != peer.task && !absorbed_.contains(tree_.parent(task))) {
+    // Old news where the parent left here first (its bye, which the passer missed) or the job
+    // ends; a lie where the parent is live.
+    const Peer* parent = find_peer(tree_.parent(task));
+    return lost_ || (parent && (parent->said_bye || parent->gone));
+  }
   ended_.insert(task);
   if (!root_) return true;
   // Adopted already (the word came after the loss): it will not link, and is not waited for.
@@ -733,6 +751,9 @@ NodeLink::Clock::time_point NodeLink::next_deadline() const {
 // or starved of CPU on a loaded machine): what waits in its socket is taken first, so that this
 // hyrun's own lateness is never the peer's silence.
 void NodeLink::take_what_waits(Peer& peer) {
+  // A line taken from `peer` may lead here for another (take_loss): the one being read is left
+  // to its own loop, whose buffer holds lines not cut off yet.
+  if (peer.reading) return;
   pollfd p{peer.fd.get(), static_cast<short>(POLLIN | (peer.connecting ? POLLOUT : 0)), 0};
   if (::poll(&p, 1, 0) > 0) on_ready(peer, p.revents);
 }

@@ -412,7 +412,8 @@ TEST(NodeLinkTree, ANodeThatLinksWithTheRootForItsParentsLossTellsItWhichChildre
   tree.run_for(std::chrono::milliseconds(1000));
   tree.stop(1);
   ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 1) && seen_by(tree.seen, 4, 1); }));
-  tree.run_for(std::chrono::milliseconds(1500));  // task 3 sees task 1 silent and links with the root
+  // Task 3 sees task 1 silent and links with the root: what it tells it follows its hello.
+  ASSERT_TRUE(tree.run([&] { return tree.at(0).send_to(3, format_link(LinkAlive{})); }));
   tree.stop(3);
   ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 3); }));
   tree.run_for(std::chrono::milliseconds(11500));  // past the connect limit (10 s) of the adopted
@@ -420,6 +421,24 @@ TEST(NodeLinkTree, ANodeThatLinksWithTheRootForItsParentsLossTellsItWhichChildre
     EXPECT_TRUE(s.loss.task == 1 || s.loss.task == 3)
         << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
   for (const int task : {0, 2, 4}) EXPECT_FALSE(tree.at(task).lost()) << task;
+}
+
+// Task 3, linked with the root on need, ends (its bye); task 1 then tells the root that it lost
+// task 3 and that task 7 had ended, as a parent that missed the bye would. Both are old news at
+// the root, not a lie: no one is lost.
+TEST(NodeLinkTree, AnEndedWordOfANodeThatLeftIsOldNewsAtTheRoot) {
+  Tree tree({}, false, 8);
+  tree.at(0).on(LinkKind::kCosts, [](int, std::string_view) { return true; });
+  tree.run_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(tree.at(3).send_to(0, format_link(LinkCosts{3, 1, 2, 3, 4, 5, 6})));
+  ASSERT_TRUE(tree.run([&] { return tree.at(0).send_to(3, format_link(LinkAlive{})); }));
+  tree.leave(3);
+  tree.run_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(tree.at(1).send_to(0, format_link(LinkLoss{3, 1, "n3", "silent"})));
+  ASSERT_TRUE(tree.at(1).send_to(0, format_link(LinkEnded{7})));
+  tree.run_for(std::chrono::milliseconds(1500));
+  for (const auto& s : tree.seen)
+    ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
 }
 
 // Only a parent says that its child ended, and to the nodes above it only: a word of a node

@@ -213,6 +213,7 @@ class NodeLink : public PollParticipant {
     bool watched = true;      // parent or child in the tree: heartbeats, and its silence is a loss
     bool out_armed = false;   // its socket's writability is in the epoll set
     bool launching = false;   // dialled, nothing read from it yet: it may still be in its launch
+    bool reading = false;     // on_readable() is taking its lines (take_what_waits() leaves it be)
     // Not connected yet and watched (a child; at the root, a lost node's child): lost when it
     // has not connected by then. adopted_from: at the root, the lost parent it was taken from.
     Clock::time_point connect_by{};
