@@ -37,12 +37,16 @@ OutputDestination::OutputDestination(int fd) : original_(fd), fd_(fd) {
 
 void OutputDestination::write(std::string_view text) {
   if (broken_ || discard_ || text.empty()) return;
+  // Bytes still queued mean the reader is behind: this text waits with them for the loop's
+  // POLLOUT (on_writable), rather than a write that fails again for every line (a round of
+  // 64 flooding ranks' lines held a signal for seconds).
+  const bool behind = offset_ < pending_.size();
   if (offset_ == pending_.size() || offset_ > (1u << 20)) {
     pending_.erase(0, offset_);  // drop what was written, so the queue holds only what was not
     offset_ = 0;
   }
   pending_.append(text);
-  if (mode_ != Mode::kGated) flush(false);
+  if (mode_ != Mode::kGated && !behind) flush(false);
 }
 
 void OutputDestination::on_writable() { flush(true); }

@@ -71,6 +71,16 @@ stalled-stdout)  # a reader that takes nothing does not stop hyrun from honourin
   kill $reader 2>/dev/null
   expect_rc 143
   expect_faster 10
+  # Many flooding ranks: a round of hyrun's loop reads up to 1 MiB from each; their lines must
+  # queue, not cost a failed write each (at 64 ranks, 32 Mi writes held SIGTERM past 10 s, session 37).
+  # shellcheck disable=SC2217  # as above
+  sleep 120 <"$WORK/fifo" & reader=$!
+  "$HYRUN" -n 64 --bootstrap=none --grace-period 30 -- yes >"$WORK/fifo" 2>&1 & HY=$!
+  sleep 2
+  stop_and_time TERM
+  kill $reader 2>/dev/null
+  expect_rc 143
+  expect_faster 10
   ;;
 terminal-stdin)  # rank 0 reads a terminal stdin through hyrun instead of being stopped by SIGTTIN
   command -v script >/dev/null || { echo "SKIP: no script(1)"; exit 77; }

@@ -21,7 +21,8 @@ class OutputDestination {
  public:
   explicit OutputDestination(int fd);
 
-  /// Queues `text` and writes what the reader takes now.
+  /// Queues `text` and writes what the reader takes now; behind bytes still queued, it waits
+  /// with them for on_writable() (a write now would fail again, once a line).
   void write(std::string_view text);
   /// Writes more of the queue; call when poll reports POLLOUT (or POLLERR/POLLHUP) on fd().
   void on_writable();
