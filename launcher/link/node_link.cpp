@@ -634,7 +634,9 @@ void NodeLink::tell_ended(int child) {
   // Not worth a dial of the root: a parent that left said the whole job ends.
   Peer* up = find_peer(tree_.parent(self_));
   if (!up || !up->fd || up->gone || up->said_bye) up = find_peer(0);
-  if (up && up->fd && !up->gone && !up->said_bye) send(*up, format_link(LinkEnded{child}));
+  if (!up || !up->fd || up->gone || up->said_bye) return;
+  send(*up, format_link(LinkEnded{child}));
+  spdlog::debug("node link: told task {} that task {}, its tree child, ended", up->task, child);
 }
 
 bool NodeLink::take_ended(const Peer& peer, int task) {

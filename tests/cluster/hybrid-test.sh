@@ -281,8 +281,10 @@ ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on withou
   # takes its ranks; phase 1 does without them, told as for a killed rank. (Killed with
   # writes in flight over tcp, a survivor may abort inside UCX 1.13: its software RMA
   # answers a put from a peer whose endpoint just failed with "Fatal: unexpected error",
-  # docs/ep.md.)
-  ( set +e; "${ucx[@]}" timeout -k 5 120 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$EP_BENCH" \
+  # docs/ep.md.) Each task writes to a file of its own (srun -o), appended to srun's output at
+  # the end: with a task killed, srun stops reading the others' output when the last one ends,
+  # and could drop the summary (as it did in node-ended-before-parent-lost).
+  ( set +e; "${ucx[@]}" timeout -k 5 120 srun --mpi=pmix -N4 --ntasks-per-node=1 -o "$WORK/task.%t" "$HYRUN" -n 2 -- "$EP_BENCH" \
       --plan '[[0,1,2,3,4,5,6,7],[0,1,2,3,6,7]]' --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 \
       --iters 20 --timeout-ms 20000 --test-stop-in-first-phase 4,5 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
   stopped=""
@@ -292,10 +294,10 @@ ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on withou
     [ "${stopped:-0}" = 2 ] && break
     sleep 0.1
   done
-  [ "${stopped:-0}" = 2 ] || { cat "$WORK/out"; fail "task 2's ranks did not stop in phase 0"; }
+  [ "${stopped:-0}" = 2 ] || { cat "$WORK/out" "$WORK"/task.*; fail "task 2's ranks did not stop in phase 0"; }
   victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
   kill -9 "$victim"
-  wait_rc; cat "$WORK/out"
+  wait_rc; cat "$WORK"/task.* >>"$WORK/out"; cat "$WORK/out"
   echo "srun exited $(cat "$WORK/rc")"
   grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(connection closed\); its ranks 4-5 are reported dead to this node's ranks, which handle deaths: the job goes on" "$WORK/out" \
     || fail "the root did not go on without $victim_host"
@@ -342,6 +344,50 @@ node-lost-after-root-done)  # the root's ranks have ended; a node lost afterward
   [ "$(cat "$WORK/rc")" != 0 ] || fail "srun exited 0"
   grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(connection closed\)" "$WORK/out" \
     || fail "the root did not name the node lost after its own ranks ended"
+  ;;
+node-ended-before-parent-lost)  # no --kill-on-bad-exit: task 3 ends, then its tree parent's hyrun is killed; task 3 is not taken for lost
+  # Width 1: a chain, tasks 0 <- 1 <- 2 <- 3. Task 3's ranks end at once and its hyrun says bye
+  # to task 2, which tells task 1 (its debug line). Task 2's hyrun is then killed: task 1 reports
+  # the loss and passes the word of task 3's end up, so the root waits for no node below task 2.
+  # Ranks 0-3 handle deaths: the job goes on, and each is told of ranks 4 and 5 only. Before
+  # protocol v7 the root waited 10 s (the connect limit: --node-timeout and --bootstrap-timeout
+  # are below it) for task 3 to link, took it for lost, and told the ranks that 6 and 7 died.
+  # Each task writes to a file of its own (srun -o): once a task was killed, srun stops reading
+  # the others' output when the last one ends, and dropped the survivors' last lines (1 run in 10
+  # with the CPU hog).
+  ( set +e; "${ucx[@]}" timeout -k 5 100 srun --mpi=pmix -N4 --ntasks-per-node=1 -o "$WORK/task.%t" bash -c '
+      h=(); case $SLURM_PROCID in
+        3) a=(--no-world) ;;
+        2) h=(--log-level debug); a=(--no-world --sleep 600) ;;
+        *) a=(--no-world --await-deaths 4,5) ;;
+      esac
+      exec "$1" -n 2 --bootstrap=none --tree-width 1 --node-timeout 5 --bootstrap-timeout 5 "${h[@]}" -- "$2" "${a[@]}"' \
+      _ "$HYRUN" "$TEST_RANK" >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+  all="$WORK/all"  # the tasks' files, read at once (a pipe into grep -q may end the reader early)
+  collect() { cat "$WORK"/task.* >"$all" 2>/dev/null || true; }
+  told="node link: told task 1 that task 3, its tree child, ended"
+  for _ in $(seq 300); do
+    collect
+    [ "$(grep -Ec '^rank [0-3] handles deaths$' "$all")" = 4 ] && grep -q "$told" "$all" && break
+    sleep 0.1
+  done
+  [ "$(grep -Ec '^rank [0-3] handles deaths$' "$all")" = 4 ] || { cat "$all"; fail "ranks 0-3 did not ask for death notices"; }
+  grep -q "$told" "$all" || { cat "$all"; fail "task 2 did not tell task 1 that task 3 ended"; }
+  victim=$(hyrun_of_task 2)
+  victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
+  kill -9 "$victim"
+  wait_rc; collect; grep -v '^hyrun: debug: ' "$all"; cat "$WORK/out"
+  echo "srun exited $(cat "$WORK/rc")"
+  [ "$(grep -Ec "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(.*\); its ranks 4-5 are reported dead to this node's ranks, which handle deaths: the job goes on$" "$all")" = 2 ] \
+    || fail "tasks 0 and 1 did not each go on without task 2"
+  ! grep -q 'lost the hyrun of task 3 ' "$all" || fail "task 3, which had ended, was taken for lost"
+  for r in 0 1 2 3; do
+    for d in 4 5; do grep -q "^rank $r told that rank $d died$" "$all" || fail "rank $r was not told that rank $d died"; done
+  done
+  ! grep -Eq '^rank [0-9]+ told that rank [67] died$' "$all" || fail "a rank was told that a rank of task 3 died"
+  grep -q 'task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
+  ! grep -q 'task [013]: ' "$WORK/out" || fail "a surviving task failed"
+  check_no_leftovers "$HYRUN" "$TEST_RANK"
   ;;
 node-link-down)  # a node drops off the network: the others end the job, naming it
   # The other nodes' ranks end a few seconds after the node timeout (30 s by default), while

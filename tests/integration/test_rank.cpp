@@ -7,16 +7,19 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "hyrun/common/death_notice.hpp"
 #include "hyrun/worker.hpp"
 
 namespace {
@@ -37,18 +40,53 @@ void write_pid_file(const std::string& dir, const std::string& name, pid_t pid) 
   }
 }
 
+// Asks hyrun for death notices on the control socket, as the worker library does (which reads
+// them on a thread of its own: a test reads them itself). Returns the socket.
+int ask_for_death_notices(const std::string& option) {
+  const char* fd_text = std::getenv("HYRUN_CONTROL_FD");
+  if (!fd_text) throw hyrun::Error(option + ": HYRUN_CONTROL_FD is not set");
+  const int fd = std::atoi(fd_text);
+  const std::string_view ask = hyrun::kHandlesDeathsMessage;
+  if (::send(fd, ask.data(), ask.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(ask.size()))
+    throw hyrun::Error(option + ": could not ask for death notices");
+  return fd;
+}
+
+// --await-deaths: says that it handles deaths, prints every death notice hyrun sends ("rank R
+// told that rank D died"), and returns once it was told of every rank of `ranks`; throws after
+// 60 s without them all, or when hyrun closes the channel.
+void await_deaths(const std::vector<int>& ranks, int rank) {
+  const int fd = ask_for_death_notices("--await-deaths");
+  std::printf("rank %d handles deaths\n", rank);
+  std::fflush(stdout);
+  const char* size_text = std::getenv("HYRUN_WORLD_SIZE");
+  const int world_size = size_text ? std::atoi(size_text) : 0;
+  std::set<int> waiting(ranks.begin(), ranks.end());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!waiting.empty()) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) != 1)
+      throw hyrun::TimeoutError("--await-deaths: not told of every rank's death within 60 s");
+    std::array<char, 64> message;
+    const ssize_t n = ::recv(fd, message.data(), message.size(), 0);
+    if (n <= 0) throw hyrun::Error("--await-deaths: hyrun closed the control channel");
+    const auto dead = hyrun::parse_rank_died(std::string_view(message.data(), static_cast<std::size_t>(n)), world_size);
+    if (!dead) throw hyrun::Error("--await-deaths: a message on the control channel is no death notice");
+    std::printf("rank %d told that rank %d died\n", rank, *dead);
+    std::fflush(stdout);
+    waiting.erase(*dead);
+  }
+}
+
 // Asks for death notices on the control socket (as the worker library does), waits until
 // hyrun has queued one, then dies with it unread right after announcing the death: the
 // order that once made hyrun lose the announcement (the kernel's ECONNRESET). With a
 // `go_file`, it first creates `go_file`.ready and waits for `go_file`, so that the test can
 // stop hyrun in between and hyrun reads nothing before the death.
 void kill_with_unread_notice(const std::string& go_file) {
-  const char* fd_text = std::getenv("HYRUN_CONTROL_FD");
-  if (!fd_text) throw hyrun::Error("--kill-with-unread-notice-rank: HYRUN_CONTROL_FD is not set");
-  const int fd = std::atoi(fd_text);
-  constexpr std::string_view kAsk = "handles-deaths v1";
-  if (::send(fd, kAsk.data(), kAsk.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(kAsk.size()))
-    throw hyrun::Error("--kill-with-unread-notice-rank: could not ask for death notices");
+  const int fd = ask_for_death_notices("--kill-with-unread-notice-rank");
   pollfd p{fd, POLLIN, 0};
   if (::poll(&p, 1, 30000) != 1) throw hyrun::Error("--kill-with-unread-notice-rank: no death notice within 30 s");
   if (!go_file.empty()) {
@@ -66,6 +104,7 @@ struct Options {
   int wrong_token_rank = -1, flood_rank = -1, planned_exit_rank = -1, respawn_rank = -1;
   int announced_code = -1, announce_then_signal_rank = -1, respawn_forever_rank = -1;
   int kill_with_unread_notice_rank = -1;
+  std::vector<int> await_deaths;
   std::string go_file;
   long long long_line_bytes = 0, flood_lines = 0;
   std::size_t exchange_bytes = 0;
@@ -118,6 +157,10 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--kill-with-unread-notice-rank", o.kill_with_unread_notice_rank,
                  "this rank asks hyrun for death notices, waits until one is queued and leaves it unread, then "
                  "announces a planned SIGKILL and raises it (use with --planned-exit-rank for the notice)");
+  app.add_option("--await-deaths", o.await_deaths,
+                 "every rank asks hyrun for death notices, prints each, and exits 0 once told of all these ranks "
+                 "(within 60 s; use with --no-world)")
+      ->delimiter(',');
   app.add_option("--go-file", o.go_file,
                  "--kill-with-unread-notice-rank: create FILE.ready once the notice is queued, then wait for FILE");
 }
@@ -275,6 +318,10 @@ int run(const Options& o, int rank) {
   if (rank == o.announce_then_signal_rank) {
     hyrun::announce_planned_exit(false, 0);
     ::raise(o.signal_number);
+  }
+  if (!o.await_deaths.empty()) {
+    await_deaths(o.await_deaths, rank);
+    return 0;
   }
   std::optional<hyrun::World> world;
   join_world(world, o, rank);
