@@ -40,6 +40,8 @@ wait_rc() {
   for _ in $(seq 400); do [ -s "$WORK/rc" ] && break; sleep 0.1; done
   wait || true
   [ -s "$WORK/rc" ] || fail "the background srun did not end"
+  # Tasks that wrote to files of their own (srun -o "$WORK/task.%t"): their lines after srun's.
+  cat "$WORK"/task.* >>"$WORK/out" 2>/dev/null || true
 }
 
 # started_ranks: how many ranks wrote their pid file to $WORK/pids (the .tmp ones are being written).
@@ -281,10 +283,10 @@ ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on withou
   # takes its ranks; phase 1 does without them, told as for a killed rank. (Killed with
   # writes in flight over tcp, a survivor may abort inside UCX 1.13: its software RMA
   # answers a put from a peer whose endpoint just failed with "Fatal: unexpected error",
-  # docs/ep.md.) Each task writes to a file of its own (srun -o), appended to srun's output at
-  # the end: with a task killed, srun stops reading the others' output when the last one ends,
-  # and could drop the summary (as it did in node-ended-before-parent-lost).
-  ( set +e; "${ucx[@]}" timeout -k 5 120 srun --mpi=pmix -N4 --ntasks-per-node=1 -o "$WORK/task.%t" "$HYRUN" -n 2 -- "$EP_BENCH" \
+  # docs/ep.md.) Each task writes to a file of its own (srun -o; wait_rc appends them): with a
+  # task killed, srun stops reading the others' output when the last one ends, and could drop
+  # the summary (as it did in node-ended-before-parent-lost).
+  ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 -o "$WORK/task.%t" "$HYRUN" -n 2 -- "$EP_BENCH" \
       --plan '[[0,1,2,3,4,5,6,7],[0,1,2,3,6,7]]' --num-tokens 16 --hidden-dim 512 --num-topk 4 --warmup 2 \
       --iters 20 --timeout-ms 20000 --test-stop-in-first-phase 4,5 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
   stopped=""
@@ -297,7 +299,7 @@ ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on withou
   [ "${stopped:-0}" = 2 ] || { cat "$WORK/out" "$WORK"/task.*; fail "task 2's ranks did not stop in phase 0"; }
   victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
   kill -9 "$victim"
-  wait_rc; cat "$WORK"/task.* >>"$WORK/out"; cat "$WORK/out"
+  wait_rc; cat "$WORK/out"
   echo "srun exited $(cat "$WORK/rc")"
   grep -Eq "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(connection closed\); its ranks 4-5 are reported dead to this node's ranks, which handle deaths: the job goes on" "$WORK/out" \
     || fail "the root did not go on without $victim_host"
@@ -310,8 +312,8 @@ ep-bench-node-lost)  # no --kill-on-bad-exit: an elastic ep-bench goes on withou
   done
   grep -q 'Overall mean dispatch + combine bandwidth' "$WORK/out" || fail "no summary"
   # srun names the killed task (its status, 137 or 9, is srun's own); the survivors' hyrun exited 0.
-  grep -q 'task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
-  ! grep -q 'task [013]: ' "$WORK/out" || fail "a surviving task failed"
+  grep -Eq '^srun: error: [^ ]+: task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
+  ! grep -Eq '^srun: error: [^ ]+: task [013]: ' "$WORK/out" || fail "a surviving task failed"
   check_no_leftovers "$HYRUN" "$EP_BENCH"
   ;;
 nodes-finish-apart)  # nodes whose ranks end seconds apart: no loss is reported, the job succeeds
@@ -323,7 +325,9 @@ nodes-finish-apart)  # nodes whose ranks end seconds apart: no loss is reported,
   done
   ;;
 node-lost-after-root-done)  # the root's ranks have ended; a node lost afterwards still fails the job
-  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 bash -c \
+  # srun -o: the root names the loss and ends at once, the last task, after a task was killed
+  # (srun drops what is still on its way then; wait_rc appends the files).
+  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 -o "$WORK/task.%t" bash -c \
       '[ "$SLURM_PROCID" = 2 ] && s=60 || s=0; exec "$1" -n 2 --bootstrap=none -- sleep $s' _ "$HYRUN" \
       >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
   # Wait until only the root's hyrun (waiting for the others' goodbyes) and task 2's, whose
@@ -355,7 +359,7 @@ node-ended-before-parent-lost)  # no --kill-on-bad-exit: task 3 ends, then its t
   # Each task writes to a file of its own (srun -o): once a task was killed, srun stops reading
   # the others' output when the last one ends, and dropped the survivors' last lines (1 run in 10
   # with the CPU hog).
-  ( set +e; "${ucx[@]}" timeout -k 5 100 srun --mpi=pmix -N4 --ntasks-per-node=1 -o "$WORK/task.%t" bash -c '
+  ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix -N4 --ntasks-per-node=1 -o "$WORK/task.%t" bash -c '
       h=(); case $SLURM_PROCID in
         3) a=(--no-world) ;;
         2) h=(--log-level debug); a=(--no-world --sleep 600) ;;
@@ -376,7 +380,7 @@ node-ended-before-parent-lost)  # no --kill-on-bad-exit: task 3 ends, then its t
   victim=$(hyrun_of_task 2)
   victim_host=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^SLURMD_NODENAME=//p')
   kill -9 "$victim"
-  wait_rc; collect; grep -v '^hyrun: debug: ' "$all"; cat "$WORK/out"
+  wait_rc; collect; grep -v '^hyrun: debug: ' "$all"; grep '^srun: ' "$WORK/out" || true
   echo "srun exited $(cat "$WORK/rc")"
   [ "$(grep -Ec "^hyrun\[[^]]+\]: lost the hyrun of task 2 on node $victim_host \(.*\); its ranks 4-5 are reported dead to this node's ranks, which handle deaths: the job goes on$" "$all")" = 2 ] \
     || fail "tasks 0 and 1 did not each go on without task 2"
@@ -385,8 +389,8 @@ node-ended-before-parent-lost)  # no --kill-on-bad-exit: task 3 ends, then its t
     for d in 4 5; do grep -q "^rank $r told that rank $d died$" "$all" || fail "rank $r was not told that rank $d died"; done
   done
   ! grep -Eq '^rank [0-9]+ told that rank [67] died$' "$all" || fail "a rank was told that a rank of task 3 died"
-  grep -q 'task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
-  ! grep -q 'task [013]: ' "$WORK/out" || fail "a surviving task failed"
+  grep -Eq '^srun: error: [^ ]+: task 2: Killed' "$WORK/out" || fail "srun did not report the killed task"
+  ! grep -Eq '^srun: error: [^ ]+: task [013]: ' "$WORK/out" || fail "a surviving task failed"
   check_no_leftovers "$HYRUN" "$TEST_RANK"
   ;;
 node-link-down)  # a node drops off the network: the others end the job, naming it

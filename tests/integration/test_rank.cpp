@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,23 +55,31 @@ int ask_for_death_notices(const std::string& option) {
 
 // --await-deaths: says that it handles deaths, prints every death notice hyrun sends ("rank R
 // told that rank D died"), and returns once it was told of every rank of `ranks`; throws after
-// 60 s without them all, or when hyrun closes the channel.
+// 40 s without them all (within the cluster tests' srun limit of 60 s), or when hyrun closes
+// the channel.
 void await_deaths(const std::vector<int>& ranks, int rank) {
+  const char* size_text = std::getenv("HYRUN_WORLD_SIZE");
+  if (!size_text) throw hyrun::Error("--await-deaths: HYRUN_WORLD_SIZE is not set");
+  const int world_size = std::atoi(size_text);
+  for (const int r : ranks)
+    if (r < 0 || r >= world_size)
+      throw hyrun::UsageError("--await-deaths: rank " + std::to_string(r) + " is not a rank of this job (0 to " +
+                              std::to_string(world_size - 1) + ")");
   const int fd = ask_for_death_notices("--await-deaths");
   std::printf("rank %d handles deaths\n", rank);
   std::fflush(stdout);
-  const char* size_text = std::getenv("HYRUN_WORLD_SIZE");
-  const int world_size = size_text ? std::atoi(size_text) : 0;
   std::set<int> waiting(ranks.begin(), ranks.end());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
   while (!waiting.empty()) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) != 1)
-      throw hyrun::TimeoutError("--await-deaths: not told of every rank's death within 60 s");
+    const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready != 1) throw hyrun::TimeoutError("--await-deaths: not told of every rank's death within 40 s");
     std::array<char, 64> message;
     const ssize_t n = ::recv(fd, message.data(), message.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) throw hyrun::Error("--await-deaths: hyrun closed the control channel");
     const auto dead = hyrun::parse_rank_died(std::string_view(message.data(), static_cast<std::size_t>(n)), world_size);
     if (!dead) throw hyrun::Error("--await-deaths: a message on the control channel is no death notice");
@@ -159,7 +168,7 @@ void add_options(CLI::App& app, Options& o) {
                  "announces a planned SIGKILL and raises it (use with --planned-exit-rank for the notice)");
   app.add_option("--await-deaths", o.await_deaths,
                  "every rank asks hyrun for death notices, prints each, and exits 0 once told of all these ranks "
-                 "(within 60 s; use with --no-world)")
+                 "(within 40 s; use with --no-world)")
       ->delimiter(',');
   app.add_option("--go-file", o.go_file,
                  "--kill-with-unread-notice-rank: create FILE.ready once the notice is queued, then wait for FILE");
