@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <string_view>
@@ -34,7 +35,9 @@ UniqueFd OutputForwarder::add(int rank, int destination) {
   return std::move(pipe.write);
 }
 
-void OutputForwarder::add_poll_fds(std::vector<pollfd>& fds) const {
+void OutputForwarder::add_poll_fds(std::vector<pollfd>& fds) {
+  round_left_ = kRoundBudget;
+  round_spent_ = false;
   bool readable[2];
   for (int d = 0; d < 2; ++d) {
     const auto& destination = *destinations_[d];
@@ -42,8 +45,12 @@ void OutputForwarder::add_poll_fds(std::vector<pollfd>& fds) const {
     const bool shared = d == 1 && destinations_[1] == destinations_[0];  // polled once
     if (destination.wants_writable() && !shared) fds.push_back({destination.fd(), POLLOUT, 0});
   }
-  for (const auto& s : streams_)
+  // In turn: the first stream the last round turned away comes first in this one.
+  const std::size_t count = streams_.size();
+  for (std::size_t k = 0; k < count; ++k) {
+    const auto& s = streams_[(first_stream_ + k) % count];
     if (s.source && readable[s.destination - 1]) fds.push_back({s.source.get(), POLLIN, 0});
+  }
 }
 
 bool OutputForwarder::on_poll(const pollfd& p) {
@@ -59,24 +66,39 @@ bool OutputForwarder::on_poll(const pollfd& p) {
   }
   const auto it = by_fd_.find(p.fd);
   if (it == by_fd_.end()) return false;
-  if (p.revents & (POLLIN | POLLHUP | POLLERR)) read_source(streams_[it->second], false);
+  if (p.revents & (POLLIN | POLLHUP | POLLERR)) read_source(it->second, false);
   return true;
 }
 
-void OutputForwarder::read_source(Stream& stream, bool draining) {
+void OutputForwarder::read_source(std::size_t index, bool draining) {
+  Stream& stream = streams_[index];
+  const OutputDestination& destination = *destinations_[stream.destination - 1];
   char buffer[65536];
-  // Bounded reads per wake-up, so one flooding rank cannot starve the others.
-  for (int round = 0; (draining || round < 16) && stream.source; ++round) {
+  // Bounded reads per wake-up, so one flooding rank cannot starve the others; within the
+  // round's budget, so many cannot hold the loop; and not past the backpressure mark, which
+  // a slow reader's queue would otherwise overshoot by a round's reads.
+  for (int reads = 0; reads < kReadsPerWake && stream.source; ++reads) {
+    const bool turned_away = round_left_ == 0 || (!draining_ && destination.pending_bytes() >= kBackpressure);
+    if (!draining && turned_away) {
+      // The next round starts with the first stream this one turned away: this one, unless
+      // it was read already (then the one after it).
+      if (!round_spent_) first_stream_ = reads == 0 ? index : (index + 1) % streams_.size();
+      round_spent_ = true;
+      return;
+    }
     const ssize_t n = ::read(stream.source.get(), buffer, sizeof buffer);
     if (n > 0) {
+      const auto size = static_cast<std::size_t>(n);
+      if (!draining) round_left_ -= std::min(size, round_left_);
       held_ -= stream.splitter.pending_size();
-      for (const auto& line : stream.splitter.feed({buffer, static_cast<std::size_t>(n)})) write_out(stream, line);
+      auto pieces = stream.splitter.feed({buffer, size});
       held_ += stream.splitter.pending_size();
       // Past the budget of all streams: this stream's partial line goes now, as a piece.
       if (held_ > kHeldBudget) {
         held_ -= stream.splitter.pending_size();
-        write_out(stream, stream.splitter.finish());
+        pieces.push_back(stream.splitter.finish());
       }
+      write_out(stream, pieces);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -84,27 +106,36 @@ void OutputForwarder::read_source(Stream& stream, bool draining) {
     close_stream(stream);  // EOF or a read error (or, when draining, nothing more now)
     return;
   }
+  // Draining and still more after kReadsPerWake full reads: a writer outlived its group (it
+  // got away from kill_all_groups); what it writes from now on is not waited for.
+  if (draining) close_stream(stream);
 }
 
-void OutputForwarder::write_out(const Stream& stream, const std::string& text) {
-  if (text.empty()) return;
-  files_.write(stream.rank, stream.destination, text);
-  if (text.back() != '\n') files_.write(stream.rank, stream.destination, "\n");
-  auto& destination = *destinations_[stream.destination - 1];
-  if (!label_ && !timestamp_) {
-    destination.write(text);
-  } else {
-    std::string prefix;
-    if (timestamp_) {
-      const auto now = std::chrono::system_clock::now();
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-      prefix = fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z ", fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms);
-    }
-    if (label_) prefix += fmt::format("{}: ", stream.rank);
-    // A piece of an over-long line gets its own newline so that every output line is prefixed.
-    const bool whole = text.back() == '\n';
-    destination.write(fmt::format("{}{}{}", prefix, text, whole ? "" : "\n"));
+void OutputForwarder::write_out(const Stream& stream, const std::vector<std::string>& pieces) {
+  std::string prefix;  // one for all pieces of a read: the time it was forwarded, the rank
+  if (timestamp_) {
+    const auto now = std::chrono::system_clock::now();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    prefix = fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z ", fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms);
   }
+  if (label_) prefix += fmt::format("{}: ", stream.rank);
+  // A piece of an over-long line ends a line in the files, and a labelled one ends its own
+  // prefixed line, so that every output line is prefixed; unlabelled, pieces pass as they came.
+  std::string in_files, shown;
+  for (const auto& text : pieces) {
+    if (text.empty()) continue;
+    const bool whole = text.back() == '\n';
+    if (files_.enabled()) {
+      in_files += text;
+      if (!whole) in_files += '\n';
+    }
+    shown += prefix;
+    shown += text;
+    if (!prefix.empty() && !whole) shown += '\n';
+  }
+  if (!in_files.empty()) files_.write(stream.rank, stream.destination, in_files);
+  if (shown.empty()) return;
+  destinations_[stream.destination - 1]->write(shown);
   after_write();
 }
 
@@ -126,12 +157,12 @@ void OutputForwarder::close_stream(Stream& stream) {
   --open_sources_;
   held_ -= stream.splitter.pending_size();
   std::string rest = stream.splitter.finish();
-  if (!rest.empty()) write_out(stream, rest + "\n");  // a last line without newline still ends one
+  if (!rest.empty()) write_out(stream, {rest + "\n"});  // a last line without newline still ends one
 }
 
 void OutputForwarder::drain_all() {
   // The writers are gone or killed: read until EOF or until nothing more is there.
-  for (auto& stream : streams_) read_source(stream, true);
+  for (std::size_t i = 0; i < streams_.size(); ++i) read_source(i, true);
 }
 
 void OutputForwarder::write_own_line(const std::string& line) {

@@ -460,6 +460,16 @@ long-line)  # a 10 MB line and a flood of lines block nobody; every byte arrives
   [ "$fl" -eq 200000 ] && pass "all 200000 flood lines intact" || fail "$fl of 200000 flood lines intact"
   for r in 0 1 2 3; do expect_stdout "rank $r ready"; done
   ;;
+flooding-ranks-in-turn)  # ranks flooding without end do not starve a quiet rank's one line
+  # A round of hyrun's loop reads at most 1 MiB of all ranks (OutputForwarder::kRoundBudget), and
+  # one flooding rank can take that whole: the rounds serve the ranks in turn. Rank 3's pipe came
+  # last in every round before, and its line never came (3 of 3 runs held 20 s, session 39).
+  run_job 60 bash -c '"$0" -n 4 --bootstrap=none --label -- sh -c "[ \$HYRUN_RANK = 3 ] && { echo quiet rank says hello; exec sleep 60; }; exec yes" |
+    grep -m1 "^3: quiet rank says hello$"; echo "status ${PIPESTATUS[*]}"' "$HYRUN"
+  expect_stdout "^3: quiet rank says hello$"
+  expect_stdout "^status 141 0$"  # the flooding ranks then end as a pipeline's writer does (SIGPIPE)
+  expect_stderr "^hyrun: rank [0-2] \(pid [0-9]+\) was killed by signal 13 \(SIGPIPE\) after the reader of hyrun's stdout went away"
+  ;;
 partial-lines-budget)  # 8 ranks, 12 MiB each without a newline: hyrun holds at most its 64 MiB budget of them
   mkdir "$WORK/done"
   # Each rank writes its 12 MiB, says so, and ends its line only once the test says go.

@@ -77,6 +77,11 @@ stalled-stdout)  # a reader that takes nothing does not stop hyrun from honourin
   sleep 120 <"$WORK/fifo" & reader=$!
   "$HYRUN" -n 64 --bootstrap=none --grace-period 30 -- yes >"$WORK/fifo" 2>&1 & HY=$!
   sleep 2
+  # The slow reader holds the ranks back as a pipeline would: hyrun reads about its 1 MiB queue
+  # (OutputForwarder::kBackpressure), not a round's 1 MiB a rank (49 MB read, session 39).
+  read_bytes=$(awk '/^rchar:/ {print $2}' "/proc/$HY/io")
+  [ "$read_bytes" -lt $((3 << 20)) ] && pass "hyrun read $read_bytes bytes from the stalled ranks (< 3 MiB)" ||
+    fail "hyrun read $read_bytes bytes from its ranks for a stalled reader, expected < 3 MiB (1 MiB queued)"
   stop_and_time TERM
   kill $reader 2>/dev/null
   expect_rc 143

@@ -13,6 +13,10 @@
 // What it holds of lines not ended yet has one budget for all streams (kHeldBudget): a stream
 // whose partial line would take the total past it forwards that part as a piece at once, so
 // that ranks printing without newlines cost hyrun a bounded memory however many they are.
+// One round of the loop reads at most kRoundBudget bytes of all streams together, and no more
+// once the reader's queue is at kBackpressure; the next round starts with the first stream this
+// one turned away. So a signal waits for no more than that however many ranks flood, and no
+// flooding rank starves a quiet one. The lines of one read go out as one write, not one a line.
 #include <poll.h>
 
 #include <memory>
@@ -33,6 +37,12 @@ class OutputForwarder {
   /// Bytes of partial lines held for all streams together (each stream's line up to 16 MiB
   /// passes whole while the total stays within it; LineSplitter).
   static constexpr std::size_t kHeldBudget = std::size_t{64} << 20;
+  /// Bytes read from all streams in one round of the loop (one add_poll_fds and its on_poll
+  /// calls). 64 ranks flooding once made one round read 64 MiB and hold SIGTERM for 16 s.
+  static constexpr std::size_t kRoundBudget = 1 << 20;
+  /// Reads of one stream per wake-up; also the most drain_all() reads of one stream, which
+  /// empties any pipe an unprivileged rank can size (pipe-max-size, 1 MiB by default).
+  static constexpr int kReadsPerWake = 16;
 
   /// Writes to hyrun's fds 1 and 2. `output_dir`: --output-filename (see RankOutputFiles);
   /// empty for none.
@@ -44,10 +54,12 @@ class OutputForwarder {
   UniqueFd add(int rank, int destination);
 
   /// Appends what poll must watch: sources that may be read, destinations with output queued.
-  void add_poll_fds(std::vector<pollfd>& fds) const;
+  /// Starts a round: its sources begin with the first one the last round turned away.
+  void add_poll_fds(std::vector<pollfd>& fds);
   /// Handles one polled entry; false when `p.fd` is not one of ours.
   bool on_poll(const pollfd& p);
-  /// Reads everything left on every stream into the queues, writes partial last lines, closes all.
+  /// Reads what is left on every stream into the queues (up to kReadsPerWake reads each),
+  /// writes partial last lines, closes all.
   void drain_all();
   /// The writers are gone: read their pipes whatever is queued (bounded by what is left).
   void set_draining() { draining_ = true; }
@@ -70,8 +82,9 @@ class OutputForwarder {
     UniqueFd source;  // read end, non-blocking
     LineSplitter splitter;
   };
-  void read_source(Stream& stream, bool draining);
-  void write_out(const Stream& stream, const std::string& text);
+  void read_source(std::size_t index, bool draining);
+  /// Forwards lines (and over-long pieces) of one stream as one write to each place.
+  void write_out(const Stream& stream, const std::vector<std::string>& pieces);
   void close_stream(Stream& stream);
   /// Closes the sources of every stream whose destination broke.
   void after_write();
@@ -85,6 +98,9 @@ class OutputForwarder {
   std::size_t open_sources_ = 0;
   std::size_t held_ = 0;  // bytes of partial lines in the streams' splitters (kHeldBudget)
   bool draining_ = false;
+  std::size_t round_left_ = kRoundBudget;  // bytes this round may still read
+  std::size_t first_stream_ = 0;           // where the next round's sources start
+  bool round_spent_ = false;               // this round turned a stream away (first_stream_ is set)
 };
 
 }  // namespace hyrun
