@@ -461,9 +461,11 @@ long-line)  # a 10 MB line and a flood of lines block nobody; every byte arrives
   for r in 0 1 2 3; do expect_stdout "rank $r ready"; done
   ;;
 flooding-ranks-in-turn)  # ranks flooding without end do not starve a quiet rank's one line
-  # A round of hyrun's loop reads at most 1 MiB of all ranks (OutputForwarder::kRoundBudget), and
-  # one flooding rank can take that whole: the rounds serve the ranks in turn. Rank 3's pipe came
-  # last in every round before, and its line never came (3 of 3 runs held 20 s, session 39).
+  # A round of hyrun's loop reads at most 1 MiB of all ranks (OutputForwarder::kRoundBudget) and
+  # stops at the reader's backpressure mark, and one flooding rank can take that whole: the rounds
+  # must serve the ranks in turn. Forms of session 39's change without the turn (each round from
+  # rank 0's pipe), or with it after the budget but not after backpressure, held rank 3's line
+  # 20-60 s. (Before that change every ready pipe was read in every round, 64 MiB at 64 ranks.)
   run_job 60 bash -c '"$0" -n 4 --bootstrap=none --label -- sh -c "[ \$HYRUN_RANK = 3 ] && { echo quiet rank says hello; exec sleep 60; }; exec yes" |
     grep -m1 "^3: quiet rank says hello$"; echo "status ${PIPESTATUS[*]}"' "$HYRUN"
   expect_stdout "^3: quiet rank says hello$"
