@@ -99,11 +99,13 @@ void OutputForwarder::read_source(std::size_t index, bool draining) {
         pieces.push_back(stream.splitter.finish());
       }
       write_out(stream, pieces);
+      after_write();
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN && !draining) return;
     close_stream(stream);  // EOF or a read error (or, when draining, nothing more now)
+    after_write();
     return;
   }
   // Draining and still more after kReadsPerWake full reads: a writer outlived its group (it
@@ -134,20 +136,15 @@ void OutputForwarder::write_out(const Stream& stream, const std::vector<std::str
     if (!prefix.empty() && !whole) shown += '\n';
   }
   if (!in_files.empty()) files_.write(stream.rank, stream.destination, in_files);
-  if (shown.empty()) return;
-  destinations_[stream.destination - 1]->write(shown);
-  after_write();
+  destinations_[stream.destination - 1]->write(shown);  // nothing, once its reader is gone
 }
 
 void OutputForwarder::after_write() {
   if (!broken(1) && !broken(2)) return;
   // The reader is gone: the ranks learn it as a pipeline's writer would, on their next write.
+  // What was read of their unfinished lines still goes to their --output-filename files.
   for (auto& stream : streams_)
-    if (broken(stream.destination) && stream.source) {
-      by_fd_.erase(stream.source.get());
-      stream.source.reset();
-      --open_sources_;
-    }
+    if (broken(stream.destination)) close_stream(stream);
 }
 
 void OutputForwarder::close_stream(Stream& stream) {

@@ -231,6 +231,30 @@ PY
     echo "skipped the full tmpfs: mounting is not allowed here"
   fi
   ;;
+output-filename-reader-gone)  # the reader of hyrun's stdout goes away: a rank's file still gets all hyrun read, its unfinished last line too
+  # The reader closes its end, then says so; the rank writes only after that, in one write
+  # (atomic in a pipe), so hyrun reads the whole line and the start of the next at once, and
+  # its write of the whole line is what finds the reader gone. The unfinished part was read
+  # too: before, it was dropped from the rank's file when hyrun closed the rank's stdout. The
+  # rank writes again only once hyrun has closed that pipe (POLLERR on its end): SIGPIPE.
+  rank=(python3 -c 'import os, select, signal, sys, time
+gone = sys.argv[1]
+for _ in range(600):
+    if os.path.exists(gone): break
+    time.sleep(0.05)
+os.write(1, b"whole\npartial")
+p = select.poll(); p.register(1, 0)
+p.poll(30000)
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+os.write(1, b"more\n")')
+  run_job 60 bash -c '"$0" -n 1 --output-filename "$1/out" --bootstrap=none -- "${@:2}" "$1/gone" | (exec 0<&-; touch "$1/gone")
+      echo "status ${PIPESTATUS[*]}"' "$HYRUN" "$WORK" "${rank[@]}"
+  expect_stdout "^status 141 0$"
+  expect_stderr "^hyrun: rank 0 \(pid [0-9]+\) was killed by signal 13 \(SIGPIPE\) after the reader of hyrun's stdout went away"
+  got=$(od -c "$WORK/out/rank.0/stdout" | head -3)
+  [ "$got" = "$(printf 'whole\npartial\n' | od -c | head -3)" ] \
+    && pass "rank.0/stdout holds the whole line and the unfinished one, ended" || { fail "rank.0/stdout holds: $got"; show_output; }
+  ;;
 control-socket-unnamed)  # docs/security.md: a rank's control socket is a socketpair with its hyrun, nobody else can write to it
   # An unnamed AF_UNIX socket, connected to an unnamed peer: no path or address another process could connect to.
   run_job 30 "$HYRUN" -n 2 --label --bootstrap=none -- /usr/bin/python3 -c '

@@ -83,10 +83,13 @@ class OutputForwarder {
     LineSplitter splitter;
   };
   void read_source(std::size_t index, bool draining);
-  /// Forwards lines (and over-long pieces) of one stream as one write to each place.
+  /// Forwards lines (and over-long pieces) of one stream as one write to each place; a broken
+  /// destination takes nothing, the files still do.
   void write_out(const Stream& stream, const std::vector<std::string>& pieces);
+  /// Closes a stream's source and forwards its unfinished last line, ended (and off held_).
   void close_stream(Stream& stream);
-  /// Closes the sources of every stream whose destination broke.
+  /// Closes the streams whose destination broke. Called after a write, never from write_out
+  /// or close_stream, which it calls.
   void after_write();
 
   bool label_;
