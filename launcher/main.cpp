@@ -7,6 +7,7 @@
 #include "hyrun/launcher/local_mode.hpp"
 #include "hyrun/process/job_events.hpp"
 #include "hyrun/process/launcher_process.hpp"
+#include "hyrun/process/own_stderr.hpp"
 
 int main(int argc, char** argv) {
   hyrun::LaunchTimings::mark_process_start();
@@ -15,7 +16,8 @@ int main(int argc, char** argv) {
   if (const auto code = command_line.parse(argc, argv)) return *code;
   const auto& options = command_line.options();
   try {
-    hyrun::init_logging("hyrun", options.log_level);
+    // Never blocking on a stalled reader of stderr (OwnStderr).
+    hyrun::init_logging("hyrun", options.log_level, hyrun::own_stderr_log_sink());
     auto signals = hyrun::prepare_launcher_process();
     if (auto pmix = hyrun::connect_pmix_for(options, signals)) return hyrun::run_hybrid(options, signals, *pmix);
     return hyrun::run_local(options, signals);

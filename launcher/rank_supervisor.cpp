@@ -500,10 +500,15 @@ JobResult RankSupervisor::finish() {
     poll_once(stopping_ ? until : Clock::now() + std::chrono::seconds(1));
   }
   job_event_sink() = nullptr;  // the loop is over: later lines (main's error) go to stdio, after these
-  // Said only where it can be read: not on a stderr that is itself stalled.
-  if (output.has_pending() && !output.has_pending(2))
-    spdlog::warn("the reader of hyrun's output did not take the last of it within {} s; the rest is dropped",
-                 std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count());
+  if (output.has_pending()) {
+    // Dropped, so that hyrun's own lines after the loop (OwnStderr, at exit) do not wait behind
+    // it; said only where it can be read: not on a stderr that is itself stalled.
+    const bool stderr_stalled = output.has_pending(2);
+    output.drop_pending();
+    if (!stderr_stalled)
+      spdlog::warn("the reader of hyrun's output did not take the last of it within {} s; the rest is dropped",
+                   std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count());
+  }
   reap_children();
   JobResult result = policy_.result();
   if (!output.lost_files().empty() && result.exit_code == exit_code::kSuccess) {

@@ -10,7 +10,7 @@
 
 namespace hyrun {
 
-void init_logging(const std::string& component, const std::string& level) {
+void init_logging(const std::string& component, const std::string& level, std::shared_ptr<spdlog::sinks::sink> sink) {
   const auto parsed = spdlog::level::from_str(level);
   // from_str maps unknown names to "off"; only accept "off" when it was asked for.
   if (parsed == spdlog::level::off && level != "off")
@@ -18,7 +18,8 @@ void init_logging(const std::string& component, const std::string& level) {
   // Not registered by name, so that calling this again (tests, re-initialisation) is harmless.
   // The thread-safe sink: the node link's heartbeat thread and ep-bench's join server log
   // beside the main thread.
-  auto logger = std::make_shared<spdlog::logger>(component, std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  if (!sink) sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>(component, std::move(sink));
   logger->set_pattern(component + ": %^%l%$: %v");
   logger->set_level(parsed);
   logger->flush_on(spdlog::level::trace);

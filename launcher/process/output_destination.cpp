@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 
 namespace hyrun {
@@ -36,6 +37,7 @@ OutputDestination::OutputDestination(int fd) : original_(fd), fd_(fd) {
 }
 
 void OutputDestination::write(std::string_view text) {
+  std::lock_guard lock(mutex_);
   if (broken_ || discard_ || text.empty()) return;
   // Bytes still queued mean the reader is behind: this text waits with them for the loop's
   // POLLOUT (on_writable), rather than a write that fails again for every line (a round of
@@ -49,7 +51,35 @@ void OutputDestination::write(std::string_view text) {
   if (mode_ != Mode::kGated && !behind) flush(false);
 }
 
-void OutputDestination::on_writable() { flush(true); }
+void OutputDestination::on_writable() {
+  std::lock_guard lock(mutex_);
+  flush(true);
+}
+
+void OutputDestination::drop_queued() {
+  std::lock_guard lock(mutex_);
+  std::size_t keep = offset_;
+  if (offset_ > 0 && offset_ < pending_.size() && pending_[offset_ - 1] != '\n') {
+    const auto newline = pending_.find('\n', offset_);
+    keep = newline == std::string::npos ? pending_.size() : newline + 1;
+  }
+  pending_.resize(keep);
+}
+
+bool OutputDestination::wants_writable() const {
+  std::lock_guard lock(mutex_);
+  return !broken_ && pending_.size() > offset_;
+}
+
+std::size_t OutputDestination::pending_bytes() const {
+  std::lock_guard lock(mutex_);
+  return broken_ ? 0 : pending_.size() - offset_;
+}
+
+bool OutputDestination::broken() const {
+  std::lock_guard lock(mutex_);
+  return broken_;
+}
 
 void OutputDestination::flush(bool writable) {
   while (!broken_ && offset_ < pending_.size()) {
@@ -77,6 +107,20 @@ void OutputDestination::flush(bool writable) {
     pending_.clear();
     offset_ = 0;
   }
+}
+
+std::shared_ptr<OutputDestination> launcher_output(int fd) {
+  static const auto outputs = [] {
+    std::array<std::shared_ptr<OutputDestination>, 2> made;
+    made[0] = std::make_shared<OutputDestination>(1);
+    struct stat out {
+    }, err{};
+    const bool same =
+        ::fstat(1, &out) == 0 && ::fstat(2, &err) == 0 && out.st_dev == err.st_dev && out.st_ino == err.st_ino;
+    made[1] = same ? made[0] : std::make_shared<OutputDestination>(2);
+    return made;
+  }();
+  return outputs.at(static_cast<std::size_t>(fd - 1));
 }
 
 }  // namespace hyrun

@@ -2,7 +2,6 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,14 +13,8 @@ namespace hyrun {
 
 OutputForwarder::OutputForwarder(bool label, bool timestamp, std::string output_dir)
     : label_(label), timestamp_(timestamp), files_(std::move(output_dir)) {
-  destinations_[0] = std::make_shared<OutputDestination>(1);
-  // `2>&1`: one file behind both. Two queues would each write what the file takes and
-  // splice one stream's lines into the middle of the other's once the reader falls behind.
-  struct stat out {
-  }, err{};
-  const bool same =
-      ::fstat(1, &out) == 0 && ::fstat(2, &err) == 0 && out.st_dev == err.st_dev && out.st_ino == err.st_ino;
-  destinations_[1] = same ? destinations_[0] : std::make_shared<OutputDestination>(2);
+  destinations_[0] = launcher_output(1);
+  destinations_[1] = launcher_output(2);
 }
 
 UniqueFd OutputForwarder::add(int rank, int destination) {
@@ -165,6 +158,11 @@ void OutputForwarder::drain_all() {
 void OutputForwarder::write_own_line(const std::string& line) {
   destinations_[1]->write(line);
   after_write();
+}
+
+void OutputForwarder::drop_pending() {
+  destinations_[0]->drop_queued();
+  destinations_[1]->drop_queued();
 }
 
 bool OutputForwarder::has_pending() const {

@@ -87,6 +87,28 @@ stalled-stdout)  # a reader that takes nothing does not stop hyrun from honourin
   expect_rc 143
   expect_faster 10
   ;;
+stalled-stderr-own-lines)  # hyrun's own lines (--log-level debug) on a stalled stderr do not hold SIGTERM; on a late reader, none is lost or spliced
+  # Before, they were written to fd 2 with blocking stdio: the first debug line after the pipe
+  # filled held hyrun in write(2), deaf to SIGTERM, until the reader went away (20 s of 20).
+  mkfifo "$WORK/fifo"
+  # shellcheck disable=SC2217  # the reader holds the FIFO open and never reads: that is the point
+  sleep 120 <"$WORK/fifo" & reader=$!
+  "$HYRUN" -n 2 --bootstrap=none --log-level debug --grace-period 30 -- yes >"$WORK/fifo" 2>&1 & HY=$!
+  sleep 2
+  stop_and_time TERM
+  kill $reader 2>/dev/null
+  expect_rc 143
+  # The ranks' output gets 2 s (the drain limit); hyrun's own last lines 5 s more (OwnStderr::kExitLimit).
+  expect_faster 15
+  # A reader that starts late, behind 4 MB of the ranks' stderr: hyrun's own lines join the
+  # ranks' in one queue, so every one comes, whole, and no rank's line is cut by one.
+  run_job 60 bash -c '"$0" -n 4 --bootstrap=none --log-level debug -- python3 -c "import sys
+for i in range(10000): print(\"e\" * 99, file=sys.stderr)" 2>&1 | (sleep 2; cat)' "$HYRUN"
+  expect_rc 0
+  for r in 0 1 2 3; do expect_stdout "^hyrun: debug: rank $r \(pid [0-9]+\) exited normally$"; done
+  lines=$(grep -c '^e\{99\}$' "$OUT")
+  [ "$lines" = 40000 ] && pass "40000 whole rank lines" || { fail "$lines whole rank lines of 40000"; grep -v '^e\{99\}$' "$OUT" | grep -v '^hyrun: ' | head -3; }
+  ;;
 terminal-stdin)  # rank 0 reads a terminal stdin through hyrun instead of being stopped by SIGTTIN
   command -v script >/dev/null || { echo "SKIP: no script(1)"; exit 77; }
   run_job 30 bash -c 'printf "typed line\n" | script -qec "$0 -n 2 --bootstrap=none --label -- cat" /dev/null' "$HYRUN"

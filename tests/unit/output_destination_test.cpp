@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "hyrun/process/unique_fd.hpp"
@@ -41,6 +42,34 @@ TEST(OutputDestination, AGoneReaderIsNoticedAndOutputDropped) {
   EXPECT_EQ(out.pending_bytes(), 0u);
   out.write("more\n");  // dropped, no error
   EXPECT_FALSE(out.wants_writable());
+}
+
+TEST(OutputDestination, DroppingTheQueueKeepsTheRestOfALineTheReaderBegan) {
+  // hyrun drops what a stalled reader did not take before its own last lines (RankSupervisor::
+  // finish): a reader that wakes then reads the line it had begun to its end, then those lines.
+  Pipe pipe = make_pipe();
+  OutputDestination out(pipe.write.get());
+  // Random line lengths, so that the pipe's capacity ends somewhere in a line.
+  std::string sent;
+  for (int i = 0; sent.size() < (1u << 20); ++i) sent += std::string(1 + std::rand() % 300, 'a' + i % 26) + "\n";
+  out.write(sent);
+  const std::size_t taken = sent.size() - out.pending_bytes();
+  ASSERT_GT(taken, 0u);
+  out.drop_queued();
+  out.write("own line\n");
+  std::string received;
+  char buffer[65536];
+  for (;;) {
+    out.on_writable();
+    pollfd p{pipe.read.get(), POLLIN, 0};
+    if (::poll(&p, 1, 1000) != 1) break;
+    const ssize_t n = ::read(pipe.read.get(), buffer, sizeof buffer);
+    ASSERT_GT(n, 0);
+    received.append(buffer, static_cast<std::size_t>(n));
+    if (!out.wants_writable() && received.ends_with("own line\n")) break;
+  }
+  const std::size_t line_end = sent.find('\n', taken - 1) + 1;  // the end of the line begun
+  EXPECT_EQ(received, sent.substr(0, line_end) + "own line\n");
 }
 
 TEST(OutputDestination, EverythingArrivesInOrderWhenTheReaderReads) {

@@ -5,9 +5,10 @@
 // the node: "hyrun[n3]: ...".
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <functional>
 #include <string>
+
+#include "hyrun/process/own_stderr.hpp"
 
 namespace hyrun {
 
@@ -17,8 +18,8 @@ inline std::string& job_event_origin() {
   return origin;
 }
 
-/// Where lines go: stderr through stdio, unless the rank supervisor installed its
-/// non-blocking stderr queue (a stalled reader of stderr must not block hyrun's loop).
+/// Where lines go: the rank supervisor's stderr queue while its loop runs, in order with the
+/// ranks' lines; otherwise OwnStderr. Neither blocks on a stalled reader.
 inline std::function<void(const std::string&)>& job_event_sink() {
   static std::function<void(const std::string&)> sink;
   return sink;
@@ -29,8 +30,7 @@ inline void job_event_line(const std::string& text) {
   const std::string line =
       origin.empty() ? fmt::format("hyrun: {}\n", text) : fmt::format("hyrun[{}]: {}\n", origin, text);
   if (const auto& sink = job_event_sink()) return sink(line);
-  std::fputs(line.c_str(), stderr);
-  std::fflush(stderr);
+  own_stderr()->write(line);
 }
 
 template <typename... Args>

@@ -9,7 +9,10 @@
 // is written directly (it does not stall). If reopening fails, writes wait for POLLOUT
 // and are at most PIPE_BUF bytes, which a pipe then takes without blocking.
 // Expects SIGPIPE to be ignored (hyrun's main does), so that a gone reader shows as EPIPE.
+// Thread-safe: hyrun's own log lines (OwnStderr) come from any thread.
 #include <cstddef>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -27,18 +30,22 @@ class OutputDestination {
   /// Writes more of the queue; call when poll reports POLLOUT (or POLLERR/POLLHUP) on fd().
   void on_writable();
 
+  /// Drops what is queued, but for the rest of a line the reader has begun.
+  void drop_queued();
+
   int fd() const { return fd_; }
   /// Whether poll should wait for POLLOUT: there is queued output.
-  bool wants_writable() const { return !broken_ && pending_.size() > offset_; }
-  std::size_t pending_bytes() const { return broken_ ? 0 : pending_.size() - offset_; }
+  bool wants_writable() const;
+  std::size_t pending_bytes() const;
   /// The reader is gone (EPIPE) or the fd failed: everything written since is dropped.
   /// (An fd that was closed when hyrun started is not broken: its output is dropped quietly.)
-  bool broken() const { return broken_; }
+  bool broken() const;
 
  private:
   enum class Mode { kNonBlocking, kSocket, kDirect, kGated };
-  void flush(bool writable);
+  void flush(bool writable);  // with mutex_ held
 
+  mutable std::mutex mutex_;
   int original_;
   int fd_;
   UniqueFd reopened_;
@@ -48,5 +55,10 @@ class OutputDestination {
   bool broken_ = false;
   bool discard_ = false;  // the fd was closed when hyrun started
 };
+
+/// The process's own stdout (1) or stderr (2), one object for both when they are one file
+/// (`2>&1`): two queues would each write what the file takes and splice one stream's lines
+/// into the middle of the other's once the reader falls behind.
+std::shared_ptr<OutputDestination> launcher_output(int fd);
 
 }  // namespace hyrun

@@ -8,8 +8,9 @@
 // more than kBackpressure bytes its ranks' pipes are not read, so a slow reader slows the
 // ranks down as it would a plain pipeline. When a destination's reader goes away (EPIPE),
 // the read ends of that stream of every rank are closed: a rank writing there next gets
-// SIGPIPE (or EPIPE), exactly as the first command of `prog | head -1` does. When hyrun's
-// stdout and stderr are one file (`2>&1`), one queue serves both, so that lines stay whole.
+// SIGPIPE (or EPIPE), exactly as the first command of `prog | head -1` does. The queues are
+// the process's own (launcher_output): one for both when hyrun's stdout and stderr are one file
+// (`2>&1`), and hyrun's own lines (OwnStderr) join them, so that lines stay whole.
 // What it holds of lines not ended yet has one budget for all streams (kHeldBudget): a stream
 // whose partial line would take the total past it forwards that part as a piece at once, so
 // that ranks printing without newlines cost hyrun a bounded memory however many they are.
@@ -68,6 +69,8 @@ class OutputForwarder {
   bool has_pending() const;
   /// Output queued for hyrun's stdout (1) or stderr (2).
   bool has_pending(int destination) const { return destinations_[destination - 1]->wants_writable(); }
+  /// Drops the output its reader has not taken (but for the rest of a line begun).
+  void drop_pending();
   /// Queues one line of hyrun's own for its stderr, in order with the ranks' lines.
   void write_own_line(const std::string& line);
   /// Whether the reader of hyrun's stdout (1) or stderr (2) went away.
@@ -95,7 +98,7 @@ class OutputForwarder {
   bool label_;
   bool timestamp_;
   RankOutputFiles files_;
-  std::shared_ptr<OutputDestination> destinations_[2];  // one object for both under 2>&1
+  std::shared_ptr<OutputDestination> destinations_[2];  // launcher_output(1) and (2)
   std::vector<Stream> streams_;
   std::unordered_map<int, std::size_t> by_fd_;  // source fd -> index in streams_
   std::size_t open_sources_ = 0;
