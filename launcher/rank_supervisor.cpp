@@ -499,7 +499,7 @@ JobResult RankSupervisor::finish() {
     }
     poll_once(stopping_ ? until : Clock::now() + std::chrono::seconds(1));
   }
-  job_event_sink() = nullptr;  // the loop is over: later lines (main's error) go to stdio, after these
+  job_event_sink() = nullptr;  // the loop is over: later lines (main's error) go through OwnStderr, behind these
   if (output.has_pending()) {
     // Dropped, so that hyrun's own lines after the loop (OwnStderr, at exit) do not wait behind
     // it; said only where it can be read: not on a stderr that is itself stalled.
