@@ -27,6 +27,7 @@
 #include "hyrun/link/link_tree.hpp"
 #include "hyrun/link/node_link.hpp"
 #include "hyrun/process/job_events.hpp"
+#include "hyrun/process/own_stderr.hpp"
 #include "hyrun/process/process_ancestry.hpp"
 #include "hyrun/process/wait_status.hpp"
 
@@ -194,6 +195,9 @@ class Launch {
     if (link_) link_->say_bye();
     if (pmix_) pmix_->remove_files();  // the abort ends this process without destructors
     if (early_) early_->remove();
+    // The abort ends this process without destructors: hyrun's own last lines go now, within
+    // the drain limit a stopping job gives its output (a stalled reader cannot hold the abort).
+    own_stderr()->flush(std::chrono::seconds(2));
     exchange_.abort(code, why);
     std::terminate();  // not reached: RootExchange::abort does not return (GCC cannot see it through the virtual)
   }

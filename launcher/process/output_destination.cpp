@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <limits.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,20 +49,27 @@ void OutputDestination::write(std::string_view text) {
     offset_ = 0;
   }
   pending_.append(text);
-  if (mode_ != Mode::kGated && !behind) flush(false);
+  if (mode_ != Mode::kGated && !behind) flush();
 }
 
 void OutputDestination::on_writable() {
   std::lock_guard lock(mutex_);
-  flush(true);
+  flush();
 }
 
 void OutputDestination::drop_queued() {
   std::lock_guard lock(mutex_);
   std::size_t keep = offset_;
-  if (offset_ > 0 && offset_ < pending_.size() && pending_[offset_ - 1] != '\n') {
+  if (mid_line_ && offset_ < pending_.size()) {
+    // The rest of the line the reader began, ended, but no more than kKeptLine of it.
     const auto newline = pending_.find('\n', offset_);
     keep = newline == std::string::npos ? pending_.size() : newline + 1;
+    if (keep - offset_ > kKeptLine) {
+      keep = offset_ + kKeptLine;
+      pending_.resize(keep);
+      pending_ += '\n';
+      return;
+    }
   }
   pending_.resize(keep);
 }
@@ -81,19 +89,22 @@ bool OutputDestination::broken() const {
   return broken_;
 }
 
-void OutputDestination::flush(bool writable) {
+void OutputDestination::flush() {
   while (!broken_ && offset_ < pending_.size()) {
     std::size_t size = pending_.size() - offset_;
     if (mode_ == Mode::kGated) {
-      if (!writable) return;
+      // One bounded write per POLLOUT, asked here under the lock: another thread's line
+      // (OwnStderr) may have taken the room a caller's POLLOUT saw, and this fd blocks.
+      pollfd p{fd_, POLLOUT, 0};
+      if (::poll(&p, 1, 0) <= 0) return;
       size = std::min<std::size_t>(size, PIPE_BUF);
-      writable = false;  // one bounded write per POLLOUT
     }
     const char* data = pending_.data() + offset_;
     const ssize_t n =
         mode_ == Mode::kSocket ? ::send(fd_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL) : ::write(fd_, data, size);
     if (n > 0) {
       offset_ += static_cast<std::size_t>(n);
+      mid_line_ = pending_[offset_ - 1] != '\n';
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

@@ -31,27 +31,32 @@ void OwnStderr::write(std::string_view line) {
     ++dropped_;
     return;
   }
-  if (dropped_ > 0) {
-    destination_->write(
-        fmt::format("hyrun: {} line(s) of hyrun's own were dropped: the reader of its stderr "
-                    "did not take them\n",
-                    dropped_));
-    dropped_ = 0;
-  }
+  say_dropped();
   destination_->write(line);
   write_now();
 }
 
+void OwnStderr::say_dropped() {
+  if (dropped_ == 0) return;
+  destination_->write(
+      fmt::format("hyrun: {} line(s) of hyrun's own were dropped: the reader of its stderr "
+                  "did not take them\n",
+                  dropped_));
+  dropped_ = 0;
+}
+
 void OwnStderr::write_now() {
-  // A destination written only after POLLOUT (OutputDestination's gated mode) is asked
-  // without waiting; the others have written what the reader takes already.
-  if (!destination_->wants_writable()) return;
-  pollfd p{destination_->fd(), POLLOUT, 0};
-  if (::poll(&p, 1, 0) > 0) destination_->on_writable();
+  // A destination written only after POLLOUT (OutputDestination's gated mode) asks poll itself;
+  // the others have written what the reader takes already.
+  if (destination_->wants_writable()) destination_->on_writable();
 }
 
 void OwnStderr::flush(std::chrono::milliseconds limit) {
   if (::getpid() != owner_) return;  // a forked child's copy of the queue is its parent's
+  {
+    std::lock_guard lock(mutex_);
+    say_dropped();
+  }
   const auto until = std::chrono::steady_clock::now() + limit;
   while (destination_->wants_writable()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());

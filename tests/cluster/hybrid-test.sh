@@ -52,7 +52,9 @@ started_ranks() { find "$WORK/pids" -mindepth 1 -maxdepth 1 ! -name '*tmp*' 2>/d
 # start_background_job [HYRUN_OPTION...]: 4 nodes of 2 ranks that sleep 60 s, started.
 start_background_job() {
   mkdir -p "$WORK/pids"
-  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 "$HYRUN" -n 2 --grace-period 2 "$@" -- \
+  # Each task writes to a file of its own (srun -o; wait_rc appends them): its users kill a
+  # task, and srun then drops what the survivors wrote last when the last of them ends.
+  ( set +e; "${ucx[@]}" timeout -k 5 80 srun --mpi=pmix -N4 --ntasks-per-node=1 -o "$WORK/task.%t" "$HYRUN" -n 2 --grace-period 2 "$@" -- \
       "$TEST_RANK" --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
   for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
   [ "$(started_ranks)" -ge 8 ] || fail "the 8 ranks did not start"
@@ -251,7 +253,8 @@ crash-on-last-node)
   ;;
 node-hyrun-killed)  # a hyrun killed outright takes its ranks with it; --kill-on-bad-exit and the node link end the step
   mkdir "$WORK/pids"
-  ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 "$HYRUN" -n 2 -- "$TEST_RANK" \
+  # srun -o: as in start_background_job.
+  ( set +e; "${ucx[@]}" timeout -k 5 60 srun --mpi=pmix --kill-on-bad-exit=1 -N4 --ntasks-per-node=1 -o "$WORK/task.%t" "$HYRUN" -n 2 -- "$TEST_RANK" \
       --pid-dir "$WORK/pids" --sleep 60 >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
   for _ in $(seq 100); do [ "$(started_ranks)" -ge 8 ] && break; sleep 0.1; done
   victim=$(hyrun_of_task 2)

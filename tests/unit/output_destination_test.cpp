@@ -9,11 +9,28 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "hyrun/process/unique_fd.hpp"
 
 namespace hyrun {
 namespace {
+
+// Reads what `out` writes into `pipe` until `last` arrived (or 1 s without anything).
+std::string read_until(OutputDestination& out, Pipe& pipe, std::string_view last) {
+  std::string received;
+  char buffer[65536];
+  for (;;) {
+    out.on_writable();
+    pollfd p{pipe.read.get(), POLLIN, 0};
+    if (::poll(&p, 1, 1000) != 1) break;
+    const ssize_t n = ::read(pipe.read.get(), buffer, sizeof buffer);
+    if (n <= 0) break;
+    received.append(buffer, static_cast<std::size_t>(n));
+    if (!out.wants_writable() && received.ends_with(last)) break;
+  }
+  return received;
+}
 
 TEST(OutputDestination, AStalledReaderQueuesInsteadOfBlocking) {
   Pipe pipe = make_pipe();  // blocking, like a shell's pipe; nobody reads it
@@ -57,19 +74,49 @@ TEST(OutputDestination, DroppingTheQueueKeepsTheRestOfALineTheReaderBegan) {
   ASSERT_GT(taken, 0u);
   out.drop_queued();
   out.write("own line\n");
+  const std::string received = read_until(out, pipe, "own line\n");
+  const std::size_t line_end = sent.find('\n', taken - 1) + 1;  // the end of the line begun
+  EXPECT_EQ(received, sent.substr(0, line_end) + "own line\n");
+}
+
+TEST(OutputDestination, TheLineBegunIsKeptAlsoAfterTheQueueWasCompacted) {
+  // The reader took more than 1 MiB, then stalled; a later write compacted the queue (what was
+  // written is erased): the line it had begun is still kept to its end.
+  Pipe pipe = make_pipe();
+  OutputDestination out(pipe.write.get());
+  std::string sent;
+  for (int i = 0; sent.size() < (3u << 20); ++i) sent += std::string(1 + std::rand() % 300, 'a' + i % 26) + "\n";
+  out.write(sent);
   std::string received;
   char buffer[65536];
-  for (;;) {
-    out.on_writable();
-    pollfd p{pipe.read.get(), POLLIN, 0};
-    if (::poll(&p, 1, 1000) != 1) break;
+  while (received.size() < (3u << 19)) {  // 1.5 MiB
     const ssize_t n = ::read(pipe.read.get(), buffer, sizeof buffer);
     ASSERT_GT(n, 0);
     received.append(buffer, static_cast<std::size_t>(n));
-    if (!out.wants_writable() && received.ends_with("own line\n")) break;
+    out.on_writable();
   }
-  const std::size_t line_end = sent.find('\n', taken - 1) + 1;  // the end of the line begun
+  const std::size_t taken = sent.size() - out.pending_bytes();
+  out.write("later\n");  // compacts: more than 1 MiB was written
+  out.drop_queued();
+  out.write("own line\n");
+  received += read_until(out, pipe, "own line\n");
+  const std::size_t line_end = sent.find('\n', taken - 1) + 1;
   EXPECT_EQ(received, sent.substr(0, line_end) + "own line\n");
+}
+
+TEST(OutputDestination, OfALineWithoutEndAtMost4KiBAreKeptThenEnded) {
+  // A rank printing without newlines: the rest of its "line" is the whole queue. Only 4 KiB of
+  // it are kept, so hyrun's own last lines do not wait behind megabytes.
+  Pipe pipe = make_pipe();
+  OutputDestination out(pipe.write.get());
+  const std::string sent(1 << 20, 'x');
+  out.write(sent);
+  const std::size_t taken = sent.size() - out.pending_bytes();
+  ASSERT_GT(taken, 0u);
+  out.drop_queued();
+  out.write("own line\n");
+  const std::string received = read_until(out, pipe, "own line\n");
+  EXPECT_EQ(received, std::string(taken + OutputDestination::kKeptLine, 'x') + "\nown line\n");
 }
 
 TEST(OutputDestination, EverythingArrivesInOrderWhenTheReaderReads) {

@@ -26,6 +26,7 @@
 #include "hyrun/launcher/help_formatter.hpp"
 #include "hyrun/process/job_events.hpp"
 #include "hyrun/process/launcher_process.hpp"
+#include "hyrun/process/own_stderr.hpp"
 #include "staged_launch.hpp"
 #include "token_file.hpp"
 #include "tool_main.hpp"
@@ -160,7 +161,8 @@ hyrun::ep::elastic::StagedLaunchOptions staged_launch_options(const Arguments& a
 
 /// Runs this launch: the first one (rank 0, the join server) or one that joins.
 int run(const Arguments& a) {
-  hyrun::init_logging("ep-elastic", hyrun::log_level_from_environment("warn"));
+  // A launcher too: its log must not block on a stalled stderr (OwnStderr).
+  hyrun::init_logging("ep-elastic", hyrun::log_level_from_environment("warn"), hyrun::own_stderr_log_sink());
   auto o = staged_launch_options(a);
   auto signals = hyrun::prepare_launcher_process();
   const int code = a.tcp_server.empty() ? hyrun::ep::elastic::run_first_launch(std::move(o), signals)

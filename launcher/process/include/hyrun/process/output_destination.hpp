@@ -30,8 +30,10 @@ class OutputDestination {
   /// Writes more of the queue; call when poll reports POLLOUT (or POLLERR/POLLHUP) on fd().
   void on_writable();
 
-  /// Drops what is queued, but for the rest of a line the reader has begun.
+  /// Drops what is queued, but for the rest of a line the reader has begun (at most
+  /// kKeptLine bytes of it, then ended with a newline).
   void drop_queued();
+  static constexpr std::size_t kKeptLine = 4096;
 
   int fd() const { return fd_; }
   /// Whether poll should wait for POLLOUT: there is queued output.
@@ -43,7 +45,7 @@ class OutputDestination {
 
  private:
   enum class Mode { kNonBlocking, kSocket, kDirect, kGated };
-  void flush(bool writable);  // with mutex_ held
+  void flush();  // with mutex_ held
 
   mutable std::mutex mutex_;
   int original_;
@@ -53,7 +55,8 @@ class OutputDestination {
   std::string pending_;
   std::size_t offset_ = 0;
   bool broken_ = false;
-  bool discard_ = false;  // the fd was closed when hyrun started
+  bool discard_ = false;   // the fd was closed when hyrun started
+  bool mid_line_ = false;  // the last byte written was not a newline: the reader is in a line
 };
 
 /// The process's own stdout (1) or stderr (2), one object for both when they are one file

@@ -3,10 +3,12 @@
 // and the job events said before and after the loop (main's error line). A reader of stderr
 // that stalls must not block hyrun (it would hold SIGTERM, or hyrun's exit, for as long as the
 // reader sleeps), so they join the ranks' stderr in hyrun's non-blocking queue
-// (launcher_output(2)), in order and never spliced into a rank's line. The rank supervisor's
-// loop writes that queue as the reader takes it; at exit, flush() waits at most kExitLimit.
-// A line that finds the queue past kQueueLimit is dropped and counted; the count is said once
-// the queue has room again.
+// (launcher_output(2)), in order, and between whole lines of the ranks (not within the pieces
+// of an over-long or unfinished line that hyrun forwards unlabelled). The rank supervisor's
+// loop writes that queue as the reader takes it; otherwise a line goes out with the next one,
+// or at exit: flush() waits at most kExitLimit in all (2 s on an abort, which skips
+// destructors). A line that finds the queue past kQueueLimit is dropped and counted; the
+// count is said with the next line, or at exit.
 #include <spdlog/sinks/sink.h>
 #include <sys/types.h>
 
@@ -40,7 +42,8 @@ class OwnStderr {
   void flush(std::chrono::milliseconds limit = kExitLimit);
 
  private:
-  void write_now();  // what the reader takes without waiting
+  void write_now();    // what the reader takes without waiting
+  void say_dropped();  // queues the count of dropped lines, if any (mutex_ held)
 
   std::mutex mutex_;  // guards dropped_
   std::shared_ptr<OutputDestination> destination_;
