@@ -16,6 +16,20 @@
 namespace hyrun {
 namespace {
 
+// Lines of random lengths (1 to 300 bytes), `bytes` or a little more in all: a pipe's
+// capacity then ends within a line.
+std::string random_lines(std::size_t bytes) {
+  std::string lines;
+  for (int i = 0; lines.size() < bytes; ++i) lines += std::string(1 + std::rand() % 300, 'a' + i % 26) + "\n";
+  return lines;
+}
+
+// What a reader gets after drop_queued() and "own line": what it had taken of `sent`, the
+// line it had begun to its end, then that line.
+std::string kept_then_own(const std::string& sent, std::size_t taken) {
+  return sent.substr(0, sent.find('\n', taken - 1) + 1) + "own line\n";
+}
+
 // Reads what `out` writes into `pipe` until `last` arrived (or 1 s without anything).
 std::string read_until(OutputDestination& out, Pipe& pipe, std::string_view last) {
   std::string received;
@@ -30,6 +44,18 @@ std::string read_until(OutputDestination& out, Pipe& pipe, std::string_view last
     if (!out.wants_writable() && received.ends_with(last)) break;
   }
   return received;
+}
+
+// Writes `sent` to a pipe nobody reads, drops the queue and queues "own line"; returns what a
+// reader then gets, and in `taken` how much of `sent` the pipe had taken before.
+std::string after_a_stall(const std::string& sent, std::size_t& taken) {
+  Pipe pipe = make_pipe();
+  OutputDestination out(pipe.write.get());
+  out.write(sent);
+  taken = sent.size() - out.pending_bytes();
+  out.drop_queued();
+  out.write("own line\n");
+  return read_until(out, pipe, "own line\n");
 }
 
 TEST(OutputDestination, AStalledReaderQueuesInsteadOfBlocking) {
@@ -64,19 +90,11 @@ TEST(OutputDestination, AGoneReaderIsNoticedAndOutputDropped) {
 TEST(OutputDestination, DroppingTheQueueKeepsTheRestOfALineTheReaderBegan) {
   // hyrun drops what a stalled reader did not take before its own last lines (RankSupervisor::
   // finish): a reader that wakes then reads the line it had begun to its end, then those lines.
-  Pipe pipe = make_pipe();
-  OutputDestination out(pipe.write.get());
-  // Random line lengths, so that the pipe's capacity ends somewhere in a line.
-  std::string sent;
-  for (int i = 0; sent.size() < (1u << 20); ++i) sent += std::string(1 + std::rand() % 300, 'a' + i % 26) + "\n";
-  out.write(sent);
-  const std::size_t taken = sent.size() - out.pending_bytes();
+  const std::string sent = random_lines(1 << 20);
+  std::size_t taken = 0;
+  const std::string received = after_a_stall(sent, taken);
   ASSERT_GT(taken, 0u);
-  out.drop_queued();
-  out.write("own line\n");
-  const std::string received = read_until(out, pipe, "own line\n");
-  const std::size_t line_end = sent.find('\n', taken - 1) + 1;  // the end of the line begun
-  EXPECT_EQ(received, sent.substr(0, line_end) + "own line\n");
+  EXPECT_EQ(received, kept_then_own(sent, taken));
 }
 
 TEST(OutputDestination, TheLineBegunIsKeptAlsoAfterTheQueueWasCompacted) {
@@ -84,8 +102,7 @@ TEST(OutputDestination, TheLineBegunIsKeptAlsoAfterTheQueueWasCompacted) {
   // written is erased): the line it had begun is still kept to its end.
   Pipe pipe = make_pipe();
   OutputDestination out(pipe.write.get());
-  std::string sent;
-  for (int i = 0; sent.size() < (3u << 20); ++i) sent += std::string(1 + std::rand() % 300, 'a' + i % 26) + "\n";
+  const std::string sent = random_lines(3 << 20);
   out.write(sent);
   std::string received;
   char buffer[65536];
@@ -100,22 +117,15 @@ TEST(OutputDestination, TheLineBegunIsKeptAlsoAfterTheQueueWasCompacted) {
   out.drop_queued();
   out.write("own line\n");
   received += read_until(out, pipe, "own line\n");
-  const std::size_t line_end = sent.find('\n', taken - 1) + 1;
-  EXPECT_EQ(received, sent.substr(0, line_end) + "own line\n");
+  EXPECT_EQ(received, kept_then_own(sent, taken));
 }
 
 TEST(OutputDestination, OfALineWithoutEndAtMost4KiBAreKeptThenEnded) {
   // A rank printing without newlines: the rest of its "line" is the whole queue. Only 4 KiB of
   // it are kept, so hyrun's own last lines do not wait behind megabytes.
-  Pipe pipe = make_pipe();
-  OutputDestination out(pipe.write.get());
-  const std::string sent(1 << 20, 'x');
-  out.write(sent);
-  const std::size_t taken = sent.size() - out.pending_bytes();
+  std::size_t taken = 0;
+  const std::string received = after_a_stall(std::string(1 << 20, 'x'), taken);
   ASSERT_GT(taken, 0u);
-  out.drop_queued();
-  out.write("own line\n");
-  const std::string received = read_until(out, pipe, "own line\n");
   EXPECT_EQ(received, std::string(taken + OutputDestination::kKeptLine, 'x') + "\nown line\n");
 }
 
