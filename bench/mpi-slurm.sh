@@ -15,6 +15,7 @@
 # a scheduler slice, per message).
 #
 #   bench/mpi-slurm.sh [--nodes "K..."] [--per-node "n..."] [--reps R] [--pp-reps R] [--fences "F..."]
+#                      [--reference BUILD_DIR]
 #
 #   --nodes      the node counts k of the grid (default "2 4"); the cluster has the largest
 #   --per-node   the ranks per node n (default "1 2 4")
@@ -22,14 +23,16 @@
 #   --pp-reps R  runs of each launcher per ping-pong curve (default 3)
 #   --fences F   hyrun's --fences for the grid, each beside the native launch in the same
 #                runs (default "auto"; "outer link" compares the two routes)
+#   --reference  another build's hyrun (e.g. of an older commit), in the same runs with the
+#                first of --fences; its rows follow, with the ratios this build / the reference
 set -euo pipefail
 # shellcheck source=bench/row.sh
 . "$(dirname "$0")/row.sh"
-nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3 fences=auto
+nodes="2 4" per_node="1 2 4" reps=5 pp_reps=3 fences=auto reference=""
 usage() { bench_usage >&2; exit 2; }
 # shellcheck source=bench/options.sh
 . "$root/bench/options.sh"
-bench_options "--nodes:nodes --per-node:per_node --reps:reps --pp-reps:pp_reps --fences:fences" "$@"
+bench_options "--nodes:nodes --per-node:per_node --reps:reps --pp-reps:pp_reps --fences:fences --reference:reference" "$@"
 count_ok() { [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "mpi-slurm: $1 must be a whole number >= 1, got '$2'" >&2; exit 2; }; }
 largest=2  # the ping-pong across nodes needs two
 for k in $nodes; do count_ok --nodes "$k"; [ "$k" -le "$largest" ] || largest=$k; done
@@ -40,6 +43,11 @@ for f in $fences; do
 done
 hyrun=$build/launcher/hyrun prog=$build/bench/mpi-pingpong
 for b in "$hyrun" "$prog"; do [ -x "$b" ] || { echo "missing $b: run scripts/build.sh first" >&2; exit 1; }; done
+ref_hyrun=""
+if [ -n "$reference" ]; then
+  ref_hyrun=$reference/launcher/hyrun
+  [ -x "$ref_hyrun" ] || { echo "mpi-slurm: --reference: no $ref_hyrun" >&2; exit 2; }
+fi
 out=$(mktemp -d)
 # The simulated nodes share this machine's cores, and each Slurm task is a session of its
 # own: with the kernel's autogroup scheduling a busy-polling rank can hold a core for seconds
@@ -60,6 +68,7 @@ export OMPI_MCA_btl_tcp_if_include=$HYRUN_CLUSTER_UCX_NET_DEVICES
 command() {
   case $1 in
     hyrun) echo srun --mpi=pmix -N"$2" --ntasks-per-node=1 "$hyrun" -n "$3" --bind-to none --fences "${4:-auto}" -- ;;
+    ref) echo srun --mpi=pmix -N"$2" --ntasks-per-node=1 "$ref_hyrun" -n "$3" --bind-to none --fences "${4:-auto}" -- ;;
     native) echo srun --mpi=pmix -N"$2" --ntasks-per-node="$3" ;;
   esac
 }
@@ -68,7 +77,7 @@ command() {
 . "$root/bench/mpi-tables.sh"
 run() {
   local launcher=$1 k=$2 n=$3 file=$4 route=auto; shift 4
-  case $launcher in hyrun-*) route=${launcher#hyrun-}; launcher=hyrun ;; esac
+  case $launcher in hyrun-* | ref-*) route=${launcher#*-}; launcher=${launcher%%-*} ;; esac
   # shellcheck disable=SC2046  # the launch's words, split on purpose (no spaces inside them)
   EXPECT_RANKS=$((k * n)) mpi_run "$file" "$out/log" timeout -k 5 300 $(command "$launcher" "$k" "$n" "$route") "$prog" "$@"
 }
@@ -79,6 +88,7 @@ for k in $nodes; do
   for n in $per_node; do
     for _ in $(seq "$reps"); do
       for f in $fences; do run "hyrun-$f" "$k" "$n" "$out/h$k.$n.$f" --no-pingpong; done
+      [ -z "$reference" ] || run "ref-${fences%% *}" "$k" "$n" "$out/r$k.$n" --no-pingpong
       run native "$k" "$n" "$out/s$k.$n" --no-pingpong
     done
     for f in $fences; do
@@ -86,9 +96,11 @@ for k in $nodes; do
       [ "$fences" = auto ] || label="${k}x$n $f"
       launch_rows "$label" "$out/h$k.$n.$f" "$out/s$k.$n" hyrun native
     done
+    [ -z "$reference" ] || launch_rows "${k}x$n" "$out/h$k.$n.${fences%% *}" "$out/r$k.$n" hyrun ref
   done
 done
 launch_footer
+[ -z "$reference" ] || echo "ref: the hyrun of $reference, with --fences ${fences%% *}; its row's ratios are this build's over it."
 
 # Two processes only, so that neither waits for a core (this machine may have two).
 for where in "same node:1:2" "next node:2:1"; do

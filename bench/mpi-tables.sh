@@ -49,10 +49,10 @@ pp_median() { awk -v b="$2" -v c="$3" '$2 == b {print $c}' "$1" | sort -n | awk 
 # launch_header CELL_NAME RATIO_NAME, then launch_rows CELL FILE_A FILE_B NAME_A NAME_B: the
 # medians of MPI_Init, Init..Finalize, the wall time and the machine's CPU time of both
 # launchers, with CPU / wall (this machine's cores in use, on average), the second row with
-# the ratio A/B of the wall time. launch_footer explains the CPU columns.
+# the ratios A/B of the wall time and of MPI_Init. launch_footer explains the CPU columns.
 launch_header() {
   printf '%5s | %-8s | %11s | %17s | %8s | %8s | %5s | %s\n' "$1" launcher "MPI_Init ms" "Init..Finalize ms" \
-    "wall ms" "CPU ms" cores "wall $2"
+    "wall ms" "CPU ms" cores "$2: wall, MPI_Init"
   printf -- '------+----------+-------------+-------------------+----------+----------+-------+------------------\n'
 }
 launch_rows() {
@@ -61,7 +61,7 @@ launch_rows() {
     "$(median_col "$a" 1)" "$(median_col "$a" 4)" "$(ratio "$(median_col "$a" 4)" "$(median_col "$a" 1)")"
   printf '%5s | %-8s | %11s | %17s | %8s | %8s | %5s | %s\n' "$1" "$5" "$(median_col "$b" 2)" "$(median_col "$b" 3)" \
     "$(median_col "$b" 1)" "$(median_col "$b" 4)" "$(ratio "$(median_col "$b" 4)" "$(median_col "$b" 1)")" \
-    "$(ratio "$(median_col "$a" 1)" "$(median_col "$b" 1)")"
+    "$(ratio "$(median_col "$a" 1)" "$(median_col "$b" 1)"), $(ratio "$(median_col "$a" 2)" "$(median_col "$b" 2)")"
 }
 launch_footer() {
   echo "CPU ms: the whole machine's CPU time over a run (every rank, launcher and daemon; /proc/stat, to"

@@ -36,6 +36,7 @@ void EarlyStart::finish(RankSupervisor& supervisor, const std::function<void()>&
     complete();
     return;
   }
+  state_ = State::kCompleted;  // started whole: nothing to complete, nothing to start again
   for (const int local : ranks_) {
     if (supervisor.stopping()) break;
     supervisor.start(node_.rank(local, false));

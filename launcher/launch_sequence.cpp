@@ -310,6 +310,14 @@ std::optional<Error> Launch::offer_root(RankSupervisor& supervisor, const std::o
       // not fails as rank 0's alone, as before.
       const auto address = supervisor.await_root_address([&] { start_early(supervisor, 1); });
       timings_.mark("rank 0 address");
+      // An MPI (PMIx or PMI) program needs no address: its MPI_Init waits for the others,
+      // so they start now, not after the exchange (docs/pmix.md). Not again where rank 0's
+      // worker-library hello started them already.
+      if (!address && supervisor.root_is_pmix_client() && !early_) {
+        early_.emplace(*node_, local_ranks_from(1));
+        early_->finish(supervisor);  // the node link is not linked yet: nothing to hear meanwhile
+        timings_.mark("ranks started");
+      }
       // Stopped meanwhile (a signal, a failure): with other nodes, they must hear it from
       // the record; alone, no rank starts and finish() ends the job.
       if (!address && peers_ && !supervisor.root_is_pmix_client())

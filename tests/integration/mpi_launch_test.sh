@@ -318,6 +318,32 @@ nested-tasks)  # two hyrun under one (two tasks on one machine): Open MPI's segm
   expect_mpi_ok 4
   ! grep -q "SIGSEGV" "$ERR" && pass "no rank crashed" || { fail "a rank crashed"; show_output; }
   ;;
+root-ranks-before-exchange)  # the root's other MPI ranks start once rank 0 connected, not after the nodes' exchange
+  # Two nested hyrun: two nodes of a hybrid job. The second node's hyrun starts, and so joins
+  # the exchange, only once the root node's rank 1 has started. Before, the root started its
+  # ranks other than rank 0 only after the exchange, so after the second node had joined it:
+  # every rank's MPI_Init waited out one whole exchange more. Here that was a wait of 30 s.
+  started=$WORK/root-rank-1-started
+  cat >"$WORK/rank.sh" <<EOF
+#!/bin/sh
+[ "\$HYRUN_RANK" = 1 ] && : >"$started"
+exec "$MPI_CHECK"
+EOF
+  cat >"$WORK/task.sh" <<EOF
+#!/bin/sh
+if [ "\$HYRUN_RANK" = 1 ]; then
+  i=0
+  until [ -e "$started" ] || [ \$i -ge 300 ]; do i=\$((i + 1)); sleep 0.1; done
+  [ -e "$started" ] && echo "task 1: the root's rank 1 started first" || echo "task 1: the root's rank 1 had not started after 30 s"
+fi
+exec "$HYRUN" -n 2 -- "$WORK/rank.sh"
+EOF
+  chmod +x "$WORK/rank.sh" "$WORK/task.sh"
+  run_job 90 "$HYRUN" -n 2 --bootstrap=none -- "$WORK/task.sh"
+  expect_rc 0
+  expect_stdout "^task 1: the root's rank 1 started first$"
+  expect_mpi_ok 4
+  ;;
 segments-where-the-user-said)  # OMPI_MCA_btl_vader_backing_directory names where the job's own segment folder goes
   chosen=$WORK/segments; mkdir -p "$chosen"
   run_job 60 env OMPI_MCA_btl_vader_backing_directory="$chosen" "$HYRUN" -n 2 -- "$MPI_CHECK" --print-dirs

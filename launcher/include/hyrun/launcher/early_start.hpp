@@ -32,6 +32,7 @@ class EarlyStart {
   bool complete();
   /// complete() when the ranks started early; otherwise starts them now (stopping when the
   /// job is stopping), calling `between` after each (a node link still heard meanwhile).
+  /// Either way started() is true after it, and a second call starts nothing.
   void finish(RankSupervisor& supervisor, const std::function<void()>& between = {});
   bool started() const { return state_ != State::kNone; }
   /// Removes the pending directory now (an abort ends the process without destructors).
