@@ -567,6 +567,9 @@ bool NodeLink::take_loss(Peer& peer, const LinkLoss& lost) {
       return true;
     }
     Peer* gone = find_peer(lost.task);
+    // What it said before it went counts (a child's ended words), though this report was read
+    // first; reading may find its end, and lose it so.
+    if (gone && !gone->gone && gone->fd) take_what_waits(*gone);
     if (gone && !gone->gone && !gone->said_bye)
       lose(*gone, fmt::format("the hyrun of task {}, its tree {}, lost it: {}", lost.reporter,
                               tree_.parent(lost.task) == lost.reporter ? "parent" : "child", lost.why));

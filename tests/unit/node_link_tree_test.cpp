@@ -450,6 +450,32 @@ TEST(NodeLinkTree, AnEndedWordOfANodeThatLeftIsOldNewsAtTheRoot) {
     ADD_FAILURE() << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
 }
 
+// Task 4 ends and its parent, task 1, tells the root, then dies; but the root reads task 3's
+// report of task 1's loss first (it came first: the root's loop was held meanwhile). What task
+// 1 said before it went still counts: the root does not wait for task 4 to link, nor take it
+// for lost at the connect limit. (epoll hands the readiness that came first out first; a beat
+// of task 1 in the instant between the hold and task 3's line would let the old root pass.)
+TEST(NodeLinkTree, ALostNodesLastWordsCountWhenAnotherReportOfItsLossIsReadFirst) {
+  Tree tree({}, true);
+  bool linked = false;  // task 3 linked with the root on need
+  tree.at(0).on(LinkKind::kCosts, [&linked](int task, std::string_view) { return linked = linked || task == 3, true; });
+  tree.run_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(tree.at(3).send_to(0, format_link(LinkCosts{3, 1, 2, 3, 4, 5, 6})));
+  ASSERT_TRUE(tree.run([&] { return linked; }));
+  tree.hold(0);
+  ASSERT_TRUE(tree.at(3).send_to(0, format_link(LinkLoss{1, 3, "n1", "silent"})));
+  tree.run_for(std::chrono::milliseconds(100));
+  tree.leave(4);
+  tree.run_for(std::chrono::milliseconds(300));  // task 1 tells the root of task 4's bye
+  tree.drop(1);
+  tree.release(0);
+  ASSERT_TRUE(tree.run([&] { return seen_by(tree.seen, 0, 1); }));
+  tree.run_for(std::chrono::milliseconds(11500));  // past the connect limit (10 s) of the adopted
+  for (const auto& s : tree.seen)
+    EXPECT_EQ(s.loss.task, 1) << "task " << s.by << " lost task " << s.loss.task << ": " << s.loss.why;
+  for (const int task : {0, 2, 3}) EXPECT_FALSE(tree.at(task).lost()) << task;
+}
+
 // Only a parent says that its child ended, and to the nodes above it only: a word of a node
 // outside the sender's subtree, or of the sender itself, or one passed up for a node whose
 // parent was not lost, or one from a parent to its child, ends the link, and the root names
